@@ -1,0 +1,221 @@
+package agentproto
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+)
+
+// Client is the host's typed view of the guest agent.
+type Client struct {
+	Peer *Peer
+	Info HelloResponse
+}
+
+// Handshake greets the guest on a fresh session: checks the protocol
+// version and hands over the host's clock.
+func Handshake(ctx context.Context, p *Peer) (*Client, error) {
+	var resp HelloResponse
+	err := p.Call(ctx, OpHello, HelloRequest{
+		Major: VersionMajor, Minor: VersionMinor, TimeUnixNano: time.Now().UnixNano(),
+	}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Major != VersionMajor {
+		return nil, fmt.Errorf("%w: host speaks %d.%d, guest agent %d.%d; rebuild the guest image",
+			ErrVersion, VersionMajor, VersionMinor, resp.Major, resp.Minor)
+	}
+	return &Client{Peer: p, Info: resp}, nil
+}
+
+// Exec runs a process and streams its output into stdout and stderr as it
+// arrives. stdin, when non-nil, is copied to the process (req.Stdin is set
+// for you). Cancelling ctx kills the process group.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExitStatus, error) {
+	req.Stdin = stdin != nil
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	s, release, err := c.Peer.open(ctx, OpExec, req)
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	defer release()
+	t, payload, err := ReadFrame(s)
+	if err != nil {
+		return ExitStatus{}, c.Peer.callErr(ctx, OpExec, err)
+	}
+	if t != FrameResponse {
+		return ExitStatus{}, fmt.Errorf("agent exec: %w: unexpected frame %q", ErrProtocol, t)
+	}
+	var started ExecStarted
+	if err := decodeResponse(OpExec, payload, &started); err != nil {
+		return ExitStatus{}, err
+	}
+	if stdin != nil {
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, rerr := stdin.Read(buf)
+				if n > 0 {
+					if s.writeFrame(FrameStdin, buf[:n]) != nil {
+						return
+					}
+				}
+				if rerr != nil {
+					s.writeFrame(FrameStdinEOF, nil)
+					return
+				}
+			}
+		}()
+	}
+	// On cancel, ask the guest to kill the group before the stream is torn
+	// down; the deadline set by open's AfterFunc then unblocks us.
+	stopKill := context.AfterFunc(ctx, func() {
+		s.writeJSON(FrameSignal, SignalFrame{Signal: int(syscall.SIGKILL)})
+	})
+	defer stopKill()
+	for {
+		t, payload, err := ReadFrame(s)
+		if err != nil {
+			return ExitStatus{}, c.Peer.callErr(ctx, OpExec, err)
+		}
+		switch t {
+		case FrameStdout:
+			if _, err := stdout.Write(payload); err != nil {
+				return ExitStatus{}, fmt.Errorf("agent exec: writing stdout: %w", err)
+			}
+		case FrameStderr:
+			if _, err := stderr.Write(payload); err != nil {
+				return ExitStatus{}, fmt.Errorf("agent exec: writing stderr: %w", err)
+			}
+		case FrameExit:
+			var st ExitStatus
+			if err := json.Unmarshal(payload, &st); err != nil {
+				return ExitStatus{}, fmt.Errorf("agent exec: %w: bad exit frame: %v", ErrProtocol, err)
+			}
+			return st, nil
+		case FrameResponse:
+			if err := decodeResponse(OpExec, payload, nil); err != nil {
+				return ExitStatus{}, err
+			}
+			return ExitStatus{}, fmt.Errorf("agent exec: %w: response without exit status", ErrProtocol)
+		default:
+			return ExitStatus{}, fmt.Errorf("agent exec: %w: unexpected frame %q", ErrProtocol, t)
+		}
+	}
+}
+
+// Output runs a command and returns its stdout and stderr. A non-zero exit
+// is not an error; check the status.
+func (c *Client) Output(ctx context.Context, req ExecRequest) (stdout, stderr []byte, st ExitStatus, err error) {
+	var o, e limitedBuffer
+	o.max, e.max = 64<<20, 64<<20
+	st, err = c.Exec(ctx, req, nil, &o, &e)
+	return o.b, e.b, st, err
+}
+
+type limitedBuffer struct {
+	b   []byte
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if len(l.b)+len(p) > l.max {
+		return 0, fmt.Errorf("%w: output over %d bytes", ErrTooLarge, l.max)
+	}
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+func call[Resp any](ctx context.Context, c *Client, op string, req any) (Resp, error) {
+	var r Resp
+	err := c.Peer.Call(ctx, op, req, &r)
+	return r, err
+}
+
+// StartBackground starts a detached process logging to a file.
+func (c *Client) StartBackground(ctx context.Context, req StartBackgroundRequest) (StartBackgroundResponse, error) {
+	return call[StartBackgroundResponse](ctx, c, OpStartBg, req)
+}
+
+// Signal signals a process with the identity's rights.
+func (c *Client) Signal(ctx context.Context, req SignalRequest) error {
+	_, err := call[Empty](ctx, c, OpSignal, req)
+	return err
+}
+
+// Wait waits up to req.TimeoutMillis for a background process.
+func (c *Client) Wait(ctx context.Context, req WaitRequest) (ExitStatus, error) {
+	return call[ExitStatus](ctx, c, OpWait, req)
+}
+
+// ReadFile reads (part of) a file.
+func (c *Client) ReadFile(ctx context.Context, req ReadFileRequest) (ReadFileResponse, error) {
+	return call[ReadFileResponse](ctx, c, OpReadFile, req)
+}
+
+// WriteFile writes a file atomically.
+func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest) (WriteFileResponse, error) {
+	if len(req.Data) > MaxFrame/2 {
+		return WriteFileResponse{}, fmt.Errorf("agent write_file: %w: %d bytes, at most %d per call", ErrTooLarge, len(req.Data), MaxFrame/2)
+	}
+	return call[WriteFileResponse](ctx, c, OpWriteFile, req)
+}
+
+// Stat describes one path (symlinks are not followed).
+func (c *Client) Stat(ctx context.Context, req PathRequest) (FileInfo, error) {
+	return call[FileInfo](ctx, c, OpStat, req)
+}
+
+// List lists a directory.
+func (c *Client) List(ctx context.Context, req ListRequest) (ListResponse, error) {
+	return call[ListResponse](ctx, c, OpList, req)
+}
+
+// Mkdir creates a directory.
+func (c *Client) Mkdir(ctx context.Context, req PathRequest) error {
+	_, err := call[Empty](ctx, c, OpMkdir, req)
+	return err
+}
+
+// Remove removes a file or directory.
+func (c *Client) Remove(ctx context.Context, req PathRequest) error {
+	_, err := call[Empty](ctx, c, OpRemove, req)
+	return err
+}
+
+// Move renames a file or directory.
+func (c *Client) Move(ctx context.Context, req MoveRequest) error {
+	_, err := call[Empty](ctx, c, OpMove, req)
+	return err
+}
+
+// UserAdd creates a Linux user (idempotent).
+func (c *Client) UserAdd(ctx context.Context, req UserAddRequest) (UserAddResponse, error) {
+	return call[UserAddResponse](ctx, c, OpUserAdd, req)
+}
+
+// UserDel deletes a Linux user after killing its processes.
+func (c *Client) UserDel(ctx context.Context, req UserDelRequest) error {
+	_, err := call[Empty](ctx, c, OpUserDel, req)
+	return err
+}
+
+// Shutdown asks the guest to sync and power off. The session usually ends
+// before a response arrives; that counts as success.
+func (c *Client) Shutdown(ctx context.Context, req ShutdownRequest) error {
+	_, err := call[Empty](ctx, c, OpShutdown, req)
+	if errors.Is(err, ErrSessionEnded) {
+		return nil
+	}
+	return err
+}

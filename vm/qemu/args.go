@@ -1,0 +1,150 @@
+package qemu
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// AgentPortName is the virtio-serial port the guest agent serves on.
+const AgentPortName = "org.osaurus.agent.0"
+
+// AgentVsockPort is the vsock port the guest agent listens on.
+const AgentVsockPort = 1024
+
+// layout names the files of one running VM inside spec.RunDir.
+type layout struct {
+	agentSock string
+	qmpSock   string
+	pidFile   string
+	fsSocks   []string // one per share, same order
+}
+
+func newLayout(runDir string, shares int) layout {
+	l := layout{
+		agentSock: runDir + "/agent.sock",
+		qmpSock:   runDir + "/qmp.sock",
+		pidFile:   runDir + "/qemu.pid",
+	}
+	for i := range shares {
+		l.fsSocks = append(l.fsSocks, fmt.Sprintf("%s/fs%d.sock", runDir, i))
+	}
+	return l
+}
+
+// plan is one QEMU invocation, decided before anything starts.
+type plan struct {
+	arch      string // GOARCH of host and guest
+	accel     string // vm.AccelKVM or vm.AccelTCG
+	vsockCID  uint32 // 0: use virtio-serial for the agent
+	firmware  string // optional -bios, e.g. qboot for fast x86 boots
+	layout    layout
+	consoleTT string // kernel console device
+}
+
+// kernelCmdline is what the guest kernel gets.
+func (p plan) kernelCmdline(spec vm.Spec) string {
+	var port string
+	var vsock uint32
+	if p.vsockCID != 0 {
+		vsock = AgentVsockPort
+	} else {
+		port = AgentPortName
+	}
+	words := []string{
+		"console=" + p.consoleTT,
+		// quiet: a serial console under TCG costs boot time per line.
+		"quiet", "loglevel=3",
+		// A panicking guest must end the VM, not hang it; with -no-reboot
+		// QEMU then exits and the driver reports why.
+		"panic=-1",
+		"rdinit=/init",
+		spec.BootParams(port, vsock).Encode(),
+	}
+	if spec.Cmdline != "" {
+		words = append(words, spec.Cmdline)
+	}
+	return strings.Join(words, " ")
+}
+
+// args builds QEMU's command line.
+func (p plan) args(spec vm.Spec) []string {
+	mem := strconv.Itoa(spec.MemoryMiB)
+	a := []string{
+		"-name", "osaurus-sandbox",
+		"-nodefaults", "-no-user-config", "-nographic",
+		"-no-reboot",
+	}
+	switch p.arch {
+	case "arm64":
+		a = append(a, "-machine", "virt,accel="+p.accel)
+		if p.accel == vm.AccelKVM {
+			a = append(a, "-cpu", "host")
+		} else {
+			a = append(a, "-cpu", "max")
+		}
+	default:
+		a = append(a, "-machine", "pc,accel="+p.accel)
+		if p.accel == vm.AccelKVM {
+			a = append(a, "-cpu", "host")
+		} else {
+			a = append(a, "-cpu", "max")
+		}
+		if p.firmware != "" {
+			a = append(a, "-bios", p.firmware)
+		}
+	}
+	a = append(a,
+		"-smp", strconv.Itoa(spec.CPUs),
+		"-m", mem+"M",
+		// vhost-user-fs needs guest RAM shared with virtiofsd.
+		"-object", "memory-backend-memfd,id=mem,size="+mem+"M,share=on",
+		"-numa", "node,memdev=mem",
+		"-kernel", spec.Kernel,
+		"-initrd", spec.Initramfs,
+		"-append", p.kernelCmdline(spec),
+		"-chardev", "file,id=console,path="+spec.ConsoleLog+",append=on",
+		"-serial", "chardev:console",
+		"-drive", "file="+spec.RootDisk+",if=none,id=root,format=raw,cache=writeback,discard=unmap",
+		"-device", "virtio-blk-pci,drive=root",
+		"-device", "virtio-rng-pci",
+		"-qmp", "unix:"+p.layout.qmpSock+",server=on,wait=off",
+		"-pidfile", p.layout.pidFile,
+	)
+	for i, sh := range spec.Shares {
+		id := "fs" + strconv.Itoa(i)
+		a = append(a,
+			"-chardev", "socket,id="+id+",path="+p.layout.fsSocks[i],
+			"-device", "vhost-user-fs-pci,chardev="+id+",tag="+sh.Tag,
+		)
+	}
+	if spec.Network == vm.NetworkOutbound {
+		// slirp's defaults are the layout the guest expects: guest
+		// 10.0.2.15/24, gateway 10.0.2.2 (the host's loopback), DNS 10.0.2.3.
+		a = append(a,
+			"-netdev", "user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3",
+			"-device", "virtio-net-pci,netdev=net0",
+		)
+	}
+	if p.vsockCID != 0 {
+		a = append(a, "-device", "vhost-vsock-pci,guest-cid="+strconv.FormatUint(uint64(p.vsockCID), 10))
+	} else {
+		a = append(a,
+			"-device", "virtio-serial-pci",
+			"-chardev", "socket,id=agent,path="+p.layout.agentSock+",server=on,wait=off",
+			"-device", "virtserialport,chardev=agent,name="+AgentPortName,
+		)
+	}
+	return a
+}
+
+// qemuBinary is the system emulator for the host's architecture.
+func qemuBinary() string {
+	if runtime.GOARCH == "arm64" {
+		return "qemu-system-aarch64"
+	}
+	return "qemu-system-x86_64"
+}

@@ -1,0 +1,145 @@
+package qemu
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+func testSpec() vm.Spec {
+	return vm.Spec{
+		Kernel: "/k", Initramfs: "/i", RootDisk: "/r.img", RunDir: "/run/x",
+		ConsoleLog: "/log/console.log", CPUs: 2, MemoryMiB: 2048,
+		Network: vm.NetworkOutbound,
+		Shares: []vm.Share{
+			{Tag: "workspace", HostPath: "/h/ws", GuestPath: "/workspace"},
+			{Tag: "output", HostPath: "/h/out", GuestPath: "/output"},
+		},
+	}
+}
+
+// flagValues returns every value given to flag.
+func flagValues(args []string, flag string) []string {
+	var v []string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag {
+			v = append(v, args[i+1])
+		}
+	}
+	return v
+}
+
+func TestArgs(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*vm.Spec, *plan)
+		want   []string // "flag=value" pairs that must appear
+		absent []string // substrings no argument may contain
+	}{
+		{
+			name: "tcg with shares, NAT and virtio-serial",
+			want: []string{
+				"-machine=pc,accel=tcg", "-cpu=max", "-smp=2", "-m=2048M",
+				"-object=memory-backend-memfd,id=mem,size=2048M,share=on",
+				"-device=vhost-user-fs-pci,chardev=fs0,tag=workspace",
+				"-device=vhost-user-fs-pci,chardev=fs1,tag=output",
+				"-chardev=socket,id=fs1,path=/run/x/fs1.sock",
+				"-netdev=user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3",
+				"-device=virtio-net-pci,netdev=net0",
+				"-device=virtserialport,chardev=agent,name=" + AgentPortName,
+				"-chardev=file,id=console,path=/log/console.log,append=on",
+				"-drive=file=/r.img,if=none,id=root,format=raw,cache=writeback,discard=unmap",
+			},
+			absent: []string{"vhost-vsock"},
+		},
+		{
+			name:   "network none has no NIC at all",
+			mutate: func(s *vm.Spec, _ *plan) { s.Network = vm.NetworkNone },
+			absent: []string{"netdev", "virtio-net"},
+		},
+		{
+			name:   "kvm uses the host CPU",
+			mutate: func(_ *vm.Spec, p *plan) { p.accel = vm.AccelKVM },
+			want:   []string{"-machine=pc,accel=kvm", "-cpu=host"},
+		},
+		{
+			name:   "vsock replaces virtio-serial",
+			mutate: func(_ *vm.Spec, p *plan) { p.vsockCID = 42 },
+			want:   []string{"-device=vhost-vsock-pci,guest-cid=42"},
+			absent: []string{"virtserialport", "virtio-serial"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec()
+			p := plan{arch: "amd64", accel: vm.AccelTCG, layout: newLayout(spec.RunDir, len(spec.Shares)), consoleTT: "ttyS0"}
+			if tc.mutate != nil {
+				tc.mutate(&spec, &p)
+			}
+			args := p.args(spec)
+			for _, w := range tc.want {
+				flag, val, _ := strings.Cut(w, "=")
+				if !slices.Contains(flagValues(args, flag), val) {
+					t.Errorf("missing %s %s in %q", flag, val, args)
+				}
+			}
+			for _, a := range tc.absent {
+				for _, arg := range args {
+					if strings.Contains(arg, a) {
+						t.Errorf("argument %q contains %q", arg, a)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestKernelCmdline(t *testing.T) {
+	spec := testSpec()
+	spec.Cmdline = "extra=1"
+	p := plan{arch: "amd64", accel: vm.AccelTCG, layout: newLayout(spec.RunDir, 2), consoleTT: "ttyS0"}
+	got := p.kernelCmdline(spec)
+	for _, w := range []string{"console=ttyS0", "panic=-1", "osaurus.root=/dev/vda",
+		"osaurus.share=workspace:/workspace", "osaurus.share=output:/output",
+		"osaurus.ip=10.0.2.15/24", "osaurus.gw=10.0.2.2", "osaurus.dns=10.0.2.3",
+		"osaurus.port=" + AgentPortName, "extra=1"} {
+		if !slices.Contains(strings.Fields(got), w) {
+			t.Errorf("cmdline %q lacks %q", got, w)
+		}
+	}
+	spec.Network = vm.NetworkNone
+	if got := p.kernelCmdline(spec); !strings.Contains(got, "osaurus.net=none") || strings.Contains(got, "osaurus.ip") {
+		t.Errorf("network none: cmdline %q", got)
+	}
+}
+
+func TestChooseAccel(t *testing.T) {
+	d := New(Config{StateDir: t.TempDir()})
+	if a, auto := d.chooseAccel(vm.Spec{Accel: vm.AccelTCG}); a != vm.AccelTCG || auto {
+		t.Errorf("explicit tcg: got %s auto=%v", a, auto)
+	}
+	if a, auto := d.chooseAccel(vm.Spec{Accel: vm.AccelKVM}); a != vm.AccelKVM || auto {
+		t.Errorf("explicit kvm: got %s auto=%v", a, auto)
+	}
+	// A KVM attempt that failed under auto is remembered across drivers.
+	failed := &process{autoAccel: true, plan: plan{accel: vm.AccelKVM}}
+	if !d.Fallback(failed) {
+		t.Fatal("fallback from an automatic KVM attempt refused")
+	}
+	if a, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto}); a != vm.AccelTCG {
+		t.Errorf("after fallback auto picked %s", a)
+	}
+	d2 := New(Config{StateDir: d.cfg.StateDir})
+	if a, _ := d2.chooseAccel(vm.Spec{}); a != vm.AccelTCG {
+		t.Errorf("a new driver forgot the KVM failure: picked %s", a)
+	}
+	// Explicit TCG or an explicit KVM choice never falls back.
+	if d.Fallback(&process{autoAccel: false, plan: plan{accel: vm.AccelKVM}}) {
+		t.Error("fell back from an explicit kvm choice")
+	}
+	if d.Fallback(&process{autoAccel: true, plan: plan{accel: vm.AccelTCG}}) {
+		t.Error("fell back from tcg")
+	}
+}

@@ -1,0 +1,275 @@
+// Package qemu is the Linux VM driver: QEMU for the machine, virtiofsd for
+// the shared folders, a virtio-serial port (or vsock where the host has
+// vhost-vsock) for the guest agent.
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// Config locates the tools and where the driver remembers what it learned.
+type Config struct {
+	QEMU      string // path; default: qemu-system-<arch> from PATH
+	Virtiofsd string // path; default: the first of the known install places
+	// StateDir keeps accel.json, the outcome of trying KVM. Without it the
+	// driver tries KVM on every boot.
+	StateDir string
+	// KVMBootTimeout bounds a KVM attempt. A KVM guest reaches its agent in
+	// a second or two; past this, "auto" falls back to TCG.
+	KVMBootTimeout time.Duration
+	// TCGBootTimeout bounds a boot under emulation.
+	TCGBootTimeout time.Duration
+	// KillWithParent makes QEMU and virtiofsd die with this process (tests).
+	KillWithParent bool
+}
+
+// Driver boots VMs under QEMU.
+type Driver struct {
+	cfg Config
+
+	mu        sync.Mutex
+	kvmBroken bool // learned this run or read from accel.json
+}
+
+// New returns a driver. It doesn't look for the binaries yet; Start does,
+// and says how to install what is missing.
+func New(cfg Config) *Driver {
+	if cfg.KVMBootTimeout == 0 {
+		cfg.KVMBootTimeout = 20 * time.Second
+	}
+	if cfg.TCGBootTimeout == 0 {
+		cfg.TCGBootTimeout = 3 * time.Minute
+	}
+	d := &Driver{cfg: cfg}
+	d.kvmBroken = d.loadAccel().KVMBroken
+	return d
+}
+
+// Name implements vm.Driver.
+func (d *Driver) Name() string { return "qemu" }
+
+// ErrMissingTool is returned when QEMU or virtiofsd isn't installed.
+var ErrMissingTool = errors.New("required program not found")
+
+// accelRecord is accel.json.
+type accelRecord struct {
+	KVMBroken bool      `json:"kvmBroken"`
+	Reason    string    `json:"reason,omitempty"`
+	HostKern  string    `json:"hostKernel,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+func (d *Driver) accelPath() string {
+	if d.cfg.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(d.cfg.StateDir, "accel.json")
+}
+
+func hostKernel() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// loadAccel reads what an earlier run learned. A record made under another
+// host kernel is stale: KVM may work now.
+func (d *Driver) loadAccel() accelRecord {
+	var r accelRecord
+	p := d.accelPath()
+	if p == "" {
+		return r
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || json.Unmarshal(b, &r) != nil || r.HostKern != hostKernel() {
+		return accelRecord{}
+	}
+	return r
+}
+
+// kvmUsable reports whether /dev/kvm can be opened; that it then actually
+// boots a guest is only learned by trying.
+func kvmUsable() bool {
+	if runtime.GOOS != "linux" {
+		return false
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// chooseAccel decides the accelerator for spec; auto reports whether the
+// choice was automatic (and so may fall back).
+func (d *Driver) chooseAccel(spec vm.Spec) (accel string, auto bool) {
+	switch spec.Accel {
+	case vm.AccelKVM, vm.AccelTCG:
+		return spec.Accel, false
+	}
+	d.mu.Lock()
+	broken := d.kvmBroken
+	d.mu.Unlock()
+	if !broken && kvmUsable() {
+		return vm.AccelKVM, true
+	}
+	return vm.AccelTCG, true
+}
+
+// Fallback implements vm.Fallbacker: an automatic KVM attempt whose guest
+// never answered is remembered as broken and retried under TCG.
+func (d *Driver) Fallback(failed vm.Process) bool {
+	p, ok := failed.(*process)
+	if !ok || !p.autoAccel || p.plan.accel != vm.AccelKVM {
+		return false
+	}
+	d.mu.Lock()
+	d.kvmBroken = true
+	d.mu.Unlock()
+	if path := d.accelPath(); path != "" {
+		b, _ := json.MarshalIndent(accelRecord{
+			KVMBroken: true,
+			Reason:    fmt.Sprintf("a KVM guest did not reach its agent within %s", d.cfg.KVMBootTimeout),
+			HostKern:  hostKernel(),
+			At:        time.Now().UTC(),
+		}, "", "  ")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			atomicfile.WriteFile(path, b, 0o644)
+		}
+	}
+	return true
+}
+
+// AccelDecision reports what "auto" would pick now, for status displays.
+func (d *Driver) AccelDecision() string {
+	a, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto})
+	return a
+}
+
+func findProgram(explicit string, candidates []string, hint string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("%w: %s: %v", ErrMissingTool, explicit, err)
+		}
+		return explicit, nil
+	}
+	for _, c := range candidates {
+		if strings.HasPrefix(c, "/") {
+			if st, err := os.Stat(c); err == nil && st.Mode()&0o111 != 0 {
+				return c, nil
+			}
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s (%s)", ErrMissingTool, candidates[0], hint)
+}
+
+// virtiofsdCandidates lists where distributions put virtiofsd: the Rust
+// one (its own package) first, then the C one from qemu-system-common.
+var virtiofsdCandidates = []string{
+	"virtiofsd", "/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd", "/usr/lib/virtiofsd",
+}
+
+// vsockCID picks a guest context id when the host can do vhost-vsock.
+func vsockCID() uint32 {
+	f, err := os.OpenFile("/dev/vhost-vsock", os.O_RDWR, 0)
+	if err != nil {
+		return 0
+	}
+	f.Close()
+	// CIDs 0-2 are reserved; a random one avoids clashing with other VMs.
+	return 3 + rand.Uint32N(1<<30)
+}
+
+// Start implements vm.Driver.
+func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	qemuPath, err := findProgram(d.cfg.QEMU, []string{qemuBinary()}, "install it: apt-get install qemu-system-x86")
+	if err != nil {
+		return nil, err
+	}
+	var fsd string
+	if len(spec.Shares) > 0 {
+		fsd, err = findProgram(d.cfg.Virtiofsd, virtiofsdCandidates, "install it: apt-get install qemu-system-common, or the virtiofsd package")
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct{ field, path string }{{"kernel", spec.Kernel}, {"initramfs", spec.Initramfs}, {"root disk", spec.RootDisk}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, fmt.Errorf("vm spec: %s: %w", f.field, err)
+		}
+	}
+	for _, sh := range spec.Shares {
+		if st, err := os.Stat(sh.HostPath); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("vm spec: share %s: host folder %s: %w", sh.Tag, sh.HostPath, errors.Join(err, fs.ErrNotExist))
+		}
+	}
+	if err := os.MkdirAll(spec.RunDir, 0o700); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	if spec.ConsoleLog == "" {
+		spec.ConsoleLog = filepath.Join(spec.RunDir, "console.log")
+	}
+	l := newLayout(spec.RunDir, len(spec.Shares))
+	if len(l.agentSock) >= 104 {
+		return nil, fmt.Errorf("vm spec: run dir %s: path too long for a unix socket; use a shorter data dir", spec.RunDir)
+	}
+	accel, auto := d.chooseAccel(spec)
+	pl := plan{
+		arch:      runtime.GOARCH,
+		accel:     accel,
+		vsockCID:  vsockCID(),
+		layout:    l,
+		consoleTT: "ttyS0",
+	}
+	if runtime.GOARCH == "arm64" {
+		pl.consoleTT = "ttyAMA0"
+	} else if fw := "/usr/share/qemu/qboot.rom"; fileExists(fw) {
+		// qboot skips SeaBIOS's device probing: a faster start under TCG.
+		pl.firmware = fw
+	}
+	timeout := d.cfg.TCGBootTimeout
+	if accel == vm.AccelKVM {
+		timeout = d.cfg.KVMBootTimeout
+	}
+	return startProcess(ctx, processConfig{
+		qemu:           qemuPath,
+		virtiofsd:      fsd,
+		spec:           spec,
+		plan:           pl,
+		autoAccel:      auto,
+		bootTimeout:    timeout,
+		killWithParent: d.cfg.KillWithParent,
+	})
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
