@@ -24,6 +24,7 @@ var (
 	ErrVersion      = errors.New("protocol version mismatch")
 	ErrInternal     = errors.New("internal error")
 	ErrSessionEnded = errors.New("agent session ended")
+	ErrUnavailable  = errors.New("unavailable")
 )
 
 // codes is ordered: the most specific sentinel comes first, so an error
@@ -46,6 +47,7 @@ var codes = []struct {
 	{"timeout", ErrTimeout},
 	{"protocol", ErrProtocol},
 	{"version", ErrVersion},
+	{"unavailable", ErrUnavailable},
 	{"internal", ErrInternal},
 }
 

@@ -55,6 +55,7 @@ type HandlerFunc func(ctx context.Context, c *Call) error
 // Mux routes calls by op.
 type Mux struct {
 	handlers map[string]HandlerFunc
+	fallback HandlerFunc
 }
 
 // NewMux returns an empty router.
@@ -127,6 +128,9 @@ func (m *Mux) serveOne(ctx context.Context, s *stream) {
 	}
 	call.Op, call.body = env.Op, env.Body
 	h, ok := m.handlers[env.Op]
+	if !ok && m.fallback != nil {
+		h, ok = m.fallback, true
+	}
 	if !ok {
 		call.Fail(fmt.Errorf("%w: unknown op %q", ErrUnsupported, env.Op))
 		return

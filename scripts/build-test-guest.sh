@@ -10,7 +10,10 @@ set -euo pipefail
 
 SUITE=bookworm
 KMETA=linux-image-cloud-amd64
-INCLUDE=ca-certificates,curl,ripgrep,python3,python3-venv,python3-pip,procps,iproute2,nodejs,npm
+INCLUDE=ca-certificates,curl,ripgrep,python3,python3-venv,python3-pip,procps,iproute2,nodejs
+# Installed with apt after debootstrap: npm depends on virtual packages that
+# debootstrap's resolver can't satisfy.
+EXTRA=(npm)
 SMOKE=(python3 rg curl node npm) # each must answer --version inside the rootfs
 
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
@@ -78,7 +81,7 @@ KPKG=$(kpkg) || true
 KPKGVER=$(apt-cache policy "$KPKG" | awk '/Candidate:/ { print $2 }')
 KVER=${KPKG#linux-image-}
 
-KEY=$({ cat "$SELF"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE"; } | sha256sum | cut -d' ' -f1)
+KEY=$({ cat "$SELF"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE ${EXTRA[*]}"; } | sha256sum | cut -d' ' -f1)
 if [[ -f $OUTDIR/.key && $(<"$OUTDIR/.key") == "$KEY" ]] &&
 	[[ -s $OUTDIR/kernel.tar.gz && -s $OUTDIR/rootfs.tar.gz && -s $OUTDIR/manifest.json ]]; then
 	log "test guest up to date ($OUTDIR, kernel $KVER)"
@@ -126,6 +129,11 @@ debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOT" "$MIRROR" >"
 for s in "$SUITE" "$SUITE-updates" "$SUITE-security"; do # same mirrors as the host
 	u=$(apt_uri "$s") && echo "deb $u $s main"
 done >"$ROOT/etc/apt/sources.list"
+if ((${#EXTRA[@]})); then # uses the host's resolv.conf that debootstrap copied in
+	log "apt-get install ${EXTRA[*]}"
+	{ chroot "$ROOT" apt-get update -q && chroot "$ROOT" apt-get install -y -q --no-install-recommends "${EXTRA[@]}"; } \
+		>>"$WORK/debootstrap.log" 2>&1 || { tail -n 30 "$WORK/debootstrap.log" >&2; die "apt-get install failed"; }
+fi
 echo sandbox >"$ROOT/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
 echo "nameserver 10.0.2.3" >"$ROOT/etc/resolv.conf" # QEMU user-mode DNS

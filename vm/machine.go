@@ -88,6 +88,27 @@ func Boot(ctx context.Context, d Driver, spec Spec, opts Options) (*Machine, err
 	}
 }
 
+// Attach adopts a VM left running by an earlier process. When its agent
+// does not answer, the VM is killed rather than left orphaned, and the error
+// says so.
+func Attach(ctx context.Context, d Attacher, spec Spec, opts Options) (*Machine, error) {
+	proc, err := d.Attach(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	timeout := proc.Info().BootTimeout
+	if opts.BootTimeout > 0 {
+		timeout = opts.BootTimeout
+	}
+	client, err := connect(ctx, proc, timeout)
+	if err != nil {
+		proc.Kill()
+		<-proc.Done()
+		return nil, fmt.Errorf("adopting the running VM failed, so it was stopped: %w", err)
+	}
+	return newMachine(proc, client, opts), nil
+}
+
 // connect dials the agent and completes the handshake within timeout.
 func connect(ctx context.Context, proc Process, timeout time.Duration) (*agentproto.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -23,6 +23,8 @@ var (
 	ErrVMDied = errors.New("the VM died")
 	// ErrBootTimeout: the guest agent never answered.
 	ErrBootTimeout = errors.New("the guest agent did not answer in time")
+	// ErrNoVM: there is no running VM to attach to.
+	ErrNoVM = errors.New("no running VM found")
 	// ErrUnsupported: the host can't run this spec (missing hypervisor
 	// feature, OS too old, ...). The message says what is needed.
 	ErrUnsupported = errors.New("unsupported on this host")
@@ -153,4 +155,11 @@ type Driver interface {
 // the driver remembers the outcome for later boots.
 type Fallbacker interface {
 	Fallback(failed Process) bool
+}
+
+// Attacher is implemented by drivers that can adopt a VM left running by an
+// earlier process of the app (which crashed or was killed). Attach returns
+// ErrNoVM when there is none.
+type Attacher interface {
+	Attach(ctx context.Context, spec Spec) (Process, error)
 }

@@ -105,8 +105,12 @@ func BuildFromTar(ctx context.Context, dst string, tarStream io.Reader, opts Opt
 		return Result{}, fmt.Errorf("size temporary image: %w", err)
 	}
 
-	res, err := build(ctx, tmp, size, tarStream, opts)
+	img := newImageFile(tmp, size)
+	res, err := build(ctx, img, size, tarStream, opts)
 	if err != nil {
+		return res, err
+	}
+	if err := img.Flush(); err != nil {
 		return res, err
 	}
 	if err := tmp.Sync(); err != nil {
@@ -126,8 +130,8 @@ func BuildFromTar(ctx context.Context, dst string, tarStream io.Reader, opts Opt
 	return res, nil
 }
 
-func build(ctx context.Context, f *os.File, size int64, tarStream io.Reader, opts Options) (Result, error) {
-	fsys, err := dext4.Create(newSparseFile(f, size), size, 0, 512, &dext4.Params{
+func build(ctx context.Context, img *imageFile, size int64, tarStream io.Reader, opts Options) (Result, error) {
+	fsys, err := dext4.Create(img, size, 0, 512, &dext4.Params{
 		VolumeName: opts.Label,
 		Features: []dext4.FeatureOpt{
 			// Let the guest kernel hash-index directories that grow while

@@ -193,6 +193,7 @@ func TestBuildFromTar(t *testing.T) {
 		{name: "./tmp/", typ: tar.TypeDir, mode: 0o1777},
 		{name: "./var/mail/", typ: tar.TypeDir, mode: 0o2775, gid: 8},
 		{name: "./home/alice/", typ: tar.TypeDir, mode: 0o750, uid: 1000, gid: 1000},
+		{name: "./home/bob/", typ: tar.TypeDir, mode: 0o700, uid: 100000, gid: 100000},
 		{name: "./home/alice/.profile", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, data: []byte("export A=1\n")},
 		{name: "usr/bin/passwd", typ: tar.TypeReg, mode: 0o4755, data: []byte("\x7fELF passwd")},
 		{name: "usr/bin/wall", typ: tar.TypeReg, mode: 0o2755, gid: 5, data: []byte("\x7fELF wall")},
@@ -249,6 +250,7 @@ func TestBuildFromTar(t *testing.T) {
 		{path: "var", typ: "directory", mode: 0o755},
 		{path: "var/mail", typ: "directory", mode: 0o2775, gid: 8},
 		{path: "home/alice", typ: "directory", mode: 0o750, uid: 1000, gid: 1000},
+		{path: "home/bob", typ: "directory", mode: 0o700, uid: 100000, gid: 100000},
 		{path: "home/alice/.profile", typ: "regular", mode: 0o600, uid: 1000, gid: 1000, data: []byte("export A=1\n")},
 		{path: "usr/bin/passwd", typ: "regular", mode: 0o4755, data: []byte("\x7fELF passwd")},
 		{path: "usr/bin/wall", typ: "regular", mode: 0o2755, gid: 5, data: []byte("\x7fELF wall")},
@@ -273,7 +275,7 @@ func TestBuildFromTar(t *testing.T) {
 	}
 	wantRes := Result{
 		Files:           1500 + 11 + 1 + len(extra), // tar regular files (less the shadowed etc/hostname), the copied link, extras
-		Dirs:            28,
+		Dirs:            29,
 		Symlinks:        6,
 		HardlinksCopied: 1,
 		Skipped:         2,

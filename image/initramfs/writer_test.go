@@ -25,7 +25,9 @@ func sample(t testing.TB, opts ...Option) []byte {
 	steps := []func() error{
 		func() error { return w.AddDir("/etc", 0o700) },
 		func() error { return w.AddFile("/etc/hostname", 0o644, []byte("sandbox\n")) },
-		func() error { return w.AddFile("usr/local/bin/tool", 0o755|fs.ModeSetuid, []byte("#!/bin/sh\necho hi\n")) },
+		func() error {
+			return w.AddFile("usr/local/bin/tool", 0o755|fs.ModeSetuid, []byte("#!/bin/sh\necho hi\n"))
+		},
 		func() error {
 			return w.AddFileReader("/usr/local/share/big", 0o600, strings.NewReader(strings.Repeat("x", 5000)), 5000)
 		},

@@ -65,7 +65,8 @@ func fakeModule(t testing.TB, records ...string) []byte {
 func compressXZ(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	w, err := xz.NewWriter(&out)
+	// The settings the kernel's build uses for .ko.xz (see scripts/Makefile.modinst).
+	w, err := xz.WriterConfig{DictCap: 1 << 20, CheckSum: xz.CRC32}.NewWriter(&out)
 	if err != nil {
 		t.Fatal(err)
 	}

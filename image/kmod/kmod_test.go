@@ -332,3 +332,25 @@ func TestResolveModulesDepAvoidsScan(t *testing.T) {
 		t.Fatalf("load order = %v, want %v", names(got), want)
 	}
 }
+
+// BenchmarkResolveRealKernelXZ measures decompression cost on a tree like
+// newer Debian kernels ship, with every guest module xz-compressed.
+func BenchmarkResolveRealKernelXZ(b *testing.B) {
+	dir := realModulesTree(b)
+	mods, err := Resolve(os.DirFS(dir), GuestModules()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fsys := fstest.MapFS{}
+	size := 0
+	for _, m := range mods {
+		fsys["kernel/"+m.Name+".ko.xz"] = &fstest.MapFile{Data: compressXZ(b, m.Data)}
+		size += len(m.Data)
+	}
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		if _, err := Resolve(fsys, GuestModules()...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -21,6 +21,7 @@ type layout struct {
 	qmpSock   string
 	pidFile   string
 	fsSocks   []string // one per share, same order
+	fsPids    []string
 }
 
 func newLayout(runDir string, shares int) layout {
@@ -31,6 +32,7 @@ func newLayout(runDir string, shares int) layout {
 	}
 	for i := range shares {
 		l.fsSocks = append(l.fsSocks, fmt.Sprintf("%s/fs%d.sock", runDir, i))
+		l.fsPids = append(l.fsPids, fmt.Sprintf("%s/fs%d.pid", runDir, i))
 	}
 	return l
 }

@@ -34,7 +34,7 @@ type process struct {
 	plan      plan
 	autoAccel bool
 	info      vm.ProcessInfo
-	qemu      *exec.Cmd
+	qemu      *os.Process
 	qemuLog   *tailBuffer
 
 	done chan struct{}
@@ -75,7 +75,7 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 		}
 	}
 	for i, sh := range c.spec.Shares {
-		h, err := startVirtiofsd(ctx, c.virtiofsd, sh, l.fsSocks[i], c.killWithParent)
+		h, err := startVirtiofsd(ctx, c.virtiofsd, sh, l.fsSocks[i], l.fsPids[i], c.killWithParent)
 		if err != nil {
 			cleanup()
 			return nil, err
@@ -90,7 +90,7 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 		cleanup()
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
-	p.qemu = cmd
+	p.qemu = cmd.Process
 	p.info = vm.ProcessInfo{
 		Driver:      "qemu",
 		Accel:       c.plan.accel,
@@ -128,7 +128,7 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 					p.err = fmt.Errorf("virtiofsd for %s exited: %v%s", h.share.GuestPath, h.waitErr, h.log.summary())
 				}
 				p.mu.Unlock()
-				cmd.Process.Kill()
+				p.qemu.Kill()
 			case <-qemuExited:
 				h.stop()
 			}
@@ -169,7 +169,7 @@ func (p *process) Kill() error {
 		return nil
 	default:
 	}
-	if err := p.qemu.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.qemu.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill qemu: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +46,7 @@ func virtiofsdArgs(flavor, sock, dir string) []string {
 	return []string{"--socket-path=" + sock, "--shared-dir=" + dir, "--cache=auto", "--sandbox=" + sandbox, "--announce-submounts"}
 }
 
-func startVirtiofsd(ctx context.Context, path string, sh vm.Share, sock string, killWithParent bool) (*helper, error) {
+func startVirtiofsd(ctx context.Context, path string, sh vm.Share, sock, pidFile string, killWithParent bool) (*helper, error) {
 	h := &helper{share: sh, log: newTailBuffer(4 << 10), exited: make(chan struct{})}
 	h.cmd = exec.Command(path, virtiofsdArgs(virtiofsdFlavor(path), sock, sh.HostPath)...)
 	h.cmd.Stdout = h.log
@@ -54,8 +55,12 @@ func startVirtiofsd(ctx context.Context, path string, sh vm.Share, sock string, 
 	if err := h.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start virtiofsd for %s: %w", sh.GuestPath, err)
 	}
+	// The pid file lets a later run of the app find this virtiofsd if the
+	// app dies while the VM runs.
+	os.WriteFile(pidFile, []byte(strconv.Itoa(h.cmd.Process.Pid)+"\n"), 0o644)
 	go func() {
 		h.waitErr = h.cmd.Wait()
+		os.Remove(pidFile)
 		close(h.exited)
 	}()
 	// QEMU must find the socket when it starts.

@@ -1,0 +1,57 @@
+# osaurus-sandbox: `make run` runs the app, `make test` runs every test.
+# Both install what they need first.
+
+GO         ?= go
+BIN        := bin
+APP        := $(BIN)/osaurus-sandbox
+AGENT_DIR  := assets/agent
+AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-linux-arm64
+# The Debian-built test guest is cached outside the tree so a fresh clone
+# (and CI on the same machine) reuses it.
+TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
+GOTEST_FLAGS ?= -race -timeout 45m
+
+export GOTOOLCHAIN := local
+
+.PHONY: all run build agent deps deps-test test test-guest unit e2e bench lint clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh run
+
+deps-test:
+	@scripts/install-deps.sh test
+
+# The guest agent is a static binary for both guest architectures, embedded
+# into the app.
+agent: $(AGENTS)
+
+$(AGENT_DIR)/sandbox-agent-linux-%: $(shell find agentproto bootparams guestagent cmd/sandbox-agent -name '*.go' 2>/dev/null) go.mod
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags='-s -w' -o $@ ./cmd/sandbox-agent
+
+build: agent
+	$(GO) build -o $(APP) ./cmd/osaurus-sandbox
+
+run: deps build
+	$(APP)
+
+test-guest: deps-test
+	scripts/build-test-guest.sh $(TEST_GUEST)
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+test: deps-test agent test-guest lint
+	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test $(GOTEST_FLAGS) ./...
+
+unit: agent lint
+	$(GO) test $(GOTEST_FLAGS) -short ./...
+
+bench: agent test-guest
+	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench BootToFirstExec -benchtime 3x ./e2e/
+	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/ ./agentproto/
+
+clean:
+	rm -rf $(BIN) $(AGENTS)

@@ -1,0 +1,26 @@
+// Package assets holds what the app embeds: the guest agent binaries, built
+// by `make agent` before the app is compiled.
+package assets
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+)
+
+//go:embed agent
+var agentFS embed.FS
+
+// ErrAgentMissing: the app was built without `make agent`.
+var ErrAgentMissing = errors.New("guest agent not embedded in this build")
+
+// GuestAgent returns the static guest agent for a guest architecture
+// ("amd64" or "arm64").
+func GuestAgent(arch string) ([]byte, error) {
+	b, err := fs.ReadFile(agentFS, "agent/sandbox-agent-linux-"+arch)
+	if err != nil {
+		return nil, fmt.Errorf("%w for %s: build the app with `make build` (it runs `make agent` first)", ErrAgentMissing, arch)
+	}
+	return b, nil
+}

@@ -1,0 +1,59 @@
+// Package config holds where the app keeps its files and the sandbox
+// settings (sandbox.json), validated and written atomically.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/osaurus/osaurus-sandbox/provision"
+)
+
+// HomeEnv moves everything the app stores (tests use it).
+const HomeEnv = "OSAURUS_SANDBOX_HOME"
+
+// Paths is the app's data layout. Workspace and output live outside the
+// container folder so that Reset and Remove, which delete the container,
+// can't touch agents' work by accident.
+type Paths struct {
+	Root string
+}
+
+// DefaultPaths honours OSAURUS_SANDBOX_HOME, else the platform's place for
+// application data.
+func DefaultPaths() (Paths, error) {
+	if h := os.Getenv(HomeEnv); h != "" {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return Paths{}, fmt.Errorf("%s: %w", HomeEnv, err)
+		}
+		return Paths{Root: abs}, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Paths{}, fmt.Errorf("locating the home folder: %w (set %s)", err, HomeEnv)
+	}
+	if runtime.GOOS == "darwin" {
+		return Paths{Root: filepath.Join(home, "Library", "Application Support", "Osaurus Sandbox")}, nil
+	}
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" {
+		data = filepath.Join(home, ".local", "share")
+	}
+	return Paths{Root: filepath.Join(data, "osaurus-sandbox")}, nil
+}
+
+func (p Paths) ConfigDir() string  { return filepath.Join(p.Root, "config") }
+func (p Paths) SandboxJSON() string { return filepath.Join(p.ConfigDir(), "sandbox.json") }
+func (p Paths) AgentsJSON() string  { return filepath.Join(p.ConfigDir(), "agents.json") }
+func (p Paths) Container() provision.Layout {
+	return provision.Layout{Dir: filepath.Join(p.Root, "container")}
+}
+func (p Paths) Workspace() string  { return filepath.Join(p.Root, "workspace") }
+func (p Paths) Output() string     { return filepath.Join(p.Root, "output") }
+func (p Paths) Logs() string       { return filepath.Join(p.Root, "logs") }
+func (p Paths) ConsoleLog() string { return filepath.Join(p.Logs(), "console.log") }
+func (p Paths) Run() string        { return filepath.Join(p.Root, "run") }
+func (p Paths) StateFile() string  { return filepath.Join(p.Root, "state.json") }

@@ -1,0 +1,188 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+)
+
+// Sandbox is sandbox.json.
+type Sandbox struct {
+	CPUs      int    `json:"cpus"`      // 1–8
+	MemoryGB  int    `json:"memoryGB"`  // 1–8
+	Network   string `json:"network"`   // outbound | none
+	AutoStart bool   `json:"autoStart"` // start the VM when the app starts
+	// Accel picks QEMU's accelerator: auto (KVM when it boots, else TCG),
+	// kvm or tcg. Ignored on macOS.
+	Accel string `json:"accel"`
+	// ImageManifest is the URL (https://, http://, file://) of the guest
+	// image manifest; empty means the built-in default for this machine.
+	ImageManifest string `json:"imageManifest,omitempty"`
+	// DiagnosticsURL is fetched by the NAT diagnostic.
+	DiagnosticsURL string `json:"diagnosticsUrl,omitempty"`
+}
+
+// Defaults are Osaurus's.
+func Defaults() Sandbox {
+	return Sandbox{CPUs: 2, MemoryGB: 2, Network: "outbound", AutoStart: true, Accel: "auto"}
+}
+
+// ErrInvalid is wrapped by every validation failure.
+var ErrInvalid = errors.New("invalid setting")
+
+// Validate names the first bad key and what it accepts.
+func (s Sandbox) Validate() error {
+	switch {
+	case s.CPUs < 1 || s.CPUs > 8:
+		return fmt.Errorf("%w: cpus: %d, allowed 1–8", ErrInvalid, s.CPUs)
+	case s.MemoryGB < 1 || s.MemoryGB > 8:
+		return fmt.Errorf("%w: memoryGB: %d, allowed 1–8", ErrInvalid, s.MemoryGB)
+	case s.Network != "outbound" && s.Network != "none":
+		return fmt.Errorf("%w: network: %q, allowed \"outbound\" or \"none\"", ErrInvalid, s.Network)
+	case !slices.Contains([]string{"auto", "kvm", "tcg"}, s.Accel):
+		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
+	}
+	for _, u := range []struct{ key, val string }{{"imageManifest", s.ImageManifest}, {"diagnosticsUrl", s.DiagnosticsURL}} {
+		if u.val != "" && !strings.HasPrefix(u.val, "http://") && !strings.HasPrefix(u.val, "https://") && !strings.HasPrefix(u.val, "file://") {
+			return fmt.Errorf("%w: %s: %q, want an http(s):// or file:// URL", ErrInvalid, u.key, u.val)
+		}
+	}
+	return nil
+}
+
+// NeedsRestart reports whether changing from old to s takes effect only
+// after the VM restarts.
+func (s Sandbox) NeedsRestart(old Sandbox) bool {
+	return s.CPUs != old.CPUs || s.MemoryGB != old.MemoryGB || s.Network != old.Network || s.Accel != old.Accel
+}
+
+// LoadSandbox reads sandbox.json; a missing file gives the defaults.
+// Unknown keys are refused so a typo doesn't silently do nothing.
+func LoadSandbox(path string) (Sandbox, error) {
+	s := Defaults()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Defaults(), fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
+	}
+	if err := s.Validate(); err != nil {
+		return Defaults(), fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// SaveSandbox validates and writes sandbox.json atomically.
+func SaveSandbox(path string, s Sandbox) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Keys lists the settable keys, for `config get|set` and help.
+var keyDocs = []struct{ Key, Doc string }{
+	{"cpus", "virtual CPUs, 1–8 (restart required)"},
+	{"memoryGB", "memory in GB, 1–8 (restart required)"},
+	{"network", "outbound or none (restart required)"},
+	{"autoStart", "true or false: start the VM when the app starts"},
+	{"accel", "auto, kvm or tcg (Linux; restart required)"},
+	{"imageManifest", "guest image manifest URL; empty for the default"},
+	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
+}
+
+// KeyDocs returns each key with a one-line description.
+func KeyDocs() [][2]string {
+	out := make([][2]string, len(keyDocs))
+	for i, k := range keyDocs {
+		out[i] = [2]string{k.Key, k.Doc}
+	}
+	return out
+}
+
+// Get returns one key's value as text.
+func (s Sandbox) Get(key string) (string, error) {
+	switch key {
+	case "cpus":
+		return strconv.Itoa(s.CPUs), nil
+	case "memoryGB":
+		return strconv.Itoa(s.MemoryGB), nil
+	case "network":
+		return s.Network, nil
+	case "autoStart":
+		return strconv.FormatBool(s.AutoStart), nil
+	case "accel":
+		return s.Accel, nil
+	case "imageManifest":
+		return s.ImageManifest, nil
+	case "diagnosticsUrl":
+		return s.DiagnosticsURL, nil
+	}
+	return "", unknownKey(key)
+}
+
+func unknownKey(key string) error {
+	var names []string
+	for _, k := range keyDocs {
+		names = append(names, k.Key)
+	}
+	return fmt.Errorf("%w: unknown key %q; known keys: %s", ErrInvalid, key, strings.Join(names, ", "))
+}
+
+// Set parses value for key and validates the result.
+func (s Sandbox) Set(key, value string) (Sandbox, error) {
+	atoi := func() (int, error) {
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s: %q is not a whole number", ErrInvalid, key, value)
+		}
+		return n, nil
+	}
+	var err error
+	switch key {
+	case "cpus":
+		s.CPUs, err = atoi()
+	case "memoryGB":
+		s.MemoryGB, err = atoi()
+	case "network":
+		s.Network = value
+	case "autoStart":
+		s.AutoStart, err = strconv.ParseBool(value)
+		if err != nil {
+			err = fmt.Errorf("%w: autoStart: %q, allowed true or false", ErrInvalid, value)
+		}
+	case "accel":
+		s.Accel = value
+	case "imageManifest":
+		s.ImageManifest = value
+	case "diagnosticsUrl":
+		s.DiagnosticsURL = value
+	default:
+		return s, unknownKey(key)
+	}
+	if err != nil {
+		return s, err
+	}
+	return s, s.Validate()
+}

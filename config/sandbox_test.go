@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidateNamesKeyAndRange(t *testing.T) {
+	tests := []struct {
+		key, value string
+		wantMsg    string // "" means accepted
+	}{
+		{"cpus", "8", ""},
+		{"cpus", "0", "cpus: 0, allowed 1–8"},
+		{"cpus", "9", "cpus: 9, allowed 1–8"},
+		{"cpus", "two", `cpus: "two" is not a whole number`},
+		{"memoryGB", "1", ""},
+		{"memoryGB", "16", "memoryGB: 16, allowed 1–8"},
+		{"network", "none", ""},
+		{"network", "bridged", `network: "bridged", allowed "outbound" or "none"`},
+		{"autoStart", "false", ""},
+		{"autoStart", "maybe", "autoStart"},
+		{"accel", "tcg", ""},
+		{"accel", "hvf", "accel"},
+		{"imageManifest", "ftp://x", "imageManifest"},
+		{"colour", "red", `unknown key "colour"`},
+	}
+	for _, tc := range tests {
+		_, err := Defaults().Set(tc.key, tc.value)
+		if tc.wantMsg == "" {
+			if err != nil {
+				t.Errorf("set %s=%s: %v", tc.key, tc.value, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.wantMsg) {
+			t.Errorf("set %s=%s: %v, want %q", tc.key, tc.value, err, tc.wantMsg)
+		}
+	}
+}
+
+func TestLoadSaveRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config", "sandbox.json")
+	s, err := LoadSandbox(p)
+	if err != nil || s != Defaults() {
+		t.Fatalf("missing file: %+v %v, want defaults", s, err)
+	}
+	s.CPUs, s.Network = 4, "none"
+	if err := SaveSandbox(p, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadSandbox(p)
+	if err != nil || got != s {
+		t.Fatalf("reloaded %+v %v, want %+v", got, err, s)
+	}
+	bad := s
+	bad.MemoryGB = 64
+	if err := SaveSandbox(p, bad); err == nil {
+		t.Fatal("saved an invalid config")
+	}
+	if got, _ := LoadSandbox(p); got != s {
+		t.Fatal("a refused save changed the file")
+	}
+}
+
+func TestLoadRejectsTyposAndBadValues(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sandbox.json")
+	for _, body := range []string{`{"cpu": 4}`, `{"cpus": 12}`, `{not json`} {
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := LoadSandbox(p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", body, err)
+		}
+	}
+}
+
+func TestNeedsRestart(t *testing.T) {
+	d := Defaults()
+	a := d
+	a.AutoStart = false
+	if a.NeedsRestart(d) {
+		t.Error("autoStart change asks for a restart")
+	}
+	a.CPUs = 4
+	if !a.NeedsRestart(d) {
+		t.Error("cpus change does not ask for a restart")
+	}
+}

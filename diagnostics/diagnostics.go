@@ -1,0 +1,226 @@
+// Package diagnostics checks, in parallel, that the running sandbox can do
+// what agents need: run commands, reach the network, run as an agent user,
+// install packages, and reach the host bridge.
+package diagnostics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+// Outcome of one check.
+type Outcome string
+
+const (
+	Pass         Outcome = "pass"
+	Fail         Outcome = "fail"
+	NotAvailable Outcome = "not-available" // the feature doesn't exist yet; never a pass
+)
+
+// Result of one check.
+type Result struct {
+	Name     string        `json:"name"`
+	Outcome  Outcome       `json:"outcome"`
+	Duration time.Duration `json:"duration"`
+	Detail   string        `json:"detail,omitempty"`
+	Hint     string        `json:"hint,omitempty"` // what to do, when it failed
+}
+
+// Passed reports whether every check passed.
+func Passed(rs []Result) bool {
+	for _, r := range rs {
+		if r.Outcome != Pass {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
+// Env is what the checks need.
+type Env struct {
+	Agent *agentproto.Client
+	// PackageManager is "apk" or "apt" (from the guest's handshake).
+	PackageManager string
+	// NATURL is fetched from inside the guest.
+	NATURL string
+	// Bridge, when set, checks the host API bridge from inside the guest.
+	// Until the bridge exists it is nil and the check says so.
+	Bridge func(ctx context.Context, c *agentproto.Client) error
+}
+
+// Check is one diagnostic.
+type Check struct {
+	Name    string
+	Timeout time.Duration
+	Hint    string
+	Run     func(ctx context.Context, env Env) (detail string, err error)
+}
+
+// errNotAvailable marks a check whose feature is missing.
+var errNotAvailable = errors.New("not available yet")
+
+// DiagUser is the Linux user the agent-user check creates.
+const DiagUser = "agent-diag"
+
+// Checks are the standard diagnostics.
+func Checks() []Check {
+	return []Check{
+		{
+			Name: "exec", Timeout: 30 * time.Second,
+			Hint: "The guest agent did not run a command. Restart the sandbox; if it persists, Reset it.",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				out, err := run(ctx, env.Agent, "", "echo hello from sandbox")
+				if err != nil {
+					return out, err
+				}
+				if out != "hello from sandbox\n" {
+					return out, fmt.Errorf("echo returned %q", out)
+				}
+				return "echo round trip ok", nil
+			},
+		},
+		{
+			Name: "nat", Timeout: 20 * time.Second,
+			Hint: "The VM can't reach the network. Check that Network is \"outbound\" in Resources (\"none\" has no network card) and that this computer is online.",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				if env.NATURL == "" {
+					return "", errors.New("no URL configured (diagnosticsUrl)")
+				}
+				q := shellQuote(env.NATURL)
+				script := "if command -v curl >/dev/null; then curl -fsS -o /dev/null --max-time 15 -w '%{http_code}' " + q +
+					"; else wget -q -O /dev/null -T 15 " + q + " && echo 200; fi"
+				out, err := run(ctx, env.Agent, "", script)
+				if err != nil {
+					return out, err
+				}
+				return "fetched " + env.NATURL + " (HTTP " + strings.TrimSpace(out) + ")", nil
+			},
+		},
+		{
+			Name: "agent-user", Timeout: 30 * time.Second,
+			Hint: "Creating or using an agent's Linux user failed. The root disk may be damaged: Reset the sandbox (workspaces are kept).",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				if _, err := env.Agent.UserAdd(ctx, agentproto.UserAddRequest{Name: DiagUser, Home: "/workspace/agents/diag"}); err != nil {
+					return "", err
+				}
+				out, err := run(ctx, env.Agent, DiagUser, "whoami")
+				if err != nil {
+					return out, err
+				}
+				if strings.TrimSpace(out) != DiagUser {
+					return out, fmt.Errorf("whoami said %q", strings.TrimSpace(out))
+				}
+				return "ran whoami as " + DiagUser, nil
+			},
+		},
+		{
+			Name: "package-manager", Timeout: 4 * time.Minute,
+			Hint: "Installing a package as root failed. It needs outbound network (see the nat check) and a working package index; try again, or Reset the sandbox.",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				var script string
+				switch env.PackageManager {
+				case "apk":
+					script = "apk add --no-cache jq >/dev/null && jq --version"
+				case "apt":
+					script = "export DEBIAN_FRONTEND=noninteractive; (dpkg -s jq >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends jq >/dev/null; }) && jq --version"
+				default:
+					return "", fmt.Errorf("unknown package manager %q", env.PackageManager)
+				}
+				out, err := run(ctx, env.Agent, "", script)
+				if err != nil {
+					return out, err
+				}
+				return env.PackageManager + " installed " + strings.TrimSpace(out), nil
+			},
+		},
+		{
+			Name: "bridge", Timeout: 20 * time.Second,
+			Hint: "The host API bridge is not part of this version yet.",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				if env.Bridge == nil {
+					return "", errNotAvailable
+				}
+				return "bridge answered", env.Bridge(ctx, env.Agent)
+			},
+		},
+	}
+}
+
+// run executes a shell script; a non-zero exit is an error carrying the
+// output's tail.
+func run(ctx context.Context, c *agentproto.Client, user, script string) (string, error) {
+	out, errOut, st, err := c.Output(ctx, agentproto.ExecRequest{Identity: agentproto.Identity{User: user}, Shell: script})
+	if err != nil {
+		return "", err
+	}
+	if st.Code != 0 || st.TimedOut {
+		msg := strings.TrimSpace(string(errOut) + string(out))
+		if len(msg) > 400 {
+			msg = "…" + msg[len(msg)-400:]
+		}
+		return string(out), fmt.Errorf("exit %d: %s", st.Code, msg)
+	}
+	return string(out), nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Run runs the checks in parallel. onResult, when set, gets each result as
+// soon as its check finishes (from that check's goroutine, serialised).
+// The returned results are in the checks' order.
+func Run(ctx context.Context, env Env, checks []Check, onResult func(Result)) []Result {
+	results := make([]Result, len(checks))
+	var mu sync.Mutex
+	p := pool.New().WithContext(ctx)
+	for i, c := range checks {
+		p.Go(func(ctx context.Context) error {
+			r := runOne(ctx, env, c)
+			mu.Lock()
+			results[i] = r
+			if onResult != nil {
+				onResult(r)
+			}
+			mu.Unlock()
+			return nil
+		})
+	}
+	p.Wait()
+	return results
+}
+
+func runOne(ctx context.Context, env Env, c Check) (r Result) {
+	r.Name = c.Name
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	defer func() {
+		r.Duration = time.Since(start).Round(time.Millisecond)
+		if p := recover(); p != nil {
+			r.Outcome, r.Detail, r.Hint = Fail, fmt.Sprint("check panicked: ", p), c.Hint
+		}
+	}()
+	if env.Agent == nil {
+		return Result{Name: c.Name, Outcome: Fail, Detail: "the sandbox VM is not running", Hint: "Start the sandbox, then run diagnostics."}
+	}
+	detail, err := c.Run(ctx, env)
+	switch {
+	case errors.Is(err, errNotAvailable):
+		r.Outcome, r.Detail, r.Hint = NotAvailable, "not available yet", c.Hint
+	case err != nil:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after %s: %w", c.Timeout, err)
+		}
+		r.Outcome, r.Detail, r.Hint = Fail, err.Error(), c.Hint
+	default:
+		r.Outcome, r.Detail = Pass, detail
+	}
+	return r
+}

@@ -1,0 +1,175 @@
+// Package e2e boots the real test guest under QEMU and drives it the way
+// the app does. Nothing here is faked: provisioning downloads from a
+// loopback HTTP server, the VM is a real QEMU process, files cross real
+// VirtioFS shares.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/provision"
+	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/vm"
+	"github.com/osaurus/osaurus-sandbox/vm/qemu"
+)
+
+// env is the provisioned test guest shared by every test in the package.
+var env struct {
+	dataDir string
+	layout  provision.Layout
+	state   *provision.State
+	err     error
+}
+
+const guestHint = "run `make test-guest` (builds the Debian test guest) and set OSAURUS_TEST_GUEST to its folder; `make test` does both"
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "osaurus-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		env.dataDir = dir
+		env.layout = provision.Layout{Dir: filepath.Join(dir, "container")}
+		env.state, env.err = provisionTestGuest(env.layout)
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// testGuestServer serves the test guest folder on loopback, as a real image
+// host would serve a manifest and its artifacts.
+func testGuestServer() (*httptest.Server, error) {
+	dir := os.Getenv("OSAURUS_TEST_GUEST")
+	if dir == "" {
+		return nil, fmt.Errorf("OSAURUS_TEST_GUEST is not set: %s", guestHint)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
+		return nil, fmt.Errorf("no test guest in %s (%v): %s", dir, err, guestHint)
+	}
+	return httptest.NewServer(http.FileServer(http.Dir(dir))), nil
+}
+
+func loadManifest(srv *httptest.Server) (*provision.Manifest, error) {
+	resp, err := http.Get(srv.URL + "/manifest.json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := readAll(resp)
+	if err != nil {
+		return nil, err
+	}
+	return provision.ParseManifest(b, srv.URL+"/manifest.json")
+}
+
+func provisionTestGuest(l provision.Layout) (*provision.State, error) {
+	srv, err := testGuestServer()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	m, err := loadManifest(srv)
+	if err != nil {
+		return nil, err
+	}
+	p := &provision.Provisioner{Layout: l, Download: &download.Client{}, Agent: assets.GuestAgent}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	return p.Provision(ctx, m)
+}
+
+// requireGuest fails the test when the test guest could not be provisioned.
+func requireGuest(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a VM; not in -short mode")
+	}
+	if env.err != nil {
+		t.Fatalf("test guest: %v", env.err)
+	}
+}
+
+type bootOpts struct {
+	network string
+	events  func(vm.Event)
+}
+
+// bootSpec is the VM spec the app would use for this data dir.
+func bootSpec(t testing.TB, o bootOpts) vm.Spec {
+	ws := filepath.Join(env.dataDir, "workspace")
+	out := filepath.Join(env.dataDir, "output")
+	for _, d := range []string{ws, out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	network := o.network
+	if network == "" {
+		network = vm.NetworkOutbound
+	}
+	accel := os.Getenv("OSAURUS_TEST_ACCEL")
+	if accel == "" {
+		accel = vm.AccelAuto
+	}
+	return vm.Spec{
+		Kernel:     env.layout.Kernel(),
+		Initramfs:  env.layout.Initramfs(),
+		RootDisk:   env.layout.RootDisk(),
+		Shares:     []vm.Share{{Tag: "workspace", HostPath: ws, GuestPath: "/workspace"}, {Tag: "output", HostPath: out, GuestPath: "/output"}},
+		Network:    network,
+		CPUs:       2,
+		MemoryMiB:  1024,
+		ConsoleLog: filepath.Join(env.dataDir, "console.log"),
+		RunDir:     filepath.Join(env.dataDir, "run"),
+		Accel:      accel,
+	}
+}
+
+func newDriver() *qemu.Driver {
+	return qemu.New(qemu.Config{StateDir: env.dataDir, KillWithParent: true})
+}
+
+// boot starts the test guest and stops it when the test ends.
+func boot(t testing.TB, o bootOpts) *vm.Machine {
+	t.Helper()
+	requireGuest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := vm.Boot(ctx, newDriver(), bootSpec(t, o), vm.Options{OnEvent: o.events})
+	if err != nil {
+		t.Fatalf("boot: %v\nconsole:\n%s", err, consoleTail())
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m.Stop(ctx)
+	})
+	return m
+}
+
+func consoleTail() string {
+	b, _ := os.ReadFile(filepath.Join(env.dataDir, "console.log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+func readAll(resp *http.Response) ([]byte, error) {
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", resp.Request.URL, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}

@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+func sh(t *testing.T, c *agentproto.Client, user, script string) (string, string, agentproto.ExitStatus) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut, st, err := c.Output(ctx, agentproto.ExecRequest{Identity: agentproto.Identity{User: user}, Shell: script})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return string(out), string(errOut), st
+}
+
+// TestGuest boots one VM and checks what the app relies on, in subtests
+// that share it.
+func TestGuest(t *testing.T) {
+	m := boot(t, bootOpts{})
+	c := m.Agent()
+	t.Logf("guest: %+v; vm: %+v", m.Guest(), m.Info())
+
+	t.Run("handshake", func(t *testing.T) {
+		g := m.Guest()
+		if g.Distro != "debian" || g.PackageMgr != "apt" || g.Arch != "amd64" {
+			t.Errorf("guest facts %+v, want debian/apt/amd64", g)
+		}
+		if len(g.Warnings) > 0 {
+			t.Errorf("boot warnings: %v", g.Warnings)
+		}
+	})
+
+	t.Run("echo, exit codes, stdin", func(t *testing.T) {
+		out, _, st := sh(t, c, "", "echo hello from sandbox")
+		if out != "hello from sandbox\n" || st.Code != 0 {
+			t.Fatalf("echo: %q %+v", out, st)
+		}
+		_, errOut, st := sh(t, c, "", "echo oops >&2; exit 42")
+		if st.Code != 42 || errOut != "oops\n" {
+			t.Fatalf("exit 42: stderr %q status %+v", errOut, st)
+		}
+		var o bytes.Buffer
+		st, err := c.Exec(context.Background(), agentproto.ExecRequest{Argv: []string{"tr", "a-z", "A-Z"}}, strings.NewReader("shout\n"), &o, nil)
+		if err != nil || o.String() != "SHOUT\n" || st.Code != 0 {
+			t.Fatalf("stdin: %q %+v %v", o.String(), st, err)
+		}
+	})
+
+	t.Run("timeout kills the whole process group", func(t *testing.T) {
+		ctx := context.Background()
+		var o bytes.Buffer
+		st, err := c.Exec(ctx, agentproto.ExecRequest{
+			Shell:         "sleep 300 & echo $!; sleep 300",
+			TimeoutMillis: 1500,
+		}, nil, &o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.TimedOut {
+			t.Fatalf("status %+v, want timed out", st)
+		}
+		child := strings.TrimSpace(o.String())
+		if _, err := strconv.Atoi(child); err != nil {
+			t.Fatalf("background child pid %q", child)
+		}
+		// The background child was in the group: it must be gone too.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, _, st := sh(t, c, "", "kill -0 "+child+" 2>/dev/null")
+			if st.Code != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("child %s of the timed-out command still runs", child)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("output streams before the command ends", func(t *testing.T) {
+		first := make(chan time.Time, 1)
+		w := writerFunc(func(p []byte) {
+			select {
+			case first <- time.Now():
+			default:
+			}
+		})
+		start := time.Now()
+		_, err := c.Exec(context.Background(), agentproto.ExecRequest{Shell: "echo first; sleep 3; echo last"}, nil, w, nil)
+		end := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := <-first
+		// The first line must have been seen well before the end: the
+		// command sleeps 3 s between its two lines.
+		if end.Sub(got) < 2*time.Second {
+			t.Fatalf("first output at %v, end at %v: not streamed", got.Sub(start), end.Sub(start))
+		}
+	})
+
+	t.Run("workspace is shared both ways", func(t *testing.T) {
+		host := filepath.Join(env.dataDir, "workspace", "from-host.txt")
+		if err := os.WriteFile(host, []byte("written on the host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, _ := sh(t, c, "", "cat /workspace/from-host.txt")
+		if out != "written on the host\n" {
+			t.Fatalf("guest read %q", out)
+		}
+		sh(t, c, "", "echo written in the guest > /output/from-guest.txt")
+		b, err := os.ReadFile(filepath.Join(env.dataDir, "output", "from-guest.txt"))
+		if err != nil || string(b) != "written in the guest\n" {
+			t.Fatalf("host read %q, %v", b, err)
+		}
+	})
+
+	t.Run("NAT reaches the host loopback via 10.0.2.2", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "hello guest, you came from %s", r.RemoteAddr[:strings.LastIndex(r.RemoteAddr, ":")])
+		})}
+		go srv.Serve(ln)
+		defer srv.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		out, errOut, st := sh(t, c, "", fmt.Sprintf("curl -sS --max-time 20 http://10.0.2.2:%d/", port))
+		if st.Code != 0 || !strings.HasPrefix(out, "hello guest") {
+			t.Fatalf("curl: %q %q %+v", out, errOut, st)
+		}
+		out, _, _ = sh(t, c, "", "cat /etc/resolv.conf; ip -4 addr show scope global")
+		for _, want := range []string{"nameserver 10.0.2.3", "10.0.2.15/24"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("guest network lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("200 concurrent calls over one channel", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				out, _, st, err := c.Output(ctx, agentproto.ExecRequest{Argv: []string{"echo", "call", strconv.Itoa(i)}})
+				if err != nil {
+					errs <- fmt.Errorf("call %d: %w", i, err)
+					return
+				}
+				if want := fmt.Sprintf("call %d\n", i); string(out) != want || st.Code != 0 {
+					errs <- fmt.Errorf("call %d: got %q (%+v), want %q", i, out, st, want)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("users and file identity", func(t *testing.T) {
+		ctx := context.Background()
+		u, err := c.UserAdd(ctx, agentproto.UserAddRequest{Name: "agent-e2e", Home: "/workspace/agents/e2e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, _ := sh(t, c, "agent-e2e", "whoami; pwd; stat -c %a .")
+		if out != "agent-e2e\n/workspace/agents/e2e\n700\n" {
+			t.Fatalf("as agent-e2e: %q", out)
+		}
+		id := agentproto.Identity{User: "agent-e2e"}
+		if _, err := c.WriteFile(ctx, agentproto.WriteFileRequest{Identity: id, Path: "/workspace/agents/e2e/notes/a.txt", Data: []byte("mine"), MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Stat(ctx, agentproto.PathRequest{Path: "/workspace/agents/e2e/notes/a.txt"})
+		if err != nil || st.UID != u.UID {
+			t.Fatalf("stat: %+v %v, want uid %d", st, err, u.UID)
+		}
+		// The user can't write where root owns things.
+		_, err = c.WriteFile(ctx, agentproto.WriteFileRequest{Identity: id, Path: "/etc/evil", Data: []byte("x")})
+		if !errors.Is(err, agentproto.ErrPermission) {
+			t.Fatalf("write /etc as agent: %v, want permission denied", err)
+		}
+	})
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// TestRootDiskSurvivesRestart writes to the root disk, stops the VM
+// gracefully and checks the file after the next boot.
+func TestRootDiskSurvivesRestart(t *testing.T) {
+	m := boot(t, bootOpts{})
+	ctx := context.Background()
+	stamp := fmt.Sprintf("persisted %d\n", time.Now().UnixNano())
+	if _, err := m.Agent().WriteFile(ctx, agentproto.WriteFileRequest{Path: "/root/persist.txt", Data: []byte(stamp)}); err != nil {
+		t.Fatal(err)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := m.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Err(); err != nil {
+		t.Fatalf("graceful stop ended with %v", err)
+	}
+	m2 := boot(t, bootOpts{})
+	r, err := m2.Agent().ReadFile(ctx, agentproto.ReadFileRequest{Path: "/root/persist.txt"})
+	if err != nil || string(r.Data) != stamp {
+		t.Fatalf("after restart: %q, %v; want %q", r.Data, err, stamp)
+	}
+}
+
+// TestNetworkNone checks that network "none" gives the guest no NIC.
+func TestNetworkNone(t *testing.T) {
+	m := boot(t, bootOpts{network: vm.NetworkNone})
+	out, _, _ := sh(t, m.Agent(), "", "ls /sys/class/net")
+	if strings.Fields(out)[0] != "lo" || len(strings.Fields(out)) != 1 {
+		t.Fatalf("interfaces with network none: %q, want only lo", out)
+	}
+}
+
+// TestQEMUDeathFailsCallsFast kills QEMU under a running call.
+func TestQEMUDeathFailsCallsFast(t *testing.T) {
+	var mu sync.Mutex
+	var events []vm.Event
+	m := boot(t, bootOpts{events: func(e vm.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Agent().Exec(context.Background(), agentproto.ExecRequest{Shell: "sleep 600"}, nil, nil, nil)
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(m.Info().Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, vm.ErrVMDied) || !strings.Contains(err.Error(), "VM died") {
+			t.Fatalf("in-flight call: %v, want an error saying the VM died", err)
+		}
+		t.Logf("in-flight call failed with: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("in-flight call still hangs 10 s after QEMU was killed")
+	}
+	<-m.Done()
+	mu.Lock()
+	defer mu.Unlock()
+	last := events[len(events)-1]
+	if last.State != vm.StateError || !strings.Contains(last.Err.Error(), "killed") {
+		t.Fatalf("last event %+v, want an error event naming the kill", last)
+	}
+}

@@ -1,0 +1,471 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/bootparams"
+	"golang.org/x/sys/unix"
+)
+
+// Boot contract with the initramfs builder and the host.
+const (
+	// ModulesDir holds the kernel modules; ModulesDir/order lists their
+	// file names (relative to ModulesDir) one per line, dependencies
+	// first. No order file means no modules.
+	ModulesDir = "/lib/modules"
+	newRoot    = "/newroot"
+	// Hostname is the guest's host name.
+	Hostname = "sandbox"
+
+	rootWait  = 10 * time.Second
+	nicWait   = 5 * time.Second
+	fatalWait = 3 * time.Second
+)
+
+// boot carries the state of the boot sequence.
+type boot struct {
+	log      *log.Logger
+	warnings []string
+}
+
+func (b *boot) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.log.Print("warning: ", msg)
+	b.warnings = append(b.warnings, msg)
+}
+
+// fatal reports a failure the VM cannot run with and powers off, so the
+// host sees the VM exit instead of waiting for an agent that never comes.
+func (b *boot) fatal(format string, args ...any) {
+	b.log.Printf("FATAL: "+format, args...)
+	b.log.Print("FATAL: powering off")
+	time.Sleep(fatalWait) // let the console drain
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {} // PID 1 must not return
+}
+
+// RunInit is the agent as the VM's PID 1: it boots the guest from the
+// initramfs into the root disk and serves the host forever.
+func RunInit(agentVersion string) {
+	unix.Umask(0o022)
+	os.Setenv("PATH", BasePath)
+	b := &boot{log: log.New(os.Stderr, "sandbox-agent: ", 0)}
+	// The reaper comes first: as PID 1 every orphan in the VM is ours.
+	reaper, err := NewReaper()
+	if err != nil {
+		b.fatal("%v", err)
+	}
+	b.mountEarly()
+	b.log.Printf("starting (version %s)", agentVersion)
+	ignoreTerminalSignals(b.log)
+
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		b.fatal("read kernel command line: %v", err)
+	}
+	params, err := bootparams.Parse(string(cmdline))
+	if err != nil {
+		b.warn("%v", err) // Parse returns what it understood so far
+	}
+	b.loadModules(ModulesDir)
+	b.switchRoot(params.RootDevice)
+	b.setupRoot(params)
+	b.setupNetwork(params.Network)
+
+	uptime, err := Uptime()
+	if err != nil {
+		b.warn("uptime: %v", err)
+	}
+	svc, err := NewService(Config{
+		AgentVersion: agentVersion,
+		Reaper:       reaper,
+		SetClock:     true,
+		BootSeconds:  uptime,
+		Warnings:     b.warnings,
+		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
+		Logger:       b.log,
+		Debug:        params.Debug,
+	})
+	if err != nil {
+		b.fatal("%v", err)
+	}
+	if params.SerialPort == "" && params.VsockPort == 0 {
+		b.fatal("no transport on the kernel command line (osaurus.port= or osaurus.vsock=)")
+	}
+	ctx := context.Background()
+	if params.SerialPort != "" {
+		go svc.ServeSerial(ctx, params.SerialPort)
+	}
+	if params.VsockPort != 0 {
+		go func() {
+			if err := svc.ServeVsock(ctx, params.VsockPort); err != nil {
+				svc.AddWarning("%v", err)
+			}
+		}()
+	}
+	b.log.Printf("ready after %.2fs (serial %q, vsock %d, %d warnings)", uptime, params.SerialPort, params.VsockPort, len(b.warnings))
+	select {}
+}
+
+// ignoreTerminalSignals keeps PID 1 alive on SIGTERM and friends. They are
+// caught, not ignored: an ignored disposition would be inherited by every
+// process the agent starts.
+func ignoreTerminalSignals(lg *log.Logger) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPWR)
+	go func() {
+		for sig := range ch {
+			lg.Printf("ignoring %v", sig)
+		}
+	}()
+}
+
+type mountSpec struct {
+	source, target, fstype string
+	flags                  uintptr
+	data                   string
+}
+
+func (b *boot) mount(m mountSpec, mode os.FileMode) error {
+	if err := os.MkdirAll(m.target, mode); err != nil {
+		return err
+	}
+	if err := unix.Mount(m.source, m.target, m.fstype, m.flags, m.data); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+	}
+	return nil
+}
+
+// mountEarly mounts /dev, /proc and /sys in the initramfs and opens the
+// console; before that there is nowhere to log.
+func (b *boot) mountEarly() {
+	const nodev = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	var errs []error
+	for _, m := range []mountSpec{
+		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755"},
+		{"proc", "/proc", "proc", nodev, ""},
+		{"sysfs", "/sys", "sysfs", nodev, ""},
+	} {
+		if err := b.mount(m, 0o755); err != nil && !errors.Is(err, unix.EBUSY) {
+			errs = append(errs, err)
+		}
+	}
+	if f, err := os.OpenFile("/dev/console", os.O_RDWR|unix.O_NOCTTY, 0); err == nil {
+		unix.Dup3(int(f.Fd()), 1, 0)
+		unix.Dup3(int(f.Fd()), 2, 0)
+		f.Close()
+	}
+	if f, err := os.Open(os.DevNull); err == nil {
+		unix.Dup3(int(f.Fd()), 0, 0)
+		f.Close()
+	}
+	for _, err := range errs {
+		b.warn("%v", err)
+	}
+}
+
+// loadModules loads the modules listed in dir/order, in order.
+func (b *boot) loadModules(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "order"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		b.warn("modules: %v", err)
+		return
+	}
+	n := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name := strings.TrimSpace(line)
+		if name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		if err := loadModule(filepath.Join(dir, name)); err != nil {
+			b.warn("module %s: %v", name, err)
+			continue
+		}
+		n++
+	}
+	b.log.Printf("loaded %d kernel modules", n)
+}
+
+func loadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags := 0
+	switch filepath.Ext(path) {
+	case ".xz", ".gz", ".zst":
+		flags |= unix.MODULE_INIT_COMPRESSED_FILE
+	}
+	err = unix.FinitModule(int(f.Fd()), "", flags)
+	if err == unix.EEXIST {
+		return nil // built in or loaded already
+	}
+	return err
+}
+
+// waitForFile polls for path until timeout.
+func waitForFile(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := os.Stat(path)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// switchRoot mounts the root disk and makes it "/", moving /dev, /proc
+// and /sys along. The agent keeps running from the (freed) initramfs.
+func (b *boot) switchRoot(dev string) {
+	if dev == "" {
+		b.fatal("no root device on the kernel command line (osaurus.root=)")
+	}
+	if err := waitForFile(dev, rootWait); err != nil {
+		b.fatal("root disk %s did not appear within %v: %v", dev, rootWait, err)
+	}
+	if err := b.mount(mountSpec{dev, newRoot, "ext4", 0, ""}, 0o755); err != nil {
+		b.fatal("%v", err)
+	}
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		if err := b.mount(mountSpec{d, newRoot + d, "", unix.MS_MOVE, ""}, 0o755); err != nil {
+			b.fatal("move %s: %v", d, err)
+		}
+	}
+	if err := freeInitramfs(); err != nil {
+		b.warn("free initramfs: %v", err)
+	}
+	steps := []struct {
+		what string
+		fn   func() error
+	}{
+		{"chdir " + newRoot, func() error { return unix.Chdir(newRoot) }},
+		{"move " + newRoot + " to /", func() error { return unix.Mount(".", "/", "", unix.MS_MOVE, "") }},
+		{"chroot", func() error { return unix.Chroot(".") }},
+		{"chdir /", func() error { return unix.Chdir("/") }},
+	}
+	for _, s := range steps {
+		if err := s.fn(); err != nil {
+			b.fatal("switch root: %s: %v", s.what, err)
+		}
+	}
+}
+
+// freeInitramfs deletes the initramfs files, which otherwise keep using
+// RAM. It only ever touches a ramfs/tmpfs root, and not across mounts.
+func freeInitramfs() error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs("/", &sfs); err != nil {
+		return err
+	}
+	if sfs.Type != unix.RAMFS_MAGIC && sfs.Type != unix.TMPFS_MAGIC {
+		return nil
+	}
+	var root unix.Stat_t
+	if err := unix.Lstat("/", &root); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir("/")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		p := "/" + e.Name()
+		var st unix.Stat_t
+		if p == newRoot || unix.Lstat(p, &st) != nil || st.Dev != root.Dev {
+			continue
+		}
+		if e.IsDir() {
+			var sub unix.Stat_t
+			// Mount points (the moved /dev, /proc, /sys are now empty
+			// directories, but be careful anyway).
+			if unix.Stat(p, &sub) == nil && sub.Dev != root.Dev {
+				continue
+			}
+		}
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setupRoot finishes the file system layout in the new root.
+func (b *boot) setupRoot(p bootparams.Params) {
+	const nodev = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	// A fresh /proc with hidepid=2: users must not see each other's
+	// processes, command lines or environments.
+	if err := unix.Unmount("/proc", unix.MNT_DETACH); err != nil {
+		b.warn("unmount /proc: %v", err)
+	}
+	if err := b.mount(mountSpec{"proc", "/proc", "proc", nodev, "hidepid=2"}, 0o555); err != nil {
+		b.warn("%v; mounting without hidepid", err)
+		if err := b.mount(mountSpec{"proc", "/proc", "proc", nodev, ""}, 0o555); err != nil {
+			b.warn("%v", err)
+		}
+	}
+	for _, m := range []struct {
+		mountSpec
+		mode os.FileMode
+	}{
+		{mountSpec{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666"}, 0o755},
+		{mountSpec{"shm", "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"}, 0o1777},
+		{mountSpec{"run", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755"}, 0o755},
+	} {
+		if err := b.mount(m.mountSpec, m.mode); err != nil {
+			b.warn("%v", err)
+		}
+	}
+	// devtmpfs lacks the links udev would add; shells need /dev/fd for
+	// process substitution.
+	for link, target := range map[string]string{
+		"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0",
+		"/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, link); err != nil && !errors.Is(err, fs.ErrExist) {
+			b.warn("%v", err)
+		}
+	}
+	// /run/lock is expected by Debian tools; /tmp stays on the root disk
+	// (a tmpfs would take the VM's RAM) but must be world-writable.
+	for dir, mode := range map[string]os.FileMode{"/run/lock": 0o777 | os.ModeSticky, "/tmp": 0o777 | os.ModeSticky} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.warn("%v", err)
+		} else if err := os.Chmod(dir, mode); err != nil {
+			b.warn("%v", err)
+		}
+	}
+	for _, s := range p.Shares {
+		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", 0, ""}, 0o755); err != nil {
+			b.warn("share %s: %v", s.Tag, err)
+		}
+	}
+	if err := unix.Sethostname([]byte(Hostname)); err != nil {
+		b.warn("hostname: %v", err)
+	}
+	if err := ensureHostsEntry("/etc/hosts", Hostname); err != nil {
+		b.warn("/etc/hosts: %v", err)
+	}
+}
+
+// ensureHostsEntry makes name resolve locally; sudo and some build tools
+// stall or complain when the host name does not.
+func ensureHostsEntry(path, name string) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(data) == 0 {
+		data = []byte("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 1 && !strings.HasPrefix(f[0], "#") && slices.Contains(f[1:], name) {
+			return nil
+		}
+	}
+	if data[len(data)-1] != '\n' {
+		data = append(data, '\n')
+	}
+	data = append(data, "127.0.1.1\t"+name+"\n"...)
+	return writeFileAtomic(path, data)
+}
+
+// setupNetwork brings up lo and, when the host gave an address, the NIC.
+func (b *boot) setupNetwork(n bootparams.Network) {
+	if err := LinkUp("lo"); err != nil {
+		b.warn("%v", err)
+	}
+	if !n.Enabled() {
+		return
+	}
+	nic, err := firstInterface("/sys/class/net", nicWait)
+	if err != nil {
+		b.warn("network: %v", err)
+		return
+	}
+	if err := ConfigureInterface(nic, n.Address, n.Gateway); err != nil {
+		b.warn("network: %v", err)
+		return
+	}
+	if n.DNS.IsValid() {
+		// Replace, never write through: resolv.conf is often a symlink
+		// into a resolver daemon's run directory.
+		os.Remove("/etc/resolv.conf")
+		if err := writeFileAtomic("/etc/resolv.conf", []byte("nameserver "+n.DNS.String()+"\n")); err != nil {
+			b.warn("resolv.conf: %v", err)
+		}
+	}
+	b.log.Printf("network: %s %s via %s", nic, n.Address, n.Gateway)
+}
+
+// powerOff stops every process, syncs, unmounts the shares, makes the root
+// read-only and powers off or reboots.
+func powerOff(lg *log.Logger, p bootparams.Params, reboot bool) {
+	lg.Print("shutting down")
+	unix.Kill(-1, unix.SIGTERM)
+	for i := 0; i < 30 && userProcesses() > 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	unix.Kill(-1, unix.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	unix.Sync()
+	for _, s := range slices.Backward(p.Shares) {
+		if err := unix.Unmount(s.Mount, 0); err != nil {
+			unix.Unmount(s.Mount, unix.MNT_DETACH)
+		}
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		lg.Printf("remount / read-only: %v", err)
+	}
+	unix.Sync()
+	cmd := unix.LINUX_REBOOT_CMD_POWER_OFF
+	if reboot {
+		cmd = unix.LINUX_REBOOT_CMD_RESTART
+	}
+	if err := unix.Reboot(cmd); err != nil {
+		lg.Printf("reboot(2): %v", err)
+	}
+}
+
+// userProcesses counts live user-space processes other than the agent
+// (kernel threads and zombies have no executable).
+func userProcesses() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	self := os.Getpid()
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if _, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil {
+			n++
+		}
+	}
+	return n
+}

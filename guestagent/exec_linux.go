@@ -1,0 +1,552 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"golang.org/x/sys/unix"
+)
+
+// BasePath is the PATH every process starts with.
+const BasePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+const (
+	// drainIdle is how long output may pause after the process exited
+	// before the agent stops waiting for EOF: an orphan that inherited
+	// the pipe must not hold the call open.
+	drainIdle = 300 * time.Millisecond
+	// drainMax bounds the whole drain, for an orphan that keeps talking.
+	drainMax = 3 * time.Second
+)
+
+// command is a process ready to start.
+type command struct {
+	path string // resolved executable
+	argv []string
+	env  []string
+	dir  string
+}
+
+// prepare resolves what every process start needs: argv, environment,
+// working directory (checked with the user's rights, beneath Root when
+// set) and the executable.
+func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, error) {
+	var argv []string
+	switch {
+	case req.Shell != "" && len(req.Argv) > 0:
+		return nil, fmt.Errorf("%w: set argv or shell, not both", agentproto.ErrInvalid)
+	case req.Shell != "":
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	case len(req.Argv) > 0 && req.Argv[0] != "":
+		argv = req.Argv
+	default:
+		return nil, fmt.Errorf("%w: empty command", agentproto.ErrInvalid)
+	}
+	env, err := buildEnv(a, req.Env)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := workDir(a, req.Root, req.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	path, err := lookPath(argv[0], envValue(env, "PATH"), dir)
+	if err != nil {
+		return nil, err
+	}
+	return &command{path: path, argv: argv, env: env, dir: dir}, nil
+}
+
+// buildEnv is the clean base environment plus extra; later entries win.
+func buildEnv(a *Account, extra []string) ([]string, error) {
+	base := []string{
+		"PATH=" + BasePath,
+		"HOME=" + a.Home,
+		"USER=" + a.Name,
+		"LOGNAME=" + a.Name,
+		"SHELL=" + a.Shell,
+		"LANG=C.UTF-8",
+	}
+	idx := map[string]int{}
+	var env []string
+	for _, kv := range append(base, extra...) {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return nil, fmt.Errorf("%w: environment entry %q is not KEY=VALUE", agentproto.ErrInvalid, kv)
+		}
+		if i, seen := idx[k]; seen {
+			env[i] = kv
+			continue
+		}
+		idx[k] = len(env)
+		env = append(env, kv)
+	}
+	return env, nil
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// workDir picks and checks the working directory as the user. Without a
+// root it defaults to the home ("/" if the home is missing); beneath a
+// root it defaults to the root, and the directory is opened through
+// os.Root and named by its real path so a symlink cannot lead outside.
+func workDir(a *Account, root, cwd string) (string, error) {
+	return inSpace(a, root, func(sp *space) (string, error) {
+		name, err := sp.name(cwd)
+		if err != nil {
+			return "", err
+		}
+		if sp.root == "" {
+			fi, err := os.Stat(name)
+			if err != nil && cwd == "" {
+				return "/", nil
+			}
+			if err != nil {
+				return "", fmt.Errorf("working directory: %w", err)
+			}
+			if !fi.IsDir() {
+				return "", fmt.Errorf("%w: working directory %s", agentproto.ErrNotDir, cwd)
+			}
+			return name, nil
+		}
+		f, err := sp.fs.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			return "", fmt.Errorf("working directory: %w", err)
+		}
+		defer f.Close()
+		real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+		if err != nil {
+			return "", fmt.Errorf("working directory: %w", err)
+		}
+		return real, nil
+	})
+}
+
+// lookPath finds file in path (the process's PATH, not the agent's).
+func lookPath(file, path, dir string) (string, error) {
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("%w: %s is not executable", agentproto.ErrPermission, p)
+		}
+		return nil
+	}
+	if strings.Contains(file, "/") {
+		p := file
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := check(p); err != nil {
+			return "", mapErr(fmt.Errorf("exec %s: %w", file, err))
+		}
+		return p, nil
+	}
+	for d := range strings.SplitSeq(path, ":") {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if p := filepath.Join(d, file); check(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: exec %s: executable file not found in $PATH", agentproto.ErrNotFound, file)
+}
+
+// spawn starts cmd as a with the given stdin, stdout and stderr.
+func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool) (int, <-chan unix.WaitStatus, error) {
+	attr := &syscall.ProcAttr{
+		Dir:   cmd.dir,
+		Env:   cmd.env,
+		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Sys: &syscall.SysProcAttr{
+			Setsid:     setsid,
+			Setpgid:    !setsid,
+			Credential: a.credential(),
+		},
+	}
+	pid, ch, err := s.reaper.Start(func() (int, error) {
+		return syscall.ForkExec(cmd.path, cmd.argv, attr)
+	})
+	if err != nil {
+		return 0, nil, mapErr(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
+	}
+	return pid, ch, nil
+}
+
+// exitStatus converts a wait status to the protocol's form.
+func exitStatus(ws unix.WaitStatus) agentproto.ExitStatus {
+	st := agentproto.ExitStatus{Exited: true}
+	switch {
+	case ws.Exited():
+		st.Code = ws.ExitStatus()
+	case ws.Signaled():
+		st.Signal = int(ws.Signal())
+		st.Code = 128 + st.Signal
+	}
+	return st
+}
+
+// killGroup signals the process group led by pid; a group that is already
+// gone is not an error.
+func killGroup(pid int, sig syscall.Signal) {
+	unix.Kill(-pid, sig)
+}
+
+// Exec runs a process in its own process group and streams its output.
+func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+	if req.TimeoutMillis < 0 {
+		return agentproto.ExitStatus{}, fmt.Errorf("%w: negative timeout", agentproto.ErrInvalid)
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+	cmd, err := s.prepare(a, req)
+	if err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+
+	// The child ends are closed right after the start; the parent ends by
+	// the copiers' owners below.
+	var stdin, stdinW *os.File
+	if eio.Stdin != nil {
+		if stdin, stdinW, err = os.Pipe(); err != nil {
+			return agentproto.ExitStatus{}, err
+		}
+	} else if stdin, err = os.Open(os.DevNull); err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdin, stdinW)
+		return agentproto.ExitStatus{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdin, stdinW, outR, outW)
+		return agentproto.ExitStatus{}, err
+	}
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false)
+	closeAll(stdin, outW, errW)
+	if err != nil {
+		closeAll(stdinW, outR, errR)
+		return agentproto.ExitStatus{}, err
+	}
+	// The Started response must precede any output frame.
+	if err := eio.Started(pid); err != nil {
+		killGroup(pid, syscall.SIGKILL)
+	}
+
+	if stdinW != nil {
+		go func() {
+			io.Copy(stdinW, eio.Stdin)
+			stdinW.Close()
+		}()
+	}
+	d := &drainer{}
+	var wg sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, eio.Stdout}, {errR, eio.Stderr}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.copy(p.r, p.w)
+		}()
+	}
+
+	var timeout <-chan time.Time
+	if req.TimeoutMillis > 0 {
+		t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	done := ctx.Done()
+	var st agentproto.ExitStatus
+	timedOut := false
+	for waiting := true; waiting; {
+		select {
+		case ws := <-exited:
+			st = exitStatus(ws)
+			waiting = false
+		case <-timeout:
+			killGroup(pid, syscall.SIGKILL)
+			timedOut, timeout = true, nil
+		case sig := <-eio.Signals:
+			if sig > 0 && sig < 65 {
+				killGroup(pid, syscall.Signal(sig))
+			}
+		case <-done:
+			killGroup(pid, syscall.SIGKILL)
+			done = nil
+		}
+	}
+	st.TimedOut = timedOut
+
+	d.leaderExited(outR, errR)
+	wg.Wait()
+	closeAll(outR, errR)
+	if stdinW != nil {
+		stdinW.Close() // unblocks a copy into a pipe nobody reads
+	}
+	if err := d.err(); err != nil {
+		st.Error = err.Error()
+	}
+	return st, nil
+}
+
+// drainer copies a process's output pipes to the caller as data arrives.
+// Once the process has exited, reads time out after drainIdle of silence
+// (and at the latest drainMax after the exit), so a background grandchild
+// holding the pipe cannot keep the call open.
+type drainer struct {
+	mu       sync.Mutex
+	exitedAt time.Time
+	writeErr error
+}
+
+func (d *drainer) leaderExited(pipes ...*os.File) {
+	d.mu.Lock()
+	d.exitedAt = time.Now()
+	d.mu.Unlock()
+	for _, p := range pipes {
+		p.SetReadDeadline(time.Now().Add(drainIdle))
+	}
+}
+
+func (d *drainer) err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.writeErr
+}
+
+func (d *drainer) copy(r *os.File, w io.Writer) {
+	buf := make([]byte, 32<<10)
+	var werr error
+	for {
+		d.mu.Lock()
+		exitedAt := d.exitedAt
+		d.mu.Unlock()
+		if !exitedAt.IsZero() {
+			deadline := time.Now().Add(drainIdle)
+			if last := exitedAt.Add(drainMax); last.Before(deadline) {
+				deadline = last
+			}
+			r.SetReadDeadline(deadline)
+		}
+		n, err := r.Read(buf)
+		if n > 0 && werr == nil {
+			// After a write error keep reading, so the process never
+			// blocks on a full pipe, but drop the data.
+			if _, werr = w.Write(buf[:n]); werr != nil {
+				d.mu.Lock()
+				if d.writeErr == nil {
+					d.writeErr = fmt.Errorf("sending output: %w", werr)
+				}
+				d.mu.Unlock()
+			}
+		}
+		if err != nil {
+			return // EOF, or the drain deadline passed
+		}
+	}
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// bgProc is a background process the agent started.
+type bgProc struct {
+	pid    int
+	uid    int
+	done   chan struct{}
+	status agentproto.ExitStatus // valid once done is closed
+}
+
+// bgTable keeps background processes and, for a while, their statuses.
+type bgTable struct {
+	mu       sync.Mutex
+	procs    map[int]*bgProc
+	finished []*bgProc // oldest first; bounded by maxFinished
+}
+
+// maxFinished bounds the exit statuses kept for Wait.
+const maxFinished = 1024
+
+func (t *bgTable) add(p *bgProc) {
+	t.mu.Lock()
+	t.procs[p.pid] = p
+	t.mu.Unlock()
+}
+
+func (t *bgTable) finish(p *bgProc, st agentproto.ExitStatus) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.status = st
+	close(p.done)
+	t.finished = append(t.finished, p)
+	if len(t.finished) > maxFinished {
+		old := t.finished[0]
+		t.finished = t.finished[1:]
+		if t.procs[old.pid] == old { // the pid may have been reused
+			delete(t.procs, old.pid)
+		}
+	}
+}
+
+func (t *bgTable) get(pid int) *bgProc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.procs[pid]
+}
+
+// StartBackground starts a detached process in its own session whose
+// output is appended to a log file created with the user's identity.
+func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBackgroundRequest) (*agentproto.StartBackgroundResponse, error) {
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := s.prepare(a, &req.ExecRequest)
+	if err != nil {
+		return nil, err
+	}
+	logPath, root := req.LogPath, req.Root
+	if logPath == "" {
+		// The default log lives in the home even when Root confines the
+		// call's paths: it is the agent's choice, not the caller's.
+		logPath = filepath.Join(a.Home, ".sandbox", "logs", strconv.FormatInt(time.Now().UnixNano(), 10)+".log")
+		root = ""
+	}
+	type opened struct {
+		f    *os.File
+		path string // absolute, for the response
+	}
+	lf, err := inSpace(a, root, func(sp *space) (opened, error) {
+		name, err := sp.name(logPath)
+		if err != nil {
+			return opened{}, err
+		}
+		if req.LogPath == "" {
+			if err := sp.fs.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+				return opened{}, err
+			}
+		}
+		f, err := sp.fs.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if sp.root != "" {
+			name = filepath.Join(sp.root, name)
+		}
+		return opened{f, name}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	logFile := lf.f
+	defer logFile.Close()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devNull.Close()
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true)
+	if err != nil {
+		return nil, err
+	}
+	p := &bgProc{pid: pid, uid: a.UID, done: make(chan struct{})}
+	s.bg.add(p)
+	go func() { s.bg.finish(p, exitStatus(<-exited)) }()
+	return &agentproto.StartBackgroundResponse{Pid: pid, LogPath: lf.path}, nil
+}
+
+// Wait waits for a background process. Only root and the user who started
+// it may wait for it.
+func (s *Service) Wait(ctx context.Context, req *agentproto.WaitRequest) (*agentproto.ExitStatus, error) {
+	if req.TimeoutMillis < 0 {
+		return nil, fmt.Errorf("%w: negative timeout", agentproto.ErrInvalid)
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	p := s.bg.get(req.Pid)
+	if p == nil {
+		return nil, fmt.Errorf("%w: no background process %d started by the agent", agentproto.ErrNotFound, req.Pid)
+	}
+	if a.UID != 0 && a.UID != p.uid {
+		return nil, fmt.Errorf("%w: process %d belongs to another user", agentproto.ErrPermission, req.Pid)
+	}
+	select {
+	case <-p.done:
+		st := p.status
+		return &st, nil
+	default:
+	}
+	if req.TimeoutMillis == 0 {
+		return &agentproto.ExitStatus{}, nil // poll: still running
+	}
+	t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		st := p.status
+		return &st, nil
+	case <-t.C:
+		return &agentproto.ExitStatus{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Signal sends a signal with the identity's rights, so the kernel refuses
+// to let one user signal another's processes.
+func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
+	if req.Pid <= 1 {
+		return nil, fmt.Errorf("%w: pid %d", agentproto.ErrInvalid, req.Pid)
+	}
+	if req.Signal < 0 || req.Signal > 64 {
+		return nil, fmt.Errorf("%w: signal %d", agentproto.ErrInvalid, req.Signal)
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	target := req.Pid
+	if req.Group {
+		target = -target
+	}
+	err = do(a, func() error { return unix.Kill(target, syscall.Signal(req.Signal)) })
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
+	}
+	return &agentproto.Empty{}, nil
+}

@@ -1,0 +1,692 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+// fsys is the part of *os.Root the file operations use; hostFS offers the
+// same on plain host paths for unconfined identities.
+type fsys interface {
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	Lstat(name string) (os.FileInfo, error)
+	Stat(name string) (os.FileInfo, error)
+	Readlink(name string) (string, error)
+	Mkdir(name string, perm os.FileMode) error
+	MkdirAll(name string, perm os.FileMode) error
+	Chmod(name string, mode os.FileMode) error
+	Remove(name string) error
+	RemoveAll(name string) error
+	Rename(oldname, newname string) error
+}
+
+type hostFS struct{}
+
+func (hostFS) OpenFile(n string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(n, flag, perm)
+}
+func (hostFS) Lstat(n string) (os.FileInfo, error)       { return os.Lstat(n) }
+func (hostFS) Stat(n string) (os.FileInfo, error)        { return os.Stat(n) }
+func (hostFS) Readlink(n string) (string, error)         { return os.Readlink(n) }
+func (hostFS) Mkdir(n string, perm os.FileMode) error    { return os.Mkdir(n, perm) }
+func (hostFS) MkdirAll(n string, perm os.FileMode) error { return os.MkdirAll(n, perm) }
+func (hostFS) Chmod(n string, mode os.FileMode) error    { return os.Chmod(n, mode) }
+func (hostFS) Remove(n string) error                     { return os.Remove(n) }
+func (hostFS) RemoveAll(n string) error                  { return os.RemoveAll(n) }
+func (hostFS) Rename(oldname, newname string) error      { return os.Rename(oldname, newname) }
+
+// space is where one operation's paths resolve: beneath Identity.Root
+// through os.Root, which refuses ".." and symlink escapes, or on the whole
+// file system with relative paths taken from the user's home.
+type space struct {
+	fs   fsys
+	root string // clean absolute root; "" when unconfined
+	home string
+}
+
+// name turns a request path into a name for sp.fs. Beneath a root an
+// absolute path must lie inside it and becomes relative to it.
+func (sp *space) name(p string) (string, error) {
+	if sp.root == "" {
+		switch {
+		case p == "":
+			return sp.home, nil
+		case filepath.IsAbs(p):
+			return filepath.Clean(p), nil
+		default:
+			return filepath.Join(sp.home, p), nil
+		}
+	}
+	if p == "" {
+		return ".", nil
+	}
+	if !filepath.IsAbs(p) {
+		return p, nil
+	}
+	c := filepath.Clean(p)
+	if c == sp.root {
+		return ".", nil
+	}
+	prefix := sp.root
+	if prefix != "/" {
+		prefix += "/"
+	}
+	rel, ok := strings.CutPrefix(c, prefix)
+	if !ok {
+		return "", fmt.Errorf("%w: %s is outside %s", agentproto.ErrEscape, p, sp.root)
+	}
+	return rel, nil
+}
+
+// inSpace runs fn with a's credentials and the path space of root.
+func inSpace[T any](a *Account, root string, fn func(sp *space) (T, error)) (T, error) {
+	v, err := runAs(a, func() (T, error) {
+		var zero T
+		sp := &space{fs: hostFS{}, home: a.Home}
+		if root != "" {
+			if !filepath.IsAbs(root) {
+				return zero, fmt.Errorf("%w: root %q is not absolute", agentproto.ErrInvalid, root)
+			}
+			r, err := os.OpenRoot(root)
+			if err != nil {
+				return zero, err
+			}
+			defer r.Close()
+			sp.fs, sp.root = r, filepath.Clean(root)
+		}
+		return fn(sp)
+	})
+	return v, mapErr(err)
+}
+
+// maxRead is the default and largest ReadFile result: base64 in a JSON
+// response must still fit one frame.
+const maxRead = agentproto.MaxFrame / 2
+
+// ReadFile reads a byte range or a line selection of a file.
+func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
+	if req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0 {
+		return nil, fmt.Errorf("%w: negative read_file argument", agentproto.ErrInvalid)
+	}
+	lines := req.StartLine > 0 || req.LineCount > 0 || req.TailLines > 0
+	if lines && (req.Offset > 0 || req.Length > 0) {
+		return nil, fmt.Errorf("%w: select bytes or lines, not both", agentproto.ErrInvalid)
+	}
+	if req.TailLines > 0 && (req.StartLine > 0 || req.LineCount > 0) {
+		return nil, fmt.Errorf("%w: tail_lines excludes start_line/line_count", agentproto.ErrInvalid)
+	}
+	limit := req.MaxBytes
+	if limit == 0 || limit > maxRead {
+		limit = maxRead
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.ReadFileResponse, error) {
+		name, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		// O_NONBLOCK: opening a FIFO must not hang the call.
+		f, err := sp.fs.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case fi.IsDir():
+			return nil, fmt.Errorf("%w: %s", agentproto.ErrIsDir, req.Path)
+		case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+			return nil, fmt.Errorf("%w: %s is not a regular file", agentproto.ErrInvalid, req.Path)
+		}
+		resp := &agentproto.ReadFileResponse{Size: fi.Size()}
+		if lines {
+			err = readLines(f, req, limit, resp)
+		} else {
+			err = readBytes(f, req.Offset, req.Length, limit, resp)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", req.Path, err)
+		}
+		if resp.Data == nil {
+			resp.Data = []byte{}
+		}
+		return resp, nil
+	})
+}
+
+func readBytes(f *os.File, off, length, limit int64, resp *agentproto.ReadFileResponse) error {
+	if off > 0 {
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	n := length
+	if length == 0 || length > limit {
+		n = limit + 1 // one byte more tells whether the cap cut anything
+	}
+	data, err := io.ReadAll(io.LimitReader(f, n))
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > limit {
+		data, resp.Truncated = data[:limit], true
+	}
+	resp.Data = data
+	return nil
+}
+
+// readLines scans the whole file once, noting where lines start, then
+// reads the selected span. The scan also gives TotalLines. A last line
+// without a newline still counts.
+func readLines(f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *agentproto.ReadFileResponse) error {
+	first, count := req.StartLine, req.LineCount
+	if first == 0 {
+		first = 1
+	}
+	tail := req.TailLines
+	var (
+		off        int64   // bytes scanned
+		total      int     // complete lines seen
+		start, end int64   = -1, -1
+		ring       []int64 // starts of the last tail lines, for TailLines
+	)
+	lineStarts := func(n int, at int64) { // line n (1-based) starts at at
+		if tail > 0 {
+			if len(ring) < tail {
+				ring = append(ring, at)
+			} else {
+				ring[(n-1)%tail] = at
+			}
+			return
+		}
+		if n == first {
+			start = at
+		}
+		if count > 0 && n == first+count {
+			end = at
+		}
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	lineOpen := false // bytes of a line not yet ended by '\n'
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 && !lineOpen {
+			lineStarts(total+1, off)
+			lineOpen = true
+		}
+		off += int64(len(chunk))
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			total++
+			lineOpen = false
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if lineOpen {
+		total++
+	}
+	resp.TotalLines = total
+	if tail > 0 {
+		if total == 0 {
+			return nil
+		}
+		n := min(tail, total)
+		// The first wanted line is total-n+1; its start sits in the ring
+		// at index (total-n) % tail.
+		start, end = ring[(total-n)%tail], off
+		if end-start > limit {
+			start, resp.Truncated = end-limit, true // keep the end of a tail
+		}
+	} else {
+		if start < 0 {
+			return nil // starts past the end
+		}
+		if end < 0 {
+			end = off
+		}
+		if end-start > limit {
+			end, resp.Truncated = start+limit, true
+		}
+	}
+	resp.Data = make([]byte, end-start)
+	_, err := f.ReadAt(resp.Data, start)
+	if errors.Is(err, io.EOF) {
+		err = nil // the file shrank meanwhile; return what is there
+	}
+	return err
+}
+
+// fileMode converts permission and special bits from their Unix form.
+func fileMode(m uint32) os.FileMode {
+	mode := os.FileMode(m & 0o777)
+	if m&syscall.S_ISUID != 0 {
+		mode |= os.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= os.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= os.ModeSticky
+	}
+	return mode
+}
+
+// unixMode is the inverse of fileMode.
+func unixMode(m os.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		u |= syscall.S_ISUID
+	}
+	if m&os.ModeSetgid != 0 {
+		u |= syscall.S_ISGID
+	}
+	if m&os.ModeSticky != 0 {
+		u |= syscall.S_ISVTX
+	}
+	return u
+}
+
+// WriteFile replaces a file atomically or appends to it. Replacing keeps
+// the mode of an existing file unless the request sets one.
+func (s *Service) WriteFile(ctx context.Context, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+	if req.Mode&^0o7777 != 0 {
+		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.WriteFileResponse, error) {
+		name, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		if req.MakeParents {
+			if err := sp.fs.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if req.Append {
+			return appendFile(sp, name, req)
+		}
+		return replaceFile(sp, name, req)
+	})
+}
+
+func appendFile(sp *space, name string, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+	mode := uint32(0o644)
+	if req.Mode != 0 {
+		mode = req.Mode
+	}
+	f, err := sp.fs.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, fileMode(mode))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Write(req.Data); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return &agentproto.WriteFileResponse{Size: fi.Size()}, nil
+}
+
+func replaceFile(sp *space, name string, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+	// Write through symlinks, as editors do, instead of replacing the link.
+	target, err := followLinks(sp, name)
+	if err != nil {
+		return nil, err
+	}
+	mode := fileMode(0o644)
+	if fi, err := sp.fs.Lstat(target); err == nil {
+		if fi.IsDir() {
+			return nil, fmt.Errorf("%w: %s", agentproto.ErrIsDir, req.Path)
+		}
+		mode = fi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+	}
+	if req.Mode != 0 {
+		mode = fileMode(req.Mode)
+	}
+	tmp := filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+".tmp-"+randomSuffix())
+	f, err := sp.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			sp.fs.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(req.Data); err != nil {
+		return nil, err
+	}
+	// Chmod after create: the umask must not narrow the requested mode.
+	if err := f.Chmod(mode); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if err := sp.fs.Rename(tmp, target); err != nil {
+		return nil, err
+	}
+	ok = true
+	return &agentproto.WriteFileResponse{Size: int64(len(req.Data))}, nil
+}
+
+// followLinks resolves symlinks in the last element of name. Beneath a
+// root an absolute link target is an escape, as it is for os.Root.
+func followLinks(sp *space, name string) (string, error) {
+	for range 40 {
+		fi, err := sp.fs.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return name, nil
+		}
+		t, err := sp.fs.Readlink(name)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case !filepath.IsAbs(t):
+			name = filepath.Join(filepath.Dir(name), t)
+		case sp.root != "":
+			return "", fmt.Errorf("%w: %s links to %s", agentproto.ErrEscape, name, t)
+		default:
+			name = t
+		}
+	}
+	return "", fmt.Errorf("%w: too many levels of symbolic links", agentproto.ErrInvalid)
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func fileInfo(path string, fi os.FileInfo) agentproto.FileInfo {
+	info := agentproto.FileInfo{
+		Path:    path,
+		Name:    fi.Name(),
+		Size:    fi.Size(),
+		Mode:    unixMode(fi.Mode()),
+		ModTime: fi.ModTime(),
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		info.Type = "file"
+	case fi.IsDir():
+		info.Type = "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		info.Type = "symlink"
+	default:
+		info.Type = "other"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.UID, info.GID = int(st.Uid), int(st.Gid)
+	}
+	return info
+}
+
+// Stat describes a path without following a final symlink.
+func (s *Service) Stat(ctx context.Context, req *agentproto.PathRequest) (*agentproto.FileInfo, error) {
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.FileInfo, error) {
+		name, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := sp.fs.Lstat(name)
+		if err != nil {
+			return nil, err
+		}
+		info := fileInfo(req.Path, fi)
+		if name == "." && sp.root != "" {
+			info.Name = filepath.Base(sp.root)
+		}
+		if info.Type == "symlink" {
+			info.SymlinkTarget, _ = sp.fs.Readlink(name)
+		}
+		return &info, nil
+	})
+}
+
+const (
+	defaultMaxEntries = 1000
+	maxMaxEntries     = 100000
+)
+
+// List walks a directory depth first in name order. Symlinks are listed,
+// never followed.
+func (s *Service) List(ctx context.Context, req *agentproto.ListRequest) (*agentproto.ListResponse, error) {
+	if req.MaxDepth < 0 || req.MaxEntries < 0 {
+		return nil, fmt.Errorf("%w: negative list argument", agentproto.ErrInvalid)
+	}
+	depth, limit := req.MaxDepth, req.MaxEntries
+	if depth == 0 {
+		depth = 1
+	}
+	if limit == 0 {
+		limit = defaultMaxEntries
+	}
+	limit = min(limit, maxMaxEntries)
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.ListResponse, error) {
+		dir, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := sp.fs.Stat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("%w: %s", agentproto.ErrNotDir, req.Path)
+		}
+		resp := &agentproto.ListResponse{Entries: []agentproto.FileInfo{}}
+		l := lister{sp: sp, dir: dir, maxDepth: depth, limit: limit, resp: resp}
+		if err := l.walk("", 1); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	})
+}
+
+type lister struct {
+	sp       *space
+	dir      string
+	maxDepth int
+	limit    int
+	resp     *agentproto.ListResponse
+}
+
+// walk lists rel (relative to l.dir). Only the top directory's errors
+// fail the call; unreadable subdirectories are listed but not entered.
+func (l *lister) walk(rel string, depth int) error {
+	f, err := l.sp.fs.OpenFile(filepath.Join(l.dir, rel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		if rel == "" {
+			return err
+		}
+		return nil
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil && rel == "" {
+		return err
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if l.resp.Truncated {
+			return nil
+		}
+		p := filepath.Join(rel, n)
+		fi, err := l.sp.fs.Lstat(filepath.Join(l.dir, p))
+		if err != nil {
+			continue // vanished meanwhile
+		}
+		if len(l.resp.Entries) == l.limit {
+			l.resp.Truncated = true
+			return nil
+		}
+		info := fileInfo(p, fi)
+		if info.Type == "symlink" {
+			info.SymlinkTarget, _ = l.sp.fs.Readlink(filepath.Join(l.dir, p))
+		}
+		l.resp.Entries = append(l.resp.Entries, info)
+		if fi.IsDir() && depth < l.maxDepth {
+			if err := l.walk(p, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Mkdir creates a directory with exactly the requested mode.
+func (s *Service) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
+	if req.Mode&^0o7777 != 0 {
+		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
+	}
+	mode := fileMode(0o755)
+	if req.Mode != 0 {
+		mode = fileMode(req.Mode)
+	}
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
+		name, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		if req.Parents {
+			if fi, err := sp.fs.Stat(name); err == nil && fi.IsDir() {
+				return &agentproto.Empty{}, nil // mkdir -p: already there
+			}
+			if err := sp.fs.MkdirAll(name, mode.Perm()); err != nil {
+				return nil, err
+			}
+		} else if err := sp.fs.Mkdir(name, mode.Perm()); err != nil {
+			return nil, err
+		}
+		if err := sp.fs.Chmod(name, mode); err != nil {
+			return nil, err
+		}
+		return &agentproto.Empty{}, nil
+	})
+}
+
+// Remove removes a file, a symlink or a directory (recursively only when
+// asked).
+func (s *Service) Remove(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
+		name, err := sp.name(req.Path)
+		if err != nil {
+			return nil, err
+		}
+		if name == "." || name == "/" {
+			return nil, fmt.Errorf("%w: refusing to remove %s", agentproto.ErrInvalid, req.Path)
+		}
+		fi, err := sp.fs.Lstat(name)
+		if err != nil {
+			return nil, err
+		}
+		if fi.IsDir() && req.Recursive {
+			err = sp.fs.RemoveAll(name)
+		} else {
+			err = sp.fs.Remove(name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &agentproto.Empty{}, nil
+	})
+}
+
+// Move renames Src to Dst, refusing to replace Dst unless Overwrite.
+func (s *Service) Move(ctx context.Context, req *agentproto.MoveRequest) (*agentproto.Empty, error) {
+	a, err := s.account(req.User)
+	if err != nil {
+		return nil, err
+	}
+	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
+		src, err := sp.name(req.Src)
+		if err != nil {
+			return nil, err
+		}
+		dst, err := sp.name(req.Dst)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := sp.fs.Lstat(src); err != nil {
+			return nil, err
+		}
+		if !req.Overwrite {
+			if _, err := sp.fs.Lstat(dst); err == nil {
+				return nil, fmt.Errorf("%w: %s", agentproto.ErrExists, req.Dst)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+		if err := sp.fs.Rename(src, dst); err != nil {
+			return nil, err
+		}
+		return &agentproto.Empty{}, nil
+	})
+}

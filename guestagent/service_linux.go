@@ -1,0 +1,219 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures a Service.
+type Config struct {
+	// AgentVersion is reported by Hello.
+	AgentVersion string
+	// Reaper collects the exit status of every process the service starts.
+	// Required.
+	Reaper *Reaper
+	// Users names the account files; zero fields mean /etc.
+	Users UserDB
+	// ProcDir is where processes are listed for UserDel; default /proc.
+	ProcDir string
+	// SystemRoot is where Hello looks for etc/os-release and the package
+	// manager; default "/".
+	SystemRoot string
+	// SetClock lets Hello set the system clock from the host's. Only the
+	// VM's PID 1 should; a development agent must not touch its host.
+	SetClock bool
+	// BootSeconds is the uptime at which the agent became ready.
+	BootSeconds float64
+	// Warnings are boot steps that failed without stopping the agent.
+	Warnings []string
+	// PowerOff is called, after Shutdown responded, to end the VM. Nil
+	// means Shutdown is refused (ErrUnsupported).
+	PowerOff func(reboot bool)
+	// Logger gets the agent's own messages; nil discards them.
+	Logger *log.Logger
+	// Debug logs every call.
+	Debug bool
+}
+
+// Service implements agentproto.Service inside the guest.
+type Service struct {
+	cfg    Config
+	users  UserDB
+	reaper *Reaper
+	log    *log.Logger
+
+	bg bgTable
+
+	// usersMu serialises edits of the account files within the agent; the
+	// file lock in lockAccounts covers other programs.
+	usersMu sync.Mutex
+
+	warnMu   sync.Mutex
+	warnings []string
+}
+
+var _ agentproto.Service = (*Service)(nil)
+
+// NewService returns a Service. cfg.Reaper is required.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Reaper == nil {
+		return nil, errors.New("guestagent: Config.Reaper is required")
+	}
+	if cfg.ProcDir == "" {
+		cfg.ProcDir = "/proc"
+	}
+	if cfg.SystemRoot == "" {
+		cfg.SystemRoot = "/"
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = log.New(io.Discard, "", 0)
+	}
+	return &Service{
+		cfg:      cfg,
+		users:    cfg.Users.withDefaults(),
+		reaper:   cfg.Reaper,
+		log:      lg,
+		bg:       bgTable{procs: map[int]*bgProc{}},
+		warnings: append([]string(nil), cfg.Warnings...),
+	}, nil
+}
+
+// AddWarning records a problem that Hello reports to the host, e.g. a
+// transport that failed after boot.
+func (s *Service) AddWarning(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.log.Print("warning: ", msg)
+	s.warnMu.Lock()
+	s.warnings = append(s.warnings, msg)
+	s.warnMu.Unlock()
+}
+
+type transportKey struct{}
+
+// WithTransport tags ctx with the transport a session runs on ("vsock",
+// "virtio-serial"), which Hello reports.
+func WithTransport(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, transportKey{}, name)
+}
+
+// account resolves the user an operation runs as.
+func (s *Service) account(user string) (*Account, error) {
+	if user != "" && !ValidUserName(user) {
+		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, user)
+	}
+	a, err := s.users.Lookup(user)
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// Hello answers the handshake and, when allowed, sets the clock: a VM
+// restored or started without an RTC otherwise runs with a wrong date,
+// which breaks TLS and make.
+func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+	if s.cfg.SetClock && req.TimeUnixNano > 0 {
+		host := time.Unix(0, req.TimeUnixNano)
+		if d := time.Since(host); d > time.Second || d < -time.Second {
+			tv := unix.NsecToTimeval(req.TimeUnixNano)
+			if err := unix.Settimeofday(&tv); err != nil {
+				s.AddWarning("set clock: %v", err)
+			} else {
+				s.log.Printf("clock set to host time (was off by %v)", d.Round(time.Millisecond))
+			}
+		}
+	}
+	resp := &agentproto.HelloResponse{
+		Major:        agentproto.VersionMajor,
+		Minor:        agentproto.VersionMinor,
+		AgentVersion: s.cfg.AgentVersion,
+		Arch:         runtime.GOARCH,
+		BootSeconds:  s.cfg.BootSeconds,
+	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err == nil {
+		resp.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	resp.Distro = osReleaseID(filepath.Join(s.cfg.SystemRoot, "etc/os-release"))
+	switch {
+	case isFile(filepath.Join(s.cfg.SystemRoot, "sbin/apk")):
+		resp.PackageMgr = "apk"
+	case isFile(filepath.Join(s.cfg.SystemRoot, "usr/bin/apt-get")):
+		resp.PackageMgr = "apt"
+	}
+	if t, ok := ctx.Value(transportKey{}).(string); ok {
+		resp.Transport = t
+	}
+	s.warnMu.Lock()
+	resp.Warnings = append([]string(nil), s.warnings...)
+	s.warnMu.Unlock()
+	return resp, nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// osReleaseID returns the ID= value of an os-release file, or "".
+func osReleaseID(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "ID="); ok {
+			if u, err := strconv.Unquote(v); err == nil {
+				return u
+			}
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
+// Uptime reads the system uptime in seconds from /proc/uptime.
+func Uptime() (float64, error) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/uptime: empty")
+	}
+	return strconv.ParseFloat(f[0], 64)
+}
+
+// Shutdown responds, then powers the VM off (or reboots) a moment later so
+// the response has time to reach the host.
+func (s *Service) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest) (*agentproto.Empty, error) {
+	if s.cfg.PowerOff == nil {
+		return nil, fmt.Errorf("%w: this agent does not own the machine", agentproto.ErrUnsupported)
+	}
+	reboot := req.Reboot
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		s.cfg.PowerOff(reboot)
+	}()
+	return &agentproto.Empty{}, nil
+}

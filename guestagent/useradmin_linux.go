@@ -1,0 +1,414 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// firstUID is where sandbox users start, clear of distribution users
+	// (1000 and up on Debian) and system ranges.
+	firstUID = 2000
+	lastUID  = 59999
+	// minReusedUID is the smallest home owner UserAdd adopts as the uid.
+	minReusedUID = 1000
+	nobodyUID    = 65534
+)
+
+// lockAccounts serialises account file edits: a mutex within the agent,
+// and an OFD lock on .pwd.lock beside the passwd file, the lock file
+// shadow-utils' lckpwdf takes, so a concurrent useradd run by a package
+// install waits for us and we for it.
+func (s *Service) lockAccounts(ctx context.Context) (unlock func(), err error) {
+	s.usersMu.Lock()
+	defer func() {
+		if err != nil {
+			s.usersMu.Unlock()
+		}
+	}()
+	path := filepath.Join(filepath.Dir(s.users.Passwd), ".pwd.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock account files: %w", err)
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err == nil {
+			break
+		}
+		if (err != unix.EAGAIN && err != unix.EACCES && err != unix.EINTR) || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: lock %s: %v", agentproto.ErrTimeout, path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return func() {
+		f.Close() // releases the OFD lock
+		s.usersMu.Unlock()
+	}, nil
+}
+
+// writeAccountFile replaces path atomically, keeping the mode and owner of
+// the file it replaces (shadow is root:shadow 0640 on Debian).
+func writeAccountFile(path string, af *accountFile) error {
+	return writeFileAtomic(path, af.bytes())
+}
+
+// accountFiles are the four files as read under the lock.
+type accountFiles struct {
+	passwd, group, shadow, gshadow *accountFile
+	hasShadow, hasGShadow          bool
+}
+
+func (s *Service) readAccounts() (*accountFiles, error) {
+	var af accountFiles
+	var err error
+	if af.passwd, err = readAccountFile(s.users.Passwd); err != nil {
+		return nil, err
+	}
+	if af.group, err = readAccountFile(s.users.Group); err != nil {
+		return nil, err
+	}
+	af.hasShadow = fileExists(s.users.Shadow)
+	if af.shadow, err = readAccountFile(s.users.Shadow); err != nil {
+		return nil, err
+	}
+	af.hasGShadow = fileExists(s.users.GShadow)
+	if af.gshadow, err = readAccountFile(s.users.GShadow); err != nil {
+		return nil, err
+	}
+	return &af, nil
+}
+
+// write stores the files, passwd last: an interrupted edit then leaves at
+// worst a stray group or shadow line, which a retry tolerates.
+func (s *Service) writeAccounts(af *accountFiles) error {
+	if af.hasGShadow {
+		if err := writeAccountFile(s.users.GShadow, af.gshadow); err != nil {
+			return err
+		}
+	}
+	if af.hasShadow {
+		if err := writeAccountFile(s.users.Shadow, af.shadow); err != nil {
+			return err
+		}
+	}
+	if err := writeAccountFile(s.users.Group, af.group); err != nil {
+		return err
+	}
+	return writeAccountFile(s.users.Passwd, af.passwd)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// UserAdd creates a user, its private group and its home. An existing
+// user with the same home is success (Created false).
+func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (*agentproto.UserAddResponse, error) {
+	if !ValidUserName(req.Name) {
+		return nil, fmt.Errorf("%w: user name %q must match %s", agentproto.ErrInvalid, req.Name, userNameRE)
+	}
+	home := filepath.Clean(req.Home)
+	if !filepath.IsAbs(req.Home) || home == "/" {
+		return nil, fmt.Errorf("%w: home %q must be an absolute path below /", agentproto.ErrInvalid, req.Home)
+	}
+	if req.HomeMode&^0o7777 != 0 {
+		return nil, fmt.Errorf("%w: home mode %o", agentproto.ErrInvalid, req.HomeMode)
+	}
+	mode := fileMode(0o700)
+	if req.HomeMode != 0 {
+		mode = fileMode(req.HomeMode)
+	}
+	shell := req.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	if strings.ContainsAny(shell, ":\n") || strings.ContainsAny(home, ":\n") {
+		return nil, fmt.Errorf("%w: ':' or newline in home or shell", agentproto.ErrInvalid)
+	}
+
+	unlock, err := s.lockAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	af, err := s.readAccounts()
+	if err != nil {
+		return nil, err
+	}
+	if e := af.passwd.find(req.Name); e != nil {
+		a, err := accountFromPasswd(e)
+		if err != nil {
+			return nil, err
+		}
+		if filepath.Clean(a.Home) != home {
+			return nil, fmt.Errorf("%w: user %s exists with home %s", agentproto.ErrExists, a.Name, a.Home)
+		}
+		if _, err := os.Lstat(home); errors.Is(err, fs.ErrNotExist) {
+			if err := setupHome(home, a.UID, a.GID, mode); err != nil {
+				return nil, err
+			}
+		}
+		return &agentproto.UserAddResponse{UID: a.UID, GID: a.GID, Home: a.Home}, nil
+	}
+
+	uids, gids := af.passwd.ids(), af.group.ids()
+	grp := af.group.find(req.Name)
+	// A home that outlived the root disk (it lives on a share) keeps its
+	// files owned by its old uid: take that uid again when it is free.
+	uid := -1
+	if fi, err := os.Lstat(home); err == nil && fi.IsDir() {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner := int(st.Uid)
+			_, uidUsed := uids[owner]
+			gidOwner, gidUsed := gids[owner]
+			if owner >= minReusedUID && owner != nobodyUID && !uidUsed && (!gidUsed || gidOwner == req.Name) {
+				uid = owner
+			}
+		}
+	}
+	if uid < 0 {
+		for id := firstUID; id <= lastUID; id++ {
+			_, uidUsed := uids[id]
+			_, gidUsed := gids[id]
+			if !uidUsed && !gidUsed {
+				uid = id
+				break
+			}
+		}
+		if uid < 0 {
+			return nil, fmt.Errorf("%w: no free uid in %d-%d", agentproto.ErrInternal, firstUID, lastUID)
+		}
+	}
+	gid := uid
+	if grp != nil && len(grp) > 2 {
+		g, err := strconv.Atoi(grp[2])
+		if err != nil {
+			return nil, fmt.Errorf("%w: group %s has gid %q", agentproto.ErrInvalid, req.Name, grp[2])
+		}
+		gid = g
+	} else if _, used := gids[gid]; used {
+		for id := firstUID; id <= lastUID; id++ {
+			if _, used := gids[id]; !used {
+				gid = id
+				break
+			}
+		}
+	}
+
+	af.passwd.add(req.Name, "x", strconv.Itoa(uid), strconv.Itoa(gid), "", home, shell)
+	if grp == nil {
+		af.group.add(req.Name, "x", strconv.Itoa(gid), "")
+	}
+	if af.hasShadow && af.shadow.find(req.Name) == nil {
+		days := strconv.FormatInt(time.Now().Unix()/86400, 10)
+		af.shadow.add(req.Name, "!", days, "0", "99999", "7", "", "", "")
+	}
+	if af.hasGShadow && af.gshadow.find(req.Name) == nil {
+		af.gshadow.add(req.Name, "!", "", "")
+	}
+	if err := s.writeAccounts(af); err != nil {
+		return nil, err
+	}
+	if err := setupHome(home, uid, gid, mode); err != nil {
+		return nil, err
+	}
+	s.log.Printf("user %s added (uid %d, home %s)", req.Name, uid, home)
+	return &agentproto.UserAddResponse{UID: uid, GID: gid, Home: home, Created: true}, nil
+}
+
+// setupHome creates home (root-owned 0755 parents) or adopts an existing
+// one. When an existing home belonged to another uid, the files that uid
+// owned in it are handed over, so the user can still use them.
+func setupHome(home string, uid, gid int, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(home), 0o755); err != nil {
+		return fmt.Errorf("home parent: %w", err)
+	}
+	fi, err := os.Lstat(home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(home, 0o700); err != nil {
+			return fmt.Errorf("home: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("home: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: home %s exists and is not a directory", agentproto.ErrExists, home)
+	default:
+		st := fi.Sys().(*syscall.Stat_t)
+		if old := int(st.Uid); old != uid && old >= minReusedUID {
+			if err := chownTree(home, old, uid, gid); err != nil {
+				return fmt.Errorf("adopt home %s: %w", home, err)
+			}
+		}
+	}
+	if err := os.Lchown(home, uid, gid); err != nil {
+		return fmt.Errorf("home: %w", err)
+	}
+	if err := os.Chmod(home, mode); err != nil {
+		return fmt.Errorf("home: %w", err)
+	}
+	return nil
+}
+
+// chownTree gives everything under dir owned by oldUID to uid:gid,
+// without following symlinks.
+func chownTree(dir string, oldUID, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable corners stay as they are
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == oldUID {
+			return os.Lchown(p, uid, gid)
+		}
+		return nil
+	})
+}
+
+// UserDel kills the user's processes, removes its account entries and,
+// when asked, its home.
+func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (*agentproto.Empty, error) {
+	if !ValidUserName(req.Name) {
+		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, req.Name)
+	}
+	unlock, err := s.lockAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	af, err := s.readAccounts()
+	if err != nil {
+		return nil, err
+	}
+	e := af.passwd.find(req.Name)
+	if e == nil {
+		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, req.Name)
+	}
+	a, err := accountFromPasswd(e)
+	if err != nil {
+		return nil, err
+	}
+	if a.UID < minReusedUID || a.UID == nobodyUID {
+		return nil, fmt.Errorf("%w: %s (uid %d) is a system account", agentproto.ErrPermission, a.Name, a.UID)
+	}
+	if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
+		return nil, err
+	}
+	af.passwd.remove(a.Name)
+	af.shadow.remove(a.Name)
+	// The private group goes with the user unless others still use it.
+	if g := af.group.find(a.Name); g != nil && len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
+		af.group.remove(a.Name)
+		af.gshadow.remove(a.Name)
+	}
+	af.group.dropMember(a.Name, 3)
+	af.gshadow.dropMember(a.Name, 2, 3)
+	if err := s.writeAccounts(af); err != nil {
+		return nil, err
+	}
+	if req.RemoveHome {
+		home := filepath.Clean(a.Home)
+		if !filepath.IsAbs(home) || home == "/" {
+			return nil, fmt.Errorf("%w: refusing to remove home %q", agentproto.ErrInvalid, a.Home)
+		}
+		if err := os.RemoveAll(home); err != nil {
+			return nil, mapErr(fmt.Errorf("remove home: %w", err))
+		}
+	}
+	s.log.Printf("user %s deleted", a.Name)
+	return &agentproto.Empty{}, nil
+}
+
+// killUser SIGKILLs every process that has uid as a real, effective, saved
+// or file-system uid, until none is left (a dying process may fork).
+func killUser(ctx context.Context, procDir string, uid int) error {
+	self := os.Getpid()
+	for round := 1; round <= 100; round++ {
+		pids, err := processesOf(procDir, uid)
+		if err != nil {
+			return err
+		}
+		alive := 0
+		for _, pid := range pids {
+			if pid != self && pid > 1 {
+				unix.Kill(pid, unix.SIGKILL)
+				alive++
+			}
+		}
+		if alive == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(min(round, 10)) * 10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%w: processes of uid %d survive SIGKILL", agentproto.ErrInternal, uid)
+}
+
+// processesOf lists the live (non-zombie) processes running as uid.
+func processesOf(procDir string, uid int) ([]int, error) {
+	ents, err := os.ReadDir(procDir)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if runsAs(filepath.Join(procDir, e.Name(), "status"), uid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func runsAs(statusPath string, uid int) bool {
+	f, err := os.Open(statusPath)
+	if err != nil {
+		return false // exited meanwhile
+	}
+	defer f.Close()
+	want := strconv.Itoa(uid)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "State:"); ok && strings.HasPrefix(strings.TrimSpace(v), "Z") {
+			return false
+		}
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			for _, id := range strings.Fields(v) {
+				if id == want {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,378 @@
+// Package hostcli is the osaurus-sandbox command line.
+package hostcli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+// Exit codes.
+const (
+	ExitOK         = 0
+	ExitError      = 1 // the operation failed
+	ExitUsage      = 2 // bad command line
+	ExitNotRunning = 3 // needs a running VM
+	ExitDiagFailed = 4 // diagnostics ran, something failed
+	ExitDeclined   = 5 // a confirmation was declined
+)
+
+const usage = `osaurus-sandbox: a Linux VM where AI agents run code without touching your computer.
+
+Usage: osaurus-sandbox [command] [flags]
+
+With no command, the management window opens.
+
+Day one:
+  provision             download the Linux kernel and filesystem and build the VM (once)
+  start                 start the VM (provisions first when needed)
+  diagnostics [--json]  check exec, network, agent users, packages and the bridge
+  status [--json]       show the VM's state
+  stop                  shut the VM down gracefully
+
+Using the VM:
+  exec [--user U] [--timeout S] -- CMD [ARG...]
+                        run a command in the VM and print its output
+  logs [-f]             show the VM console log (-f follows it)
+
+Settings (sandbox.json):
+  config get [KEY]      show one setting or all
+  config set KEY VALUE  change a setting
+
+Starting over (your workspace, output and agents' homes are always kept):
+  reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
+  remove [--yes]        delete every VM file, including downloads
+
+Other:
+  serve                 run without a window, owning the VM (autoStart applies)
+  version               print the version
+
+Exit codes: 0 ok, 1 failed, 2 bad usage, 3 VM not running, 4 diagnostics failed,
+5 confirmation declined.
+Files live in %s (set %s to move them).
+`
+
+// Version is set at build time.
+var Version = "dev"
+
+// Main runs the command line and returns the exit code. args excludes the
+// program name.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	paths, err := config.DefaultPaths()
+	if err != nil {
+		fmt.Fprintln(stderr, "osaurus-sandbox:", err)
+		return ExitError
+	}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(stdout, usage, paths.Root, config.HomeEnv)
+		return ExitOK
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr}
+	cmd, rest := args[0], args[1:]
+	run, ok := map[string]func(context.Context, []string) int{
+		"provision":   c.lifecycle(control.OpProvision, "Provisioning"),
+		"start":       c.lifecycle(control.OpStart, "Starting"),
+		"stop":        c.stop,
+		"reset":       c.confirmed(control.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
+		"remove":      c.confirmed(control.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
+		"status":      c.status,
+		"diagnostics": c.diagnostics,
+		"exec":        c.exec,
+		"logs":        c.logs,
+		"config":      c.config,
+		"serve":       c.serve,
+		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
+	}[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
+		return ExitUsage
+	}
+	return run(ctx, rest)
+}
+
+type cli struct {
+	paths    config.Paths
+	in       io.Reader
+	out, err io.Writer
+}
+
+func (c *cli) fail(err error) int {
+	fmt.Fprintln(c.err, "osaurus-sandbox:", err)
+	if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, agentproto.ErrUnavailable) {
+		return ExitNotRunning
+	}
+	return ExitError
+}
+
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.err)
+	return fs
+}
+
+// lifecycle runs a lifecycle op through the owner with a progress line.
+func (c *cli) lifecycle(op, verb string) func(context.Context, []string) int {
+	return func(ctx context.Context, args []string) int {
+		if fs := c.flags(op); fs.Parse(args) != nil || fs.NArg() > 0 {
+			return ExitUsage
+		}
+		cl, err := connect(ctx, c.paths)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer cl.Close()
+		bar := newProgressBar(c.err)
+		st, err := cl.Lifecycle(ctx, op, bar.update)
+		bar.finish()
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintln(c.out, describe(st))
+		return ExitOK
+	}
+}
+
+func (c *cli) confirmed(op, warning string) func(context.Context, []string) int {
+	return func(ctx context.Context, args []string) int {
+		fs := c.flags(op)
+		yes := fs.Bool("yes", false, "don't ask for confirmation")
+		if fs.Parse(args) != nil || fs.NArg() > 0 {
+			return ExitUsage
+		}
+		if !*yes {
+			fmt.Fprintf(c.err, "%s\nType yes to continue: ", warning)
+			line, _ := bufio.NewReader(c.in).ReadString('\n')
+			if strings.TrimSpace(line) != "yes" {
+				fmt.Fprintln(c.err, "Nothing was changed.")
+				return ExitDeclined
+			}
+		}
+		return c.lifecycle(op, "")(ctx, nil)
+	}
+}
+
+func (c *cli) stop(ctx context.Context, args []string) int {
+	if fs := c.flags("stop"); fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	cl, err := control.Dial(ctx, c.paths)
+	if errors.Is(err, control.ErrNoOwner) {
+		fmt.Fprintln(c.out, "stopped")
+		return ExitOK
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	defer cl.Close()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	// A background owner exists only for the CLI's sake: stopping the VM
+	// ends it too.
+	if st.Owner == "background" {
+		if err := cl.Quit(ctx); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintln(c.out, "stopped")
+		return ExitOK
+	}
+	return c.lifecycle(control.OpStop, "Stopping")(ctx, nil)
+}
+
+func (c *cli) status(ctx context.Context, args []string) int {
+	fs := c.flags("status")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	var st control.StatusReply
+	if cl, err := control.Dial(ctx, c.paths); err == nil {
+		defer cl.Close()
+		if st, err = cl.Status(ctx); err != nil {
+			return c.fail(err)
+		}
+	} else {
+		// Nobody owns the VM: it isn't running. Report what is on disk.
+		st = control.StatusReply{Status: sandbox.New(sandbox.Options{Paths: c.paths}).Status(), Owner: "none"}
+	}
+	if *asJSON {
+		json.NewEncoder(c.out).Encode(st)
+		return ExitOK
+	}
+	fmt.Fprintln(c.out, describe(st.Status))
+	if st.Reason != "" {
+		fmt.Fprintln(c.out, "reason:", st.Reason)
+	}
+	return ExitOK
+}
+
+func describe(st sandbox.Status) string {
+	s := string(st.State)
+	if st.State == sandbox.Running {
+		s += fmt.Sprintf(" (%s %s, %s guest, up %s)", st.Driver, st.Accel, st.Distro, time.Since(st.Since).Round(time.Second))
+	}
+	return s
+}
+
+func (c *cli) diagnostics(ctx context.Context, args []string) int {
+	fs := c.flags("diagnostics")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	cl, err := connect(ctx, c.paths)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer cl.Close()
+	rs, err := cl.Diagnostics(ctx, func(r diagnostics.Result) {
+		if !*asJSON {
+			mark := map[diagnostics.Outcome]string{diagnostics.Pass: "PASS", diagnostics.Fail: "FAIL", diagnostics.NotAvailable: "N/A "}[r.Outcome]
+			fmt.Fprintf(c.out, "%s  %-16s %6s  %s\n", mark, r.Name, r.Duration.Round(10*time.Millisecond), r.Detail)
+			if r.Outcome != diagnostics.Pass && r.Hint != "" {
+				fmt.Fprintf(c.out, "      hint: %s\n", r.Hint)
+			}
+		}
+	})
+	if err != nil {
+		return c.fail(err)
+	}
+	if *asJSON {
+		json.NewEncoder(c.out).Encode(rs)
+	}
+	for _, r := range rs {
+		if r.Outcome == diagnostics.Fail {
+			return ExitDiagFailed
+		}
+	}
+	return ExitOK
+}
+
+func (c *cli) exec(ctx context.Context, args []string) int {
+	fs := c.flags("exec")
+	user := fs.String("user", "", "run as this Linux user (default root)")
+	timeout := fs.Duration("timeout", 0, "kill the command after this long (e.g. 30s)")
+	if fs.Parse(args) != nil || fs.NArg() == 0 {
+		fmt.Fprintln(c.err, "usage: osaurus-sandbox exec [--user U] [--timeout D] -- CMD [ARG...]")
+		return ExitUsage
+	}
+	cl, err := control.Dial(ctx, c.paths)
+	if err != nil {
+		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+	}
+	defer cl.Close()
+	g, err := cl.Guest(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	req := agentproto.ExecRequest{Identity: agentproto.Identity{User: *user}, Argv: fs.Args(), TimeoutMillis: timeout.Milliseconds()}
+	var stdin io.Reader
+	if f, ok := c.in.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
+			stdin = f // piped input goes to the command
+		}
+	}
+	st, err := g.Exec(ctx, req, stdin, c.out, c.err)
+	if err != nil {
+		return c.fail(err)
+	}
+	if st.TimedOut {
+		fmt.Fprintf(c.err, "osaurus-sandbox: timed out after %s\n", *timeout)
+	}
+	return st.Code
+}
+
+func (c *cli) logs(ctx context.Context, args []string) int {
+	fs := c.flags("logs")
+	follow := fs.Bool("f", false, "follow the log")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	f, err := os.Open(c.paths.ConsoleLog())
+	if err != nil {
+		return c.fail(fmt.Errorf("no console log yet (%w)", err))
+	}
+	defer f.Close()
+	for {
+		if _, err := io.Copy(c.out, f); err != nil {
+			return c.fail(err)
+		}
+		if !*follow {
+			return ExitOK
+		}
+		select {
+		case <-ctx.Done():
+			return ExitOK
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (c *cli) config(ctx context.Context, args []string) int {
+	path := c.paths.SandboxJSON()
+	cfg, err := config.LoadSandbox(path)
+	if err != nil {
+		return c.fail(err)
+	}
+	switch {
+	case len(args) == 1 && args[0] == "get":
+		for _, k := range config.KeyDocs() {
+			v, _ := cfg.Get(k[0])
+			fmt.Fprintf(c.out, "%-15s %-10s  # %s\n", k[0], v, k[1])
+		}
+		return ExitOK
+	case len(args) == 2 && args[0] == "get":
+		v, err := cfg.Get(args[1])
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintln(c.out, v)
+		return ExitOK
+	case len(args) == 3 && args[0] == "set":
+		next, err := cfg.Set(args[1], args[2])
+		if err != nil {
+			return c.fail(err)
+		}
+		if err := config.SaveSandbox(path, next); err != nil {
+			return c.fail(err)
+		}
+		if next.NeedsRestart(cfg) {
+			fmt.Fprintln(c.out, "saved; restart the VM for this to take effect (osaurus-sandbox stop && osaurus-sandbox start)")
+		} else {
+			fmt.Fprintln(c.out, "saved")
+		}
+		return ExitOK
+	}
+	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE")
+	return ExitUsage
+}
+
+func (c *cli) serve(ctx context.Context, args []string) int {
+	fs := c.flags("serve")
+	background := fs.Bool("background", false, "started by the CLI: no auto-start; `stop` ends it")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	if err := serve(ctx, c.paths, *background); err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
+}

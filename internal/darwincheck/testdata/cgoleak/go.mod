@@ -1,0 +1,3 @@
+module example.com/cgoleak
+
+go 1.22

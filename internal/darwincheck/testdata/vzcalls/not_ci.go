@@ -1,0 +1,5 @@
+//go:build darwin && !ci
+
+package vz
+
+func brokenCall() {}

@@ -1,0 +1,493 @@
+package provision
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ulikunitz/xz"
+
+	"github.com/osaurus/osaurus-sandbox/image/ext4"
+	"github.com/osaurus/osaurus-sandbox/image/initramfs"
+	"github.com/osaurus/osaurus-sandbox/image/kmod"
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/provision/download"
+)
+
+// ErrNotProvisioned: there is no complete provision in the layout.
+var ErrNotProvisioned = errors.New("the sandbox is not provisioned")
+
+// Layout places the VM's files under one directory.
+type Layout struct{ Dir string }
+
+func (l Layout) Kernel() string    { return filepath.Join(l.Dir, "kernel", "vmlinuz") }
+func (l Layout) Initramfs() string { return filepath.Join(l.Dir, "initfs.cpio") }
+func (l Layout) RootDisk() string  { return filepath.Join(l.Dir, "rootfs.ext4") }
+func (l Layout) Modules() string   { return filepath.Join(l.Dir, "kernel", "modules") }
+func (l Layout) Cache() string     { return filepath.Join(l.Dir, "cache") }
+func (l Layout) Pins() string      { return filepath.Join(l.Dir, "pins.json") }
+func (l Layout) StateFile() string { return filepath.Join(l.Dir, "provisioned.json") }
+
+// State records a finished provision. It is written last: its presence
+// means every file it names is complete.
+type State struct {
+	Arch         string    `json:"arch"`
+	Distro       string    `json:"distro"`
+	KernelSHA256 string    `json:"kernelSha256"`
+	RootfsSHA256 string    `json:"rootfsSha256"`
+	AgentSHA256  string    `json:"agentSha256"` // the agent inside the initramfs
+	Modules      []string  `json:"modules,omitempty"`
+	At           time.Time `json:"at"`
+}
+
+// Progress reports provisioning work: downloads in bytes, building in
+// bytes of input consumed.
+type Progress = download.Progress
+
+// Provisioner builds the VM's files from a manifest.
+type Provisioner struct {
+	Layout   Layout
+	Download *download.Client
+	// Agent returns the static guest agent for an architecture.
+	Agent func(arch string) ([]byte, error)
+	// DiskSize of a new root disk; ext4.DefaultSize (8 GiB) when zero.
+	DiskSize int64
+	// Progress, when set, receives progress events.
+	Progress func(Progress)
+}
+
+func (p *Provisioner) progress(ev Progress) {
+	if p.Progress != nil {
+		p.Progress(ev)
+	}
+}
+
+// Load returns the state of a finished provision, or ErrNotProvisioned.
+func (p *Provisioner) Load() (*State, error) {
+	b, err := os.ReadFile(p.Layout.StateFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotProvisioned
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%w: %s is damaged (%v); provision again", ErrNotProvisioned, p.Layout.StateFile(), err)
+	}
+	for _, f := range []string{p.Layout.Kernel(), p.Layout.Initramfs(), p.Layout.RootDisk()} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("%w: %s is missing", ErrNotProvisioned, f)
+		}
+	}
+	return &st, nil
+}
+
+// Provision downloads and builds everything. An existing root disk made
+// from the same root filesystem is kept: it holds what the agents
+// installed. Downloads already in the cache are reused, so a second
+// provision works offline.
+func (p *Provisioner) Provision(ctx context.Context, m *Manifest) (*State, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	agent, err := p.Agent(m.Arch)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{p.Layout.Dir, p.Layout.Cache(), filepath.Dir(p.Layout.Kernel())} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	old, _ := p.Load()
+	// A provision in progress is not a provision: drop the marker first so
+	// a crash halfway leaves "not provisioned", never a mix.
+	if err := os.Remove(p.Layout.StateFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+
+	kernelFile, kernelSHA, err := p.fetch(ctx, "kernel", &m.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	var modulesFile, modulesSHA string
+	if m.Modules != nil {
+		if modulesFile, modulesSHA, err = p.fetch(ctx, "modules", m.Modules); err != nil {
+			return nil, err
+		}
+	}
+	rootfsFile, rootfsSHA, err := p.fetch(ctx, "rootfs", &m.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+
+	p.progress(Progress{Phase: "kernel-extract", Total: -1})
+	if err := extractKernel(kernelFile, &m.Kernel, m.Arch, p.Layout.Kernel()); err != nil {
+		return nil, err
+	}
+	var mods []kmod.Module
+	if m.Modules != nil {
+		p.progress(Progress{Phase: "modules", Total: -1})
+		if mods, err = p.modules(ctx, modulesFile, modulesSHA, m.Modules); err != nil {
+			return nil, err
+		}
+	}
+	if err := saveModules(p.Layout.Modules(), mods); err != nil {
+		return nil, err
+	}
+	p.progress(Progress{Phase: "initramfs", Total: -1})
+	if err := writeInitramfs(p.Layout.Initramfs(), agent, mods); err != nil {
+		return nil, err
+	}
+	keepDisk := old != nil && old.RootfsSHA256 == rootfsSHA && fileExists(p.Layout.RootDisk())
+	if !keepDisk {
+		if err := p.buildDisk(ctx, rootfsFile, &m.Rootfs, agent); err != nil {
+			return nil, err
+		}
+	}
+	st := &State{
+		Arch: m.Arch, Distro: m.Distro,
+		KernelSHA256: kernelSHA, RootfsSHA256: rootfsSHA,
+		AgentSHA256: sha256Hex(agent), At: time.Now().UTC(),
+	}
+	for _, mod := range mods {
+		st.Modules = append(st.Modules, mod.Name)
+	}
+	if err := writeState(p.Layout.StateFile(), st); err != nil {
+		return nil, err
+	}
+	p.progress(Progress{Phase: "done", Done: 1, Total: 1})
+	return st, nil
+}
+
+// RefreshAgent rebuilds the initramfs when the app carries a different
+// guest agent than the one provisioned, so an app update reaches the guest
+// without a new provision. Modules are taken from the current initramfs.
+func (p *Provisioner) RefreshAgent(st *State) error {
+	agent, err := p.Agent(st.Arch)
+	if err != nil {
+		return err
+	}
+	sum := sha256Hex(agent)
+	if sum == st.AgentSHA256 {
+		return nil
+	}
+	mods, err := readModules(p.Layout.Modules())
+	if err != nil {
+		return err
+	}
+	if err := writeInitramfs(p.Layout.Initramfs(), agent, mods); err != nil {
+		return err
+	}
+	st.AgentSHA256 = sum
+	return writeState(p.Layout.StateFile(), st)
+}
+
+// fetch downloads an artifact into the cache, verified.
+func (p *Provisioner) fetch(ctx context.Context, phase string, a *Artifact) (file, sum string, err error) {
+	dest := filepath.Join(p.Layout.Cache(), cacheName(a.URL))
+	pins := &download.Pins{Path: p.Layout.Pins()}
+	want, err := download.ExpectedDigest(ctx, p.Download, pins, a.URL, a.SHA256, a.ChecksumURL)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", phase, err)
+	}
+	sum, err = p.Download.Fetch(ctx, download.Request{URL: a.URL, SHA256: want, Dest: dest, Phase: phase}, p.Progress)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", phase, err)
+	}
+	if a.SHA256 == "" {
+		if err := pins.Record(a.URL, sum); err != nil {
+			return "", "", fmt.Errorf("%s: %w", phase, err)
+		}
+	}
+	return dest, sum, nil
+}
+
+// cacheName keeps the file name readable and distinct per URL.
+func cacheName(u string) string {
+	base := path.Base(u)
+	if i := strings.IndexAny(base, "?#"); i >= 0 {
+		base = base[:i]
+	}
+	return sha256Hex([]byte(u))[:12] + "-" + base
+}
+
+// openArtifact returns a reader over a downloaded artifact's decompressed
+// content (a tar stream for tar formats).
+func openArtifact(file, format string) (io.ReadCloser, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader = f
+	switch format {
+	case FormatGzip, FormatTarGz:
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		r = gz
+	case FormatXz, FormatTarXz:
+		xr, err := xz.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		r = xr
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, f}, nil
+}
+
+func isTar(format string) bool {
+	return format == FormatTar || format == FormatTarGz || format == FormatTarXz
+}
+
+func cleanTarName(n string) string {
+	return strings.TrimPrefix(path.Clean("/"+n), "/")
+}
+
+func extractKernel(file string, a *Artifact, arch, dst string) error {
+	rc, err := openArtifact(file, a.Format)
+	if err != nil {
+		return fmt.Errorf("kernel: %w", err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if isTar(a.Format) {
+		tr := tar.NewReader(rc)
+		want := cleanTarName(a.Member)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				return fmt.Errorf("kernel: member %q not found in %s", a.Member, a.URL)
+			}
+			if err != nil {
+				return fmt.Errorf("kernel: reading %s: %w", a.URL, err)
+			}
+			if cleanTarName(h.Name) == want && h.Typeflag == tar.TypeReg {
+				r = tr
+				break
+			}
+		}
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("kernel: %w", err)
+	}
+	// Apple's Virtualization framework boots only an uncompressed arm64
+	// Image; publishers often ship it gzip'd.
+	if arch == "arm64" && len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
+		gz, err := gzip.NewReader(strings.NewReader(string(data)))
+		if err != nil {
+			return fmt.Errorf("kernel: %w", err)
+		}
+		if data, err = io.ReadAll(gz); err != nil {
+			return fmt.Errorf("kernel: gunzip: %w", err)
+		}
+	}
+	if len(data) < 4096 {
+		return fmt.Errorf("kernel: %s member %q is only %d bytes; not a kernel", a.URL, a.Member, len(data))
+	}
+	return atomicfile.WriteFile(dst, data, 0o644)
+}
+
+// modules unpacks the modules subtree once per artifact digest and
+// resolves the modules the guest needs.
+func (p *Provisioner) modules(ctx context.Context, file, sum string, a *Artifact) ([]kmod.Module, error) {
+	dir := filepath.Join(p.Layout.Cache(), "modules-"+sum[:16])
+	if !fileExists(filepath.Join(dir, ".complete")) {
+		if err := extractTree(ctx, file, a, dir); err != nil {
+			return nil, fmt.Errorf("modules: %w", err)
+		}
+	}
+	mods, err := kmod.Resolve(os.DirFS(dir), kmod.GuestModules()...)
+	if err != nil {
+		return nil, fmt.Errorf("modules: %w", err)
+	}
+	return mods, nil
+}
+
+// extractTree unpacks the regular files under a.Dir into dst (built in a
+// temp dir, renamed when complete).
+func extractTree(ctx context.Context, file string, a *Artifact, dst string) error {
+	rc, err := openArtifact(file, a.Format)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	tmp := dst + ".tmp"
+	os.RemoveAll(tmp)
+	os.RemoveAll(dst)
+	prefix := cleanTarName(a.Dir) + "/"
+	tr := tar.NewReader(rc)
+	n := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		name := cleanTarName(h.Name)
+		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		out := filepath.Join(tmp, filepath.FromSlash(strings.TrimPrefix(name, prefix)))
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no files under %q in %s", a.Dir, a.URL)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+func writeInitramfs(dst string, agent []byte, mods []kmod.Module) error {
+	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		return initramfs.Build(w, initramfs.Spec{Init: agent, Modules: mods})
+	})
+}
+
+// AgentPathOnDisk is where the root disk carries a copy of the guest agent
+// (the host bridge CLI is the same binary).
+const AgentPathOnDisk = "usr/local/bin/sandbox-agent"
+
+func (p *Provisioner) buildDisk(ctx context.Context, file string, a *Artifact, agent []byte) error {
+	rc, err := openArtifact(file, a.Format)
+	if err != nil {
+		return fmt.Errorf("root disk: %w", err)
+	}
+	defer rc.Close()
+	st, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
+	cr := &countingReader{r: rc, total: st.Size(), report: p.progress}
+	if a.Format != FormatTar {
+		// Decompressed size is unknown; report compressed bytes consumed.
+		cr.total = -1
+	}
+	_, err = ext4.BuildFromTar(ctx, p.Layout.RootDisk(), cr, ext4.Options{
+		Size:  p.DiskSize,
+		Label: "sandbox-root",
+		Extra: []ext4.File{{Path: AgentPathOnDisk, Mode: 0o755, Data: agent}},
+	})
+	if err != nil {
+		return fmt.Errorf("root disk: %w", err)
+	}
+	return nil
+}
+
+type countingReader struct {
+	r      io.Reader
+	n      int64
+	total  int64
+	last   time.Time
+	report func(Progress)
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	if now := time.Now(); now.Sub(c.last) > 200*time.Millisecond || err == io.EOF {
+		c.last = now
+		c.report(Progress{Phase: "disk", Done: c.n, Total: c.total})
+	}
+	return n, err
+}
+
+func writeState(path string, st *State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b, 0o644)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// saveModules keeps the resolved modules beside the kernel, in load order,
+// so the initramfs can be rebuilt for a new agent without the download cache.
+func saveModules(dir string, mods []kmod.Module) error {
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	var order strings.Builder
+	for i, m := range mods {
+		name := fmt.Sprintf("%02d-%s.ko", i+1, m.Name)
+		if err := os.WriteFile(filepath.Join(tmp, name), m.Data, 0o644); err != nil {
+			return err
+		}
+		order.WriteString(name + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "order"), []byte(order.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+func readModules(dir string) ([]kmod.Module, error) {
+	order, err := os.ReadFile(filepath.Join(dir, "order"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: saved kernel modules: %v", ErrNotProvisioned, err)
+	}
+	var mods []kmod.Module
+	for _, name := range strings.Fields(string(order)) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("%w: saved kernel modules: %v", ErrNotProvisioned, err)
+		}
+		_, mod, _ := strings.Cut(strings.TrimSuffix(name, ".ko"), "-")
+		mods = append(mods, kmod.Module{Name: mod, Data: data})
+	}
+	return mods, nil
+}

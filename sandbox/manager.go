@@ -1,0 +1,555 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/provision"
+	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// Sentinel errors.
+var (
+	ErrNotRunning = errors.New("the sandbox VM is not running")
+	ErrBusy       = errors.New("the sandbox is busy")
+	ErrCoolingOff = errors.New("the sandbox crashed repeatedly; automatic restarts are paused")
+)
+
+// Options configure a Manager.
+type Options struct {
+	Paths  config.Paths
+	Driver vm.Driver
+	// Manifest resolves the image to provision (from sandbox.json or the
+	// built-in default).
+	Manifest func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error)
+	// Agent returns the guest agent binary for an architecture.
+	Agent func(arch string) ([]byte, error)
+	// Download is the client for provisioning downloads.
+	Download *download.Client
+	// StopTimeout bounds a graceful stop before the VM is killed.
+	StopTimeout time.Duration
+	// RestartLimit unexpected exits within CrashWindow are restarted
+	// automatically; one more pauses restarts for Cooldown.
+	RestartLimit int
+	CrashWindow  time.Duration
+	Cooldown     time.Duration
+	// RestartDelay separates a crash from the automatic restart.
+	RestartDelay time.Duration
+	// DiskSize of new root disks (default 8 GiB).
+	DiskSize int64
+	Logf     func(format string, args ...any)
+}
+
+// Manager owns the VM of one data dir. Its methods are safe for concurrent
+// use; long operations take a ctx.
+type Manager struct {
+	o    Options
+	prov *provision.Provisioner
+
+	mu       sync.Mutex
+	status   Status
+	machine  *vm.Machine
+	starting *flight // the Start attempt in progress, shared by callers
+	busy     string  // a provision, stop, reset or remove in progress
+	crashes  []time.Time
+	subs     map[int]func(Status)
+	nextSub  int
+	closed   bool
+	timers   []*time.Timer
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns a manager in the state found on disk.
+func New(o Options) *Manager {
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 30 * time.Second
+	}
+	if o.RestartLimit == 0 {
+		o.RestartLimit = 3
+	}
+	if o.CrashWindow == 0 {
+		o.CrashWindow = 10 * time.Minute
+	}
+	if o.Cooldown == 0 {
+		o.Cooldown = 120 * time.Second
+	}
+	if o.RestartDelay == 0 {
+		o.RestartDelay = time.Second
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Download == nil {
+		o.Download = &download.Client{}
+	}
+	m := &Manager{o: o, subs: map[int]func(Status){}}
+	m.prov = &provision.Provisioner{
+		Layout:   o.Paths.Container(),
+		Download: o.Download,
+		Agent:    o.Agent,
+		DiskSize: o.DiskSize,
+		Progress: m.onProgress,
+	}
+	m.status = Status{State: NotProvisioned, Since: time.Now()}
+	if _, err := m.prov.Load(); err == nil {
+		m.status.State = Stopped
+	}
+	return m
+}
+
+// Paths returns the data layout.
+func (m *Manager) Paths() config.Paths { return m.o.Paths }
+
+// Status returns a snapshot.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.status
+	if s.Progress != nil {
+		p := *s.Progress
+		s.Progress = &p
+	}
+	return s
+}
+
+// Subscribe calls fn with every status change until cancel is called.
+// fn runs on the goroutine making the change and must not block.
+func (m *Manager) Subscribe(fn func(Status)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}
+}
+
+// setLocked changes the status and notifies subscribers. Callers hold mu;
+// the notification happens after unlock via the returned func.
+func (m *Manager) setLocked(mutate func(*Status)) func() {
+	prev := m.status.State
+	mutate(&m.status)
+	if m.status.State != prev {
+		m.status.Since = time.Now()
+	}
+	if m.status.State != Provisioning {
+		m.status.Progress = nil
+	}
+	snap := m.status
+	subs := make([]func(Status), 0, len(m.subs))
+	for _, fn := range m.subs {
+		subs = append(subs, fn)
+	}
+	saved := savedState{State: snap.State, Reason: snap.Reason, Pid: snap.Pid, At: time.Now().UTC()}
+	return func() {
+		if err := os.MkdirAll(m.o.Paths.Root, 0o755); err == nil {
+			save(m.o.Paths.StateFile(), saved)
+		}
+		for _, fn := range subs {
+			fn(snap)
+		}
+	}
+}
+
+func (m *Manager) set(mutate func(*Status)) {
+	m.mu.Lock()
+	notify := m.setLocked(mutate)
+	m.mu.Unlock()
+	notify()
+}
+
+func (m *Manager) onProgress(p provision.Progress) {
+	m.set(func(s *Status) {
+		s.Progress = &Progress{Phase: p.Phase, Done: p.Done, Total: p.Total}
+	})
+}
+
+// claim marks a long exclusive operation, refusing if another runs.
+func (m *Manager) claim(op string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.busy != "" {
+		return fmt.Errorf("%w: %s in progress", ErrBusy, m.busy)
+	}
+	if m.starting != nil && op != "start" {
+		return fmt.Errorf("%w: start in progress", ErrBusy)
+	}
+	m.busy = op
+	return nil
+}
+
+func (m *Manager) release() {
+	m.mu.Lock()
+	m.busy = ""
+	m.mu.Unlock()
+}
+
+// Provision downloads and builds the VM's files. It refuses while the VM
+// runs. Cancelling ctx stops it and leaves "not provisioned" (or the
+// previous complete provision's files, which stay usable only if intact).
+func (m *Manager) Provision(ctx context.Context) error {
+	if err := m.claim("provision"); err != nil {
+		return err
+	}
+	defer m.release()
+	return m.provision(ctx)
+}
+
+func (m *Manager) provision(ctx context.Context) error {
+	m.mu.Lock()
+	if m.machine != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: stop the VM before provisioning again (or use reset)", ErrBusy)
+	}
+	notify := m.setLocked(func(s *Status) { s.State, s.Reason = Provisioning, "" })
+	m.mu.Unlock()
+	notify()
+	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
+	if err == nil {
+		var man *provision.Manifest
+		if man, err = m.o.Manifest(ctx, cfg); err == nil {
+			_, err = m.prov.Provision(ctx, man)
+		}
+	}
+	if err != nil {
+		reason := err.Error()
+		if ctx.Err() != nil {
+			reason = "provisioning cancelled"
+		}
+		m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, reason })
+		return fmt.Errorf("provision: %w", err)
+	}
+	m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
+	return nil
+}
+
+// Start boots the VM, provisioning first when needed. Concurrent calls
+// share one attempt (run with the first caller's ctx).
+func (m *Manager) Start(ctx context.Context) error {
+	return m.start(ctx, false)
+}
+
+func (m *Manager) start(ctx context.Context, automatic bool) error {
+	m.mu.Lock()
+	if m.machine != nil {
+		m.mu.Unlock()
+		return nil
+	}
+	if f := m.starting; f != nil {
+		m.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if m.busy != "" {
+		busy := m.busy
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s in progress", ErrBusy, busy)
+	}
+	if cd := m.status.CooldownUntil; automatic && cd != nil && time.Now().Before(*cd) {
+		m.mu.Unlock()
+		return fmt.Errorf("%w until %s", ErrCoolingOff, cd.Format(time.Kitchen))
+	}
+	f := &flight{done: make(chan struct{})}
+	m.starting = f
+	m.mu.Unlock()
+
+	f.err = m.boot(ctx)
+
+	m.mu.Lock()
+	m.starting = nil
+	m.mu.Unlock()
+	close(f.done)
+	return f.err
+}
+
+func (m *Manager) boot(ctx context.Context) error {
+	st, err := m.prov.Load()
+	if errors.Is(err, provision.ErrNotProvisioned) {
+		if err := m.provision(ctx); err != nil {
+			return err
+		}
+		st, err = m.prov.Load()
+	}
+	if err != nil {
+		m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, err.Error() })
+		return err
+	}
+	if err := m.prov.RefreshAgent(st); err != nil {
+		return fmt.Errorf("updating the guest agent: %w", err)
+	}
+	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
+	if err != nil {
+		return err
+	}
+	spec, err := m.spec(cfg)
+	if err != nil {
+		return err
+	}
+	m.set(func(s *Status) { s.State, s.Reason = Starting, "" })
+	mach, err := vm.Boot(ctx, m.o.Driver, spec, vm.Options{OnEvent: m.vmEvent})
+	if err != nil {
+		m.set(func(s *Status) { s.State, s.Reason = Error, "start failed: "+err.Error() })
+		return err
+	}
+	m.adopt(mach)
+	return nil
+}
+
+// adopt makes a booted or re-attached machine the current one.
+func (m *Manager) adopt(mach *vm.Machine) {
+	info, g := mach.Info(), mach.Guest()
+	m.mu.Lock()
+	m.machine = mach
+	notify := m.setLocked(func(s *Status) {
+		s.State, s.Reason = Running, ""
+		s.Driver, s.Accel, s.Transport, s.Pid = info.Driver, info.Accel, info.Transport, info.Pid
+		s.Distro, s.Kernel, s.BootSecs = g.Distro, g.Kernel, g.BootSeconds
+		s.CooldownUntil = nil
+	})
+	m.mu.Unlock()
+	notify()
+	go m.watch(mach)
+}
+
+// vmEvent is only used for logging; watch handles exits.
+func (m *Manager) vmEvent(e vm.Event) {
+	if e.Err != nil {
+		m.o.Logf("vm %s: %v", e.State, e.Err)
+	}
+}
+
+// watch waits for the machine to end and applies the restart policy when
+// nobody asked it to stop.
+func (m *Manager) watch(mach *vm.Machine) {
+	<-mach.Done()
+	err := mach.Err()
+	m.mu.Lock()
+	if m.machine != mach {
+		m.mu.Unlock()
+		return
+	}
+	m.machine = nil
+	if err == nil { // requested stop: Stop sets the state
+		m.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	recent := m.crashes[:0]
+	for _, t := range m.crashes {
+		if now.Sub(t) < m.o.CrashWindow {
+			recent = append(recent, t)
+		}
+	}
+	m.crashes = append(recent, now)
+	restarts := len(m.crashes)
+	var delay time.Duration
+	notify := m.setLocked(func(s *Status) {
+		s.State, s.Pid = Error, 0
+		s.Restarts = restarts
+		if restarts > m.o.RestartLimit {
+			until := now.Add(m.o.Cooldown)
+			s.CooldownUntil = &until
+			s.Reason = fmt.Sprintf("%v; crashed %d times, next automatic restart after %s", err, restarts, until.Format(time.Kitchen))
+			delay = m.o.Cooldown
+			m.crashes = nil
+		} else {
+			s.Reason = fmt.Sprintf("%v; restarting (%d of %d)", err, restarts, m.o.RestartLimit)
+			delay = m.o.RestartDelay
+		}
+	})
+	if !m.closed {
+		m.timers = append(m.timers, time.AfterFunc(delay, m.autoRestart))
+	}
+	m.mu.Unlock()
+	notify()
+	m.o.Logf("vm exited unexpectedly: %v", err)
+}
+
+func (m *Manager) autoRestart() {
+	m.mu.Lock()
+	if m.closed || m.status.State != Error {
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := m.start(ctx, true); err != nil {
+		m.o.Logf("automatic restart: %v", err)
+	}
+}
+
+// Agent returns the guest agent client of the running VM.
+func (m *Manager) Agent() (*agentproto.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.machine == nil {
+		return nil, ErrNotRunning
+	}
+	return m.machine.Agent(), nil
+}
+
+// Stop shuts the guest down gracefully, killing it after StopTimeout.
+func (m *Manager) Stop(ctx context.Context) error {
+	if err := m.claim("stop"); err != nil {
+		return err
+	}
+	defer m.release()
+	return m.stop(ctx)
+}
+
+func (m *Manager) stop(ctx context.Context) error {
+	m.mu.Lock()
+	mach := m.machine
+	m.machine = nil
+	for _, t := range m.timers {
+		t.Stop()
+	}
+	m.timers = nil
+	if mach == nil {
+		var notify func()
+		if m.status.State == Error || m.status.State == Running {
+			notify = m.setLocked(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil = Stopped, "", 0, nil })
+		}
+		m.mu.Unlock()
+		if notify != nil {
+			notify()
+		}
+		return nil
+	}
+	notify := m.setLocked(func(s *Status) { s.State = Stopping })
+	m.mu.Unlock()
+	notify()
+	sctx, cancel := context.WithTimeout(ctx, m.o.StopTimeout)
+	defer cancel()
+	err := mach.Stop(sctx)
+	m.set(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil = Stopped, "", 0, nil })
+	return err
+}
+
+// Reset removes the container (root disk, kernel, init filesystem) and
+// provisions again. The workspace, output and agents' homes are kept; so is
+// the download cache, which makes a reset work offline.
+func (m *Manager) Reset(ctx context.Context) error {
+	if err := m.claim("reset"); err != nil {
+		return err
+	}
+	defer m.release()
+	if err := m.stop(ctx); err != nil {
+		return err
+	}
+	l := m.o.Paths.Container()
+	for _, p := range []string{l.StateFile(), l.RootDisk(), l.Initramfs(), l.Dir + "/kernel"} {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+	}
+	m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, "" })
+	return m.provision(ctx)
+}
+
+// Remove deletes every container asset, the download cache included. The
+// workspace, output and agents' homes are kept.
+func (m *Manager) Remove(ctx context.Context) error {
+	if err := m.claim("remove"); err != nil {
+		return err
+	}
+	defer m.release()
+	if err := m.stop(ctx); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(m.o.Paths.Container().Dir); err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
+	m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, "" })
+	return nil
+}
+
+// Close stops automatic restarts. With stopVM it also stops the VM (the
+// app's Quit); without, the VM keeps running for the next app to adopt.
+func (m *Manager) Close(ctx context.Context, stopVM bool) error {
+	m.mu.Lock()
+	m.closed = true
+	for _, t := range m.timers {
+		t.Stop()
+	}
+	m.timers = nil
+	m.mu.Unlock()
+	if stopVM {
+		return m.Stop(ctx)
+	}
+	return nil
+}
+
+// spec turns the settings into a VM spec.
+func (m *Manager) spec(cfg config.Sandbox) (vm.Spec, error) {
+	p := m.o.Paths
+	for _, d := range []string{p.Workspace(), p.Output(), p.Logs(), p.Run()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return vm.Spec{}, err
+		}
+	}
+	l := p.Container()
+	return vm.Spec{
+		Kernel:    l.Kernel(),
+		Initramfs: l.Initramfs(),
+		RootDisk:  l.RootDisk(),
+		Shares: []vm.Share{
+			{Tag: "workspace", HostPath: p.Workspace(), GuestPath: "/workspace"},
+			{Tag: "output", HostPath: p.Output(), GuestPath: "/output"},
+		},
+		Network:    cfg.Network,
+		CPUs:       cfg.CPUs,
+		MemoryMiB:  cfg.MemoryGB * 1024,
+		ConsoleLog: p.ConsoleLog(),
+		RunDir:     p.Run(),
+		Accel:      cfg.Accel,
+	}, nil
+}
+
+// Recover adopts a VM left running by an earlier process of the app, or
+// stops it cleanly when it can't be adopted, so that no QEMU or virtiofsd
+// is left orphaned. Call it once when the app starts.
+func (m *Manager) Recover(ctx context.Context) error {
+	att, ok := m.o.Driver.(vm.Attacher)
+	if !ok {
+		return nil
+	}
+	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
+	if err != nil {
+		return err
+	}
+	spec, err := m.spec(cfg)
+	if err != nil {
+		return err
+	}
+	mach, err := vm.Attach(ctx, att, spec, vm.Options{OnEvent: m.vmEvent})
+	if errors.Is(err, vm.ErrNoVM) {
+		return nil
+	}
+	if err != nil {
+		m.set(func(s *Status) { s.State, s.Reason, s.Pid = Stopped, err.Error(), 0 })
+		return err
+	}
+	m.adopt(mach)
+	m.o.Logf("adopted the VM left running by an earlier run (pid %d)", mach.Info().Pid)
+	return nil
+}

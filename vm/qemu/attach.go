@@ -1,0 +1,127 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// Attach implements vm.Attacher: it adopts a QEMU that an earlier run of
+// the app started from spec.RunDir and left running (the app crashed or was
+// killed). The guest agent serves a new session once the old one's socket
+// closed, so the adopted VM is as good as a fresh one.
+func (d *Driver) Attach(ctx context.Context, spec vm.Spec) (vm.Process, error) {
+	l := newLayout(spec.RunDir, len(spec.Shares))
+	pid := livePid(l.pidFile)
+	if pid == 0 {
+		return nil, vm.ErrNoVM
+	}
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading qemu %d: %v", vm.ErrNoVM, pid, err)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	// Only adopt the QEMU of this data dir.
+	if !bytes.Contains(cmdline, []byte(l.pidFile)) {
+		return nil, fmt.Errorf("%w: pid %d does not belong to %s", vm.ErrNoVM, pid, spec.RunDir)
+	}
+	qp, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, err
+	}
+	pl := plan{layout: l, accel: vm.AccelTCG}
+	for _, a := range args {
+		if strings.Contains(a, "accel=kvm") {
+			pl.accel = vm.AccelKVM
+		}
+		if _, cid, ok := strings.Cut(a, "vhost-vsock-pci,guest-cid="); ok {
+			n, _ := strconv.ParseUint(cid, 10, 32)
+			pl.vsockCID = uint32(n)
+		}
+	}
+	timeout := d.cfg.TCGBootTimeout
+	if pl.accel == vm.AccelKVM {
+		timeout = d.cfg.KVMBootTimeout
+	}
+	transport := "virtio-serial"
+	if pl.vsockCID != 0 {
+		transport = "vsock"
+	}
+	p := &process{
+		plan:    pl,
+		qemu:    qp,
+		qemuLog: newTailBuffer(1024),
+		done:    make(chan struct{}),
+		info: vm.ProcessInfo{
+			Driver: "qemu", Accel: pl.accel, Transport: transport, Pid: pid,
+			// The guest is already up; only the new session is awaited.
+			BootTimeout: min(timeout, 30*time.Second),
+		},
+	}
+	var fsPids []int
+	for _, f := range l.fsPids {
+		if b, err := os.ReadFile(f); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && syscall.Kill(n, 0) == nil {
+				fsPids = append(fsPids, n)
+			}
+		}
+	}
+	go func() {
+		waitPid(pid)
+		p.mu.Lock()
+		if p.err == nil && p.killed {
+			p.err = errKilled
+		} else if p.err == nil {
+			p.err = fmt.Errorf("qemu (pid %d, adopted) exited", pid)
+		}
+		p.mu.Unlock()
+		for _, fp := range fsPids {
+			syscall.Kill(fp, syscall.SIGTERM)
+		}
+		for _, fp := range fsPids {
+			waitPidFor(fp, 2*time.Second)
+			syscall.Kill(fp, syscall.SIGKILL)
+		}
+		os.Remove(l.pidFile)
+		for _, f := range l.fsPids {
+			os.Remove(f)
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// waitPid blocks until a process that is not our child exits.
+func waitPid(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		for syscall.Kill(pid, 0) == nil {
+			time.Sleep(250 * time.Millisecond)
+		}
+		return
+	}
+	defer unix.Close(fd)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err == nil || err != unix.EINTR {
+			return
+		}
+	}
+}
+
+func waitPidFor(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
