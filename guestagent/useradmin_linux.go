@@ -163,7 +163,7 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 			return nil, fmt.Errorf("%w: user %s exists with home %s", agentproto.ErrExists, a.Name, a.Home)
 		}
 		if _, err := os.Lstat(home); errors.Is(err, fs.ErrNotExist) {
-			if err := setupHome(home, a.UID, a.GID, mode); err != nil {
+			if err := setupHome(home, a.UID, a.GID, mode, -1); err != nil {
 				return nil, err
 			}
 		}
@@ -174,14 +174,19 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	grp := af.group.find(req.Name)
 	// A home that outlived the root disk (it lives on a share) keeps its
 	// files owned by its old uid: take that uid again when it is free.
-	uid := -1
+	uid, adopt := -1, -1
 	if fi, err := os.Lstat(home); err == nil && fi.IsDir() {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			owner := int(st.Uid)
 			_, uidUsed := uids[owner]
 			gidOwner, gidUsed := gids[owner]
-			if owner >= minReusedUID && owner != nobodyUID && !uidUsed && (!gidUsed || gidOwner == req.Name) {
-				uid = owner
+			if owner >= minReusedUID && owner != nobodyUID && !uidUsed {
+				// Nobody owns these files any more: they are this
+				// user's from a previous root disk.
+				adopt = owner
+				if !gidUsed || gidOwner == req.Name {
+					uid = owner
+				}
 			}
 		}
 	}
@@ -228,17 +233,17 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	if err := s.writeAccounts(af); err != nil {
 		return nil, err
 	}
-	if err := setupHome(home, uid, gid, mode); err != nil {
+	if err := setupHome(home, uid, gid, mode, adopt); err != nil {
 		return nil, err
 	}
 	s.log.Printf("user %s added (uid %d, home %s)", req.Name, uid, home)
 	return &agentproto.UserAddResponse{UID: uid, GID: gid, Home: home, Created: true}, nil
 }
 
-// setupHome creates home (root-owned 0755 parents) or adopts an existing
-// one. When an existing home belonged to another uid, the files that uid
-// owned in it are handed over, so the user can still use them.
-func setupHome(home string, uid, gid int, mode os.FileMode) error {
+// setupHome creates home (root-owned 0755 parents) or takes over an
+// existing one. adoptUID, when not -1, is an orphaned uid whose files in
+// the home are handed to the user, so it can still use them.
+func setupHome(home string, uid, gid int, mode os.FileMode, adoptUID int) error {
 	if err := os.MkdirAll(filepath.Dir(home), 0o755); err != nil {
 		return fmt.Errorf("home parent: %w", err)
 	}
@@ -252,12 +257,9 @@ func setupHome(home string, uid, gid int, mode os.FileMode) error {
 		return fmt.Errorf("home: %w", err)
 	case !fi.IsDir():
 		return fmt.Errorf("%w: home %s exists and is not a directory", agentproto.ErrExists, home)
-	default:
-		st := fi.Sys().(*syscall.Stat_t)
-		if old := int(st.Uid); old != uid && old >= minReusedUID {
-			if err := chownTree(home, old, uid, gid); err != nil {
-				return fmt.Errorf("adopt home %s: %w", home, err)
-			}
+	case adoptUID >= 0 && adoptUID != uid:
+		if err := chownTree(home, adoptUID, uid, gid); err != nil {
+			return fmt.Errorf("adopt home %s: %w", home, err)
 		}
 	}
 	if err := os.Lchown(home, uid, gid); err != nil {

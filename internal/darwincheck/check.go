@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"go/build"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,13 +81,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Stubs == nil {
 		cfg.Stubs = DefaultStubs()
 	}
+	absDir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return rep, err
+	}
 	tmp, err := os.MkdirTemp("", "darwincheck-")
 	if err != nil {
 		return rep, err
 	}
 	defer os.RemoveAll(tmp)
 
-	overlay, err := writeOverlay(tmp, cfg.Dir, cfg.Overlay)
+	overlay, overlaid, err := writeOverlay(tmp, cfg.Dir, cfg.Overlay)
 	if err != nil {
 		return rep, err
 	}
@@ -129,6 +134,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	open := func(path string) (io.ReadCloser, error) {
+		if rel, err := filepath.Rel(absDir, path); err == nil {
+			if b, ok := cfg.Overlay[filepath.ToSlash(rel)]; ok {
+				return io.NopCloser(bytes.NewReader(b)), nil
+			}
+		}
+		return os.Open(path)
+	}
 	var uncovered []string
 	for _, p := range pkgs {
 		if p.excluded() {
@@ -136,7 +149,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		rep.Checked = append(rep.Checked, p.ImportPath)
 		rep.Files += len(p.GoFiles) + len(p.TestGoFiles) + len(p.XTestGoFiles)
-		uncovered = append(uncovered, p.uncovered(cfg.Tags)...)
+		files, err := p.uncovered(cfg.Tags, open)
+		if err != nil {
+			return rep, err
+		}
+		uncovered = append(uncovered, files...)
 	}
 	if len(uncovered) > 0 {
 		return rep, fmt.Errorf("%w: they build for %s/%s but need cgo or lack the %s tag:\n\t%s",
@@ -144,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if out, err := goCmd(ctx, cfg.Dir, env, append(append([]string{"vet"}, flags...), cfg.Patterns...)...); err != nil {
 		return rep, fmt.Errorf("%w (%s/%s, stubs for %s):\n%s", ErrTypeCheck, GOOS, GOARCH,
-			strings.Join(rep.Stubbed, ", "), strings.TrimSpace(out))
+			strings.Join(rep.Stubbed, ", "), strings.TrimSpace(overlaid.Replace(out)))
 	}
 
 	rep.Built, rep.NeedCgo, err = buildWithoutCgo(ctx, cfg, overlay)
@@ -209,20 +226,26 @@ func (p listedPackage) excluded() bool {
 }
 
 // uncovered lists the files a real darwin/arm64 build (cgo on, with or
-// without tags) would compile that the cgo-free check left out.
-func (p listedPackage) uncovered(tags []string) []string {
+// without tags) would compile that the cgo-free check left out. open reads
+// a file as the go command sees it (overlay included).
+func (p listedPackage) uncovered(tags []string, open func(string) (io.ReadCloser, error)) ([]string, error) {
 	var out []string
 	for _, name := range p.IgnoredGoFiles {
 		for _, t := range [][]string{tags, nil} {
 			ctxt := build.Default
 			ctxt.GOOS, ctxt.GOARCH, ctxt.CgoEnabled, ctxt.BuildTags = GOOS, GOARCH, true, t
-			if ok, err := ctxt.MatchFile(p.Dir, name); ok || err != nil {
+			ctxt.OpenFile = open
+			ok, err := ctxt.MatchFile(p.Dir, name)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				out = append(out, filepath.Join(p.Dir, name))
 				break
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func listPackages(ctx context.Context, dir string, env, flags, patterns []string) ([]listedPackage, error) {
@@ -265,34 +288,37 @@ func moduleSource(ctx context.Context, dir, mod string) (src, version string, er
 }
 
 // writeOverlay writes the overlay files under tmp and returns the
-// -overlay JSON file ("" for none).
-func writeOverlay(tmp, dir string, files map[string][]byte) (string, error) {
+// -overlay JSON file ("" for none) and a replacer that puts the files'
+// names back into compiler messages.
+func writeOverlay(tmp, dir string, files map[string][]byte) (string, *strings.Replacer, error) {
 	if len(files) == 0 {
-		return "", nil
+		return "", strings.NewReplacer(), nil
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	replace := map[string]string{}
+	var names []string
 	i := 0
 	for rel, content := range files {
 		i++
 		p := filepath.Join(tmp, "overlay", fmt.Sprint(i), filepath.Base(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if err := os.WriteFile(p, content, 0o644); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		replace[filepath.Join(absDir, rel)] = p
+		names = append(names, p, filepath.ToSlash(rel))
 	}
 	b, err := json.Marshal(struct{ Replace map[string]string }{replace})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	path := filepath.Join(tmp, "overlay.json")
-	return path, os.WriteFile(path, b, 0o644)
+	return path, strings.NewReplacer(names...), os.WriteFile(path, b, 0o644)
 }
 
 // goCmd runs the go command in dir with env added to the environment and

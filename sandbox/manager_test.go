@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/provision"
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// These tests check the manager's policies with a stand-in hypervisor.
+// The real VM lifecycle is covered by the e2e package.
+
+type fakeProc struct {
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
+	host, guest := net.Pipe()
+	go func() {
+		peer, _ := agentproto.NewServerPeer(guest)
+		m := agentproto.NewMux()
+		m.Handle(agentproto.OpHello, agentproto.Unary(func(context.Context, *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+			return &agentproto.HelloResponse{Major: agentproto.VersionMajor, Distro: "fake"}, nil
+		}))
+		m.Handle(agentproto.OpShutdown, agentproto.Unary(func(context.Context, *agentproto.ShutdownRequest) (*agentproto.Empty, error) {
+			go p.exit(nil)
+			return &agentproto.Empty{}, nil
+		}))
+		go func() { <-p.done; peer.Close(nil) }()
+		peer.Serve(context.Background(), m)
+	}()
+	return host, nil
+}
+func (p *fakeProc) exit(err error) {
+	p.once.Do(func() { p.err = err; close(p.done) })
+}
+func (p *fakeProc) RequestStop() error    { p.exit(nil); return nil }
+func (p *fakeProc) Kill() error           { p.exit(errors.New("killed")); return nil }
+func (p *fakeProc) Done() <-chan struct{} { return p.done }
+func (p *fakeProc) Err() error            { return p.err }
+func (p *fakeProc) Info() vm.ProcessInfo {
+	return vm.ProcessInfo{Driver: "fake", Accel: "tcg", BootTimeout: 5 * time.Second}
+}
+
+type fakeDriver struct {
+	starts atomic.Int32
+	delay  time.Duration
+	mu     sync.Mutex
+	procs  []*fakeProc
+}
+
+func (d *fakeDriver) Name() string { return "fake" }
+func (d *fakeDriver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
+	d.starts.Add(1)
+	time.Sleep(d.delay)
+	p := &fakeProc{done: make(chan struct{})}
+	d.mu.Lock()
+	d.procs = append(d.procs, p)
+	d.mu.Unlock()
+	return p, nil
+}
+func (d *fakeDriver) last() *fakeProc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.procs[len(d.procs)-1]
+}
+
+var fakeAgent = []byte("agent binary")
+
+// provisioned lays out files as a finished provision would.
+func provisioned(t *testing.T) config.Paths {
+	t.Helper()
+	p := config.Paths{Root: t.TempDir()}
+	l := p.Container()
+	os.MkdirAll(filepath.Dir(l.Kernel()), 0o755)
+	for _, f := range []string{l.Kernel(), l.Initramfs(), l.RootDisk()} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	sum := sha256.Sum256(fakeAgent)
+	b, _ := json.Marshal(provision.State{Arch: "amd64", Distro: "fake", AgentSHA256: hex.EncodeToString(sum[:])})
+	os.WriteFile(l.StateFile(), b, 0o644)
+	return p
+}
+
+func newManager(t *testing.T, d *fakeDriver, o Options) *Manager {
+	o.Paths = provisioned(t)
+	o.Driver = d
+	o.Agent = func(string) ([]byte, error) { return fakeAgent, nil }
+	m := New(o)
+	t.Cleanup(func() { m.Close(context.Background(), true) })
+	return m
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConcurrentStartsShareOneAttempt(t *testing.T) {
+	d := &fakeDriver{delay: 200 * time.Millisecond}
+	m := newManager(t, d, Options{})
+	if got := m.Status().State; got != Stopped {
+		t.Fatalf("initial state %s, want stopped", got)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Start(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := d.starts.Load(); n != 1 {
+		t.Fatalf("%d boots for 8 concurrent starts, want 1", n)
+	}
+	if st := m.Status(); st.State != Running || st.Distro != "fake" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestRestartPolicyThenCooldown(t *testing.T) {
+	d := &fakeDriver{}
+	m := newManager(t, d, Options{RestartLimit: 2, RestartDelay: 10 * time.Millisecond, Cooldown: time.Hour})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Two crashes are restarted automatically.
+	for i := 1; i <= 2; i++ {
+		d.last().exit(errors.New("qemu exited: signal: killed"))
+		waitFor(t, "automatic restart", func() bool { return d.starts.Load() == int32(i+1) && m.Status().State == Running })
+	}
+	// The third within the window pauses restarts.
+	d.last().exit(errors.New("qemu exited: signal: killed"))
+	waitFor(t, "cooldown", func() bool { return m.Status().CooldownUntil != nil })
+	st := m.Status()
+	if st.State != Error || st.Restarts != 3 {
+		t.Fatalf("after 3 crashes: %+v", st)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := d.starts.Load(); n != 3 {
+		t.Fatalf("%d boots, want 3 (no restart during cooldown)", n)
+	}
+	// A person pressing Start is not held back by the cooldown.
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("manual start during cooldown: %v", err)
+	}
+}
+
+func TestStopIsNotACrash(t *testing.T) {
+	d := &fakeDriver{}
+	m := newManager(t, d, Options{RestartDelay: 10 * time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := m.Status(); st.State != Stopped || d.starts.Load() != 1 {
+		t.Fatalf("after stop: %+v, %d boots", st, d.starts.Load())
+	}
+	if _, err := m.Agent(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("agent after stop: %v", err)
+	}
+}
+
+func TestResetAndRemoveKeepWorkspace(t *testing.T) {
+	d := &fakeDriver{}
+	m := newManager(t, d, Options{
+		Manifest: func(context.Context, config.Sandbox) (*provision.Manifest, error) {
+			return nil, errors.New("offline")
+		},
+	})
+	p := m.Paths()
+	os.MkdirAll(filepath.Join(p.Workspace(), "agents", "bob"), 0o755)
+	os.WriteFile(filepath.Join(p.Workspace(), "agents", "bob", "work.txt"), []byte("keep me"), 0o644)
+	os.MkdirAll(p.Output(), 0o755)
+	os.WriteFile(filepath.Join(p.Output(), "report.txt"), []byte("keep me too"), 0o644)
+	// Reset fails at provisioning (offline), but the container is gone
+	// and the workspace kept.
+	if err := m.Reset(context.Background()); err == nil {
+		t.Fatal("reset provisioned while offline")
+	}
+	if _, err := os.Stat(p.Container().RootDisk()); !os.IsNotExist(err) {
+		t.Fatalf("root disk survived reset: %v", err)
+	}
+	if st := m.Status(); st.State != NotProvisioned {
+		t.Fatalf("state after failed reset: %s", st.State)
+	}
+	if err := m.Remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.Container().Dir); !os.IsNotExist(err) {
+		t.Fatalf("container survived remove: %v", err)
+	}
+	for _, f := range []string{filepath.Join(p.Workspace(), "agents", "bob", "work.txt"), filepath.Join(p.Output(), "report.txt")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s lost: %v", f, err)
+		}
+	}
+}
