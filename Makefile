@@ -9,7 +9,10 @@ AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-
 # The Debian-built test guest is cached outside the tree so a fresh clone
 # (and CI on the same machine) reuses it.
 TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
+# The test guest's kernel, unpacked, for the module resolver's real-kernel test.
+TEST_KERNEL := $(TEST_GUEST)-kernel
 GOTEST_FLAGS ?= -race -timeout 45m
+STATICCHECK := v0.8.2
 
 export GOTOOLCHAIN := local
 
@@ -38,13 +41,19 @@ run: deps build
 
 test-guest: deps-test
 	scripts/build-test-guest.sh $(TEST_GUEST)
+	@if [ ! -f $(TEST_KERNEL)/.key ] || ! cmp -s $(TEST_KERNEL)/.key $(TEST_GUEST)/.key; then \
+		rm -rf $(TEST_KERNEL) && mkdir -p $(TEST_KERNEL) && \
+		tar -xzf $(TEST_GUEST)/kernel.tar.gz -C $(TEST_KERNEL) && cp $(TEST_GUEST)/.key $(TEST_KERNEL)/.key; fi
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
+
+TEST_ENV = OSAURUS_TEST_GUEST=$(TEST_GUEST) OSAURUS_TEST_KERNEL_MODULES=$$(echo $(TEST_KERNEL)/lib/modules/*)
 
 test: deps-test agent test-guest lint
-	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test $(GOTEST_FLAGS) ./...
+	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./...
 
 unit: agent lint
 	$(GO) test $(GOTEST_FLAGS) -short ./...

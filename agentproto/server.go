@@ -186,18 +186,19 @@ func Exec(f ExecFunc) HandlerFunc {
 			stdin = pr
 		}
 		var started atomic.Bool
-		// The reader runs until the caller half-closes or the stream dies.
-		// A dead caller means nobody wants the process any more: kill it.
+		// The reader runs until the caller closes the stream or it dies.
+		// Either way nobody wants the process any more: kill it. (The
+		// client ends stdin with StdinEOF and only closes the stream when
+		// the call is over, so EOF here means it gave up, e.g. on cancel,
+		// where its kill frame may lose the race with the close.)
 		go func() {
 			defer pw.Close()
 			for {
 				t, payload, err := c.ReadFrame()
 				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						select {
-						case sigs <- 9:
-						default:
-						}
+					select {
+					case sigs <- 9:
+					default:
 					}
 					pw.CloseWithError(io.EOF)
 					return

@@ -60,7 +60,7 @@ func (e *testEnv) home(user string) string { return filepath.Join(e.base, "home"
 
 // newTestEnv builds a Service whose account files live in a temp dir and
 // know root, alice and bob (both members of group "devs").
-func newTestEnv(t *testing.T) *testEnv {
+func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	// t.TempDir is 0700: the test users could not enter it.
 	base, err := os.MkdirTemp("", "guestagent-test-")
@@ -102,7 +102,7 @@ bob:x:%d:%d::%s:/bin/sh
 	return e
 }
 
-func mustMkdir(t *testing.T, dir string, mode os.FileMode, uid int) {
+func mustMkdir(t testing.TB, dir string, mode os.FileMode, uid int) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -115,14 +115,14 @@ func mustMkdir(t *testing.T, dir string, mode os.FileMode, uid int) {
 	}
 }
 
-func writeFile(t *testing.T, path, data string, mode os.FileMode) {
+func writeFile(t testing.TB, path, data string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), mode); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func ownerOf(t *testing.T, path string) int {
+func ownerOf(t testing.TB, path string) int {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {

@@ -204,7 +204,7 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 		}
 	}
 	gid := uid
-	if grp != nil && len(grp) > 2 {
+	if len(grp) > 2 {
 		g, err := strconv.Atoi(grp[2])
 		if err != nil {
 			return nil, fmt.Errorf("%w: group %s has gid %q", agentproto.ErrInvalid, req.Name, grp[2])
@@ -321,7 +321,7 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	af.passwd.remove(a.Name)
 	af.shadow.remove(a.Name)
 	// The private group goes with the user unless others still use it.
-	if g := af.group.find(a.Name); g != nil && len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
+	if g := af.group.find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
 		af.group.remove(a.Name)
 		af.gshadow.remove(a.Name)
 	}

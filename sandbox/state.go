@@ -5,7 +5,6 @@ package sandbox
 
 import (
 	"encoding/json"
-	"os"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
@@ -57,15 +56,6 @@ type savedState struct {
 	Reason string    `json:"reason,omitempty"`
 	Pid    int       `json:"pid,omitempty"`
 	At     time.Time `json:"at"`
-}
-
-func loadSaved(path string) savedState {
-	var s savedState
-	b, err := os.ReadFile(path)
-	if err == nil {
-		json.Unmarshal(b, &s)
-	}
-	return s
 }
 
 func save(path string, s savedState) error {

@@ -156,8 +156,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		uncovered = append(uncovered, files...)
 	}
 	if len(uncovered) > 0 {
-		return rep, fmt.Errorf("%w: they build for %s/%s but need cgo or lack the %s tag:\n\t%s",
-			ErrUncovered, GOOS, GOARCH, strings.Join(cfg.Tags, ","), strings.Join(uncovered, "\n\t"))
+		return rep, fmt.Errorf("%w: they are part of the %s/%s build, but the check runs with cgo off and tags %s; "+
+			"keep cgo inside stubbed modules (%s) and don't exclude darwin code by those tags:\n\t%s",
+			ErrUncovered, GOOS, GOARCH, strings.Join(cfg.Tags, ","), strings.Join(cfg.Stubs, ", "), strings.Join(uncovered, "\n\t"))
 	}
 	if out, err := goCmd(ctx, cfg.Dir, env, append(append([]string{"vet"}, flags...), cfg.Patterns...)...); err != nil {
 		return rep, fmt.Errorf("%w (%s/%s, stubs for %s):\n%s", ErrTypeCheck, GOOS, GOARCH,
@@ -231,7 +232,7 @@ func (p listedPackage) excluded() bool {
 func (p listedPackage) uncovered(tags []string, open func(string) (io.ReadCloser, error)) ([]string, error) {
 	var out []string
 	for _, name := range p.IgnoredGoFiles {
-		for _, t := range [][]string{tags, nil} {
+		for i, t := range [][]string{tags, nil} {
 			ctxt := build.Default
 			ctxt.GOOS, ctxt.GOARCH, ctxt.CgoEnabled, ctxt.BuildTags = GOOS, GOARCH, true, t
 			ctxt.OpenFile = open
@@ -240,7 +241,11 @@ func (p listedPackage) uncovered(tags []string, open func(string) (io.ReadCloser
 				return nil, err
 			}
 			if ok {
-				out = append(out, filepath.Join(p.Dir, name))
+				why := "uses cgo"
+				if i == 1 {
+					why = "excluded by tags " + strings.Join(tags, ",")
+				}
+				out = append(out, filepath.Join(p.Dir, name)+" ("+why+")")
 				break
 			}
 		}

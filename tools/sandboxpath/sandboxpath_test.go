@@ -317,3 +317,12 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkResolve(b *testing.B) {
+	bob := ForAgent("bob")
+	for b.Loop() {
+		if _, err := bob.Resolve("path", "projects/site/src/components/Button.tsx"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

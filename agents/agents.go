@@ -1,0 +1,208 @@
+// Package agents is the registry of sandbox agents: who they are, what they
+// may do, and the bearer token their MCP client presents. It lives in
+// agents.json in the config directory.
+//
+// Each agent runs as the Linux user agent-<slug> with the home
+// /workspace/agents/<slug>. The slug is derived from the name once and never
+// changes, since it names a user and a directory in the VM.
+//
+// The CLI and the app may both modify the file. Every modification takes an
+// exclusive flock on agents.json.lock, re-reads the file, applies the change
+// and replaces the file atomically, so neither process loses the other's
+// writes. Reads are served from memory; Reload picks up changes made by
+// another process.
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
+)
+
+// Agent is one agent as callers see it. The token is not part of it, so
+// an Agent can be printed or encoded without leaking it; see
+// Registry.Token.
+type Agent struct {
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	Slug           string         `json:"slug"`
+	AutonomousExec AutonomousExec `json:"autonomousExec"`
+	CreatedAt      time.Time      `json:"createdAt"`
+}
+
+// AutonomousExec is what an agent may do beyond reading files.
+type AutonomousExec struct {
+	// Enabled exposes the write, exec and install tools.
+	Enabled bool `json:"enabled"`
+	// MaxCommandsPerTurn caps commands per turn (see limit.ExecLimiter).
+	MaxCommandsPerTurn int `json:"maxCommandsPerTurn"`
+	// PluginCreate lets the agent register plugins it wrote.
+	PluginCreate bool `json:"pluginCreate"`
+	// BackgroundProcesses allows sandbox_exec_background.
+	BackgroundProcesses bool `json:"backgroundProcesses"`
+	// Network lets the agent's processes reach the network.
+	Network bool `json:"network"`
+}
+
+// Limits of the fields.
+const (
+	MaxNameLen         = 64
+	MaxSlugLen         = 24
+	MinCommandsPerTurn = 1
+	MaxCommandsPerTurn = 100
+)
+
+// DefaultAutonomousExec are the settings of a new agent.
+func DefaultAutonomousExec() AutonomousExec {
+	return AutonomousExec{
+		Enabled:             false,
+		MaxCommandsPerTurn:  10,
+		PluginCreate:        true,
+		BackgroundProcesses: false,
+		Network:             true,
+	}
+}
+
+// User is the agent's Linux user in the VM.
+func (a Agent) User() string { return "agent-" + a.Slug }
+
+// Home is the agent's home directory in the VM.
+func (a Agent) Home() string { return sandboxpath.AgentHome(a.Slug) }
+
+// Paths is the path policy of the agent's tools.
+func (a Agent) Paths() sandboxpath.Policy { return sandboxpath.ForAgent(a.Slug) }
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("agent not found")
+	ErrInvalid  = errors.New("invalid agent setting")
+)
+
+// ValidationError is a setting out of range. Its message names the field,
+// what it got and what it wants, e.g. "maxCommandsPerTurn: 0, want 1–100".
+type ValidationError struct {
+	Field string
+	Got   string
+	Want  string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("%s: %s, want %s", e.Field, e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Validate checks the fields a user can set.
+func (a Agent) Validate() error {
+	if err := validateName(a.Name); err != nil {
+		return err
+	}
+	if !ValidSlug(a.Slug) {
+		return &ValidationError{Field: "slug", Got: fmt.Sprintf("%q", a.Slug),
+			Want: fmt.Sprintf("1–%d characters of a-z, 0-9 and -, not starting or ending with -", MaxSlugLen)}
+	}
+	if n := a.AutonomousExec.MaxCommandsPerTurn; n < MinCommandsPerTurn || n > MaxCommandsPerTurn {
+		return &ValidationError{Field: "maxCommandsPerTurn", Got: fmt.Sprint(n),
+			Want: fmt.Sprintf("%d–%d", MinCommandsPerTurn, MaxCommandsPerTurn)}
+	}
+	return nil
+}
+
+func validateName(name string) error {
+	want := fmt.Sprintf("1–%d printable characters", MaxNameLen)
+	switch {
+	case strings.TrimSpace(name) == "":
+		return &ValidationError{Field: "name", Got: "empty", Want: want}
+	case name != strings.TrimSpace(name):
+		return &ValidationError{Field: "name", Got: fmt.Sprintf("%q", name), Want: want + " without leading or trailing spaces"}
+	case len([]rune(name)) > MaxNameLen:
+		return &ValidationError{Field: "name", Got: fmt.Sprintf("%d characters", len([]rune(name))), Want: want}
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			return &ValidationError{Field: "name", Got: fmt.Sprintf("%q", name), Want: want}
+		}
+	}
+	return nil
+}
+
+// ValidSlug reports whether s can name an agent's user and home.
+func ValidSlug(s string) bool {
+	if s == "" || len(s) > MaxSlugLen || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// reserved slugs belong to the system: the diagnostics user is agent-diag.
+var reserved = map[string]bool{"diag": true}
+
+// Slugify derives a slug base from a display name: lower case, common
+// Latin accents folded, every other run of characters outside [a-z0-9]
+// turned into one "-", at most MaxSlugLen characters. A name with nothing
+// usable gives "agent".
+func Slugify(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if f, ok := fold[r]; ok {
+			r = f
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+		} else {
+			dash = true
+		}
+		if b.Len() >= MaxSlugLen {
+			break
+		}
+	}
+	s := strings.TrimRight(b.String()[:min(b.Len(), MaxSlugLen)], "-")
+	if s == "" {
+		return "agent"
+	}
+	return s
+}
+
+// uniqueSlug derives a slug for name that no agent in taken uses: base,
+// then base-2, base-3, ..., shortening base so the suffix fits.
+func uniqueSlug(name string, taken map[string]bool) string {
+	base := Slugify(name)
+	if !taken[base] && !reserved[base] {
+		return base
+	}
+	for n := 2; ; n++ {
+		suffix := fmt.Sprintf("-%d", n)
+		b := base[:min(len(base), MaxSlugLen-len(suffix))]
+		s := strings.TrimRight(b, "-") + suffix
+		if !taken[s] && !reserved[s] {
+			return s
+		}
+	}
+}
+
+var fold = map[rune]rune{
+	'à': 'a', 'á': 'a', 'â': 'a', 'ã': 'a', 'ä': 'a', 'å': 'a', 'ā': 'a', 'ą': 'a',
+	'ç': 'c', 'ć': 'c', 'č': 'c', 'ď': 'd', 'đ': 'd',
+	'è': 'e', 'é': 'e', 'ê': 'e', 'ë': 'e', 'ē': 'e', 'ę': 'e', 'ě': 'e',
+	'ì': 'i', 'í': 'i', 'î': 'i', 'ï': 'i', 'ī': 'i', 'ł': 'l', 'ľ': 'l',
+	'ñ': 'n', 'ń': 'n', 'ň': 'n',
+	'ò': 'o', 'ó': 'o', 'ô': 'o', 'õ': 'o', 'ö': 'o', 'ø': 'o', 'ō': 'o', 'ő': 'o',
+	'ř': 'r', 'ś': 's', 'š': 's', 'ş': 's', 'ß': 's', 'ť': 't', 'ţ': 't',
+	'ù': 'u', 'ú': 'u', 'û': 'u', 'ü': 'u', 'ū': 'u', 'ů': 'u', 'ű': 'u',
+	'ý': 'y', 'ÿ': 'y', 'ź': 'z', 'ż': 'z', 'ž': 'z',
+}
