@@ -19,8 +19,10 @@ import (
 type Peer struct {
 	sess *yamux.Session
 
-	mu    sync.Mutex
-	cause error // why the session ended, once it has
+	mu      sync.Mutex
+	cause   error         // why the session ended, once it has
+	causeCh chan struct{} // closed when cause is set
+	grace   time.Duration // how long a failed call waits to learn the cause
 }
 
 func yamuxConfig() *yamux.Config {
@@ -46,7 +48,7 @@ func NewClientPeer(conn io.ReadWriteCloser) (*Peer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent session: %w", err)
 	}
-	return &Peer{sess: s}, nil
+	return &Peer{sess: s, causeCh: make(chan struct{})}, nil
 }
 
 // NewServerPeer starts the guest side of a session over conn.
@@ -55,7 +57,7 @@ func NewServerPeer(conn io.ReadWriteCloser) (*Peer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent session: %w", err)
 	}
-	return &Peer{sess: s}, nil
+	return &Peer{sess: s, causeCh: make(chan struct{})}, nil
 }
 
 // Close ends the session. cause (may be nil) is reported by every call that
@@ -67,9 +69,20 @@ func (p *Peer) Close(cause error) {
 			cause = errors.New("closed")
 		}
 		p.cause = cause
+		close(p.causeCh)
 	}
 	p.mu.Unlock()
 	p.sess.Close()
+}
+
+// SetCauseGrace makes calls that fail because the connection dropped wait
+// up to d for Close to report why. The owner of a VM sets it: the channel
+// breaks a moment before the hypervisor's exit is seen, and "the VM died"
+// is a better answer than "connection lost".
+func (p *Peer) SetCauseGrace(d time.Duration) {
+	p.mu.Lock()
+	p.grace = d
+	p.mu.Unlock()
 }
 
 // Done is closed when the session ends, for any reason.
@@ -81,6 +94,15 @@ func (p *Peer) Err() error {
 	case <-p.sess.CloseChan():
 	default:
 		return nil
+	}
+	p.mu.Lock()
+	grace := p.grace
+	p.mu.Unlock()
+	if grace > 0 {
+		select {
+		case <-p.causeCh:
+		case <-time.After(grace):
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

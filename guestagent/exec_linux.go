@@ -431,7 +431,8 @@ func (t *bgTable) get(pid int) *bgProc {
 }
 
 // StartBackground starts a detached process in its own session whose
-// output is appended to a log file created with the user's identity.
+// output is appended to a log file created with the user's identity. A
+// timeout, when set, kills the whole session's process group.
 func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBackgroundRequest) (*agentproto.StartBackgroundResponse, error) {
 	a, err := s.account(req.User)
 	if err != nil {
@@ -484,7 +485,27 @@ func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBack
 	}
 	p := &bgProc{pid: pid, uid: a.UID, done: make(chan struct{})}
 	s.bg.add(p)
-	go func() { s.bg.finish(p, exitStatus(<-exited)) }()
+	go func() {
+		var timeout <-chan time.Time
+		if req.TimeoutMillis > 0 {
+			t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
+			defer t.Stop()
+			timeout = t.C
+		}
+		timedOut := false
+		for {
+			select {
+			case ws := <-exited:
+				st := exitStatus(ws)
+				st.TimedOut = timedOut
+				s.bg.finish(p, st)
+				return
+			case <-timeout:
+				killGroup(pid, syscall.SIGKILL) // the session is its group
+				timedOut, timeout = true, nil
+			}
+		}
+	}()
 	return &agentproto.StartBackgroundResponse{Pid: pid, LogPath: lf.path}, nil
 }
 

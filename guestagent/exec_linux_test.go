@@ -133,7 +133,7 @@ func TestExecTimeoutKillsWholeGroup(t *testing.T) {
 	st, out, _ := e.run(t, agentproto.ExecRequest{
 		Identity:      agentproto.Identity{User: "alice"},
 		Shell:         "sleep 100 & echo $!; sleep 100",
-		TimeoutMillis: 300,
+		TimeoutMillis: 1000,
 	})
 	if !st.TimedOut || st.Signal != int(syscall.SIGKILL) || st.Code != 137 {
 		t.Fatalf("status = %+v, want timed out by SIGKILL", st)
@@ -276,6 +276,24 @@ func TestBackgroundWaitAndSignal(t *testing.T) {
 	if err != nil || !st.Exited || st.Signal != int(syscall.SIGTERM) {
 		t.Fatalf("wait after SIGTERM = %+v, %v", st, err)
 	}
+	// A timeout kills the background process group.
+	bg, err = e.svc.StartBackground(ctx, &agentproto.StartBackgroundRequest{
+		ExecRequest: agentproto.ExecRequest{Identity: alice, Shell: "sleep 100 & echo $! > child.pid; sleep 100", TimeoutMillis: 1500},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = e.svc.Wait(ctx, &agentproto.WaitRequest{Identity: alice, Pid: bg.Pid, TimeoutMillis: 10000})
+	if err != nil || !st.TimedOut || st.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("wait after background timeout = %+v, %v", st, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.home("alice"), "child.pid")); err == nil {
+		child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		waitDead(t, child)
+	} else {
+		t.Fatal(err)
+	}
+
 	for _, tc := range []struct {
 		req  agentproto.SignalRequest
 		want error

@@ -115,9 +115,6 @@ func WithTransport(ctx context.Context, name string) context.Context {
 
 // account resolves the user an operation runs as.
 func (s *Service) account(user string) (*Account, error) {
-	if user != "" && !ValidUserName(user) {
-		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, user)
-	}
 	a, err := s.users.Lookup(user)
 	if err != nil {
 		return nil, err

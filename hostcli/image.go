@@ -36,8 +36,8 @@ func loadManifest(ctx context.Context, p config.Paths, cfg config.Sandbox) (*pro
 	if err != nil {
 		return nil, err
 	}
-	if m := provision.BuiltinManifest(u); m != nil {
-		return m, nil
+	if m, ok, err := provision.BuiltinManifest(u); ok {
+		return m, err
 	}
 	cache := filepath.Join(p.Container().Dir, "manifest.json")
 	cacheURL := cache + ".url"

@@ -42,9 +42,11 @@ func (l Layout) StateFile() string { return filepath.Join(l.Dir, "provisioned.js
 // State records a finished provision. It is written last: its presence
 // means every file it names is complete.
 type State struct {
-	Arch         string    `json:"arch"`
-	Distro       string    `json:"distro"`
-	KernelSHA256 string    `json:"kernelSha256"`
+	Arch         string `json:"arch"`
+	Distro       string `json:"distro"`
+	KernelSHA256 string `json:"kernelSha256"`
+	// RootfsSHA256 is the root filesystem tarball's digest, or for an OCI
+	// image "oci:sha256:<hex>" of the platform image's manifest.
 	RootfsSHA256 string    `json:"rootfsSha256"`
 	AgentSHA256  string    `json:"agentSha256"` // the agent inside the initramfs
 	Modules      []string  `json:"modules,omitempty"`
@@ -128,7 +130,7 @@ func (p *Provisioner) Provision(ctx context.Context, m *Manifest) (*State, error
 			return nil, err
 		}
 	}
-	rootfsFile, rootfsSHA, err := p.fetch(ctx, "rootfs", &m.Rootfs)
+	rootfs, err := p.rootfs(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -151,15 +153,15 @@ func (p *Provisioner) Provision(ctx context.Context, m *Manifest) (*State, error
 	if err := writeInitramfs(p.Layout.Initramfs(), agent, mods); err != nil {
 		return nil, err
 	}
-	keepDisk := old != nil && old.RootfsSHA256 == rootfsSHA && fileExists(p.Layout.RootDisk())
+	keepDisk := old != nil && old.RootfsSHA256 == rootfs.id && fileExists(p.Layout.RootDisk())
 	if !keepDisk {
-		if err := p.buildDisk(ctx, rootfsFile, &m.Rootfs, agent); err != nil {
+		if err := p.buildDisk(ctx, rootfs, agent); err != nil {
 			return nil, err
 		}
 	}
 	st := &State{
 		Arch: m.Arch, Distro: m.Distro,
-		KernelSHA256: kernelSHA, RootfsSHA256: rootfsSHA,
+		KernelSHA256: kernelSHA, RootfsSHA256: rootfs.id,
 		AgentSHA256: sha256Hex(agent), At: time.Now().UTC(),
 	}
 	for _, mod := range mods {
@@ -290,92 +292,15 @@ func extractKernel(file string, a *Artifact, arch, dst string) error {
 	if err != nil {
 		return fmt.Errorf("kernel: %w", err)
 	}
-	// Apple's Virtualization framework boots only an uncompressed arm64
-	// Image; publishers often ship it gzip'd.
-	if arch == "arm64" && len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
-		gz, err := gzip.NewReader(strings.NewReader(string(data)))
-		if err != nil {
-			return fmt.Errorf("kernel: %w", err)
-		}
-		if data, err = io.ReadAll(gz); err != nil {
-			return fmt.Errorf("kernel: gunzip: %w", err)
+	if arch == "arm64" {
+		if data, err = arm64Image(data); err != nil {
+			return fmt.Errorf("kernel: %s member %q: %w", a.URL, a.Member, err)
 		}
 	}
 	if len(data) < 4096 {
 		return fmt.Errorf("kernel: %s member %q is only %d bytes; not a kernel", a.URL, a.Member, len(data))
 	}
 	return atomicfile.WriteFile(dst, data, 0o644)
-}
-
-// modules unpacks the modules subtree once per artifact digest and
-// resolves the modules the guest needs.
-func (p *Provisioner) modules(ctx context.Context, file, sum string, a *Artifact) ([]kmod.Module, error) {
-	dir := filepath.Join(p.Layout.Cache(), "modules-"+sum[:16])
-	if !fileExists(filepath.Join(dir, ".complete")) {
-		if err := extractTree(ctx, file, a, dir); err != nil {
-			return nil, fmt.Errorf("modules: %w", err)
-		}
-	}
-	mods, err := kmod.Resolve(os.DirFS(dir), kmod.GuestModules()...)
-	if err != nil {
-		return nil, fmt.Errorf("modules: %w", err)
-	}
-	return mods, nil
-}
-
-// extractTree unpacks the regular files under a.Dir into dst (built in a
-// temp dir, renamed when complete).
-func extractTree(ctx context.Context, file string, a *Artifact, dst string) error {
-	rc, err := openArtifact(file, a.Format)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	tmp := dst + ".tmp"
-	os.RemoveAll(tmp)
-	os.RemoveAll(dst)
-	prefix := cleanTarName(a.Dir) + "/"
-	tr := tar.NewReader(rc)
-	n := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		name := cleanTarName(h.Name)
-		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(name, prefix) {
-			continue
-		}
-		out := filepath.Join(tmp, filepath.FromSlash(strings.TrimPrefix(name, prefix)))
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			return err
-		}
-		f, err := os.Create(out)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		n++
-	}
-	if n == 0 {
-		return fmt.Errorf("no files under %q in %s", a.Dir, a.URL)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 func writeInitramfs(dst string, agent []byte, mods []kmod.Module) error {
@@ -388,21 +313,39 @@ func writeInitramfs(dst string, agent []byte, mods []kmod.Module) error {
 // (the host bridge CLI is the same binary).
 const AgentPathOnDisk = "usr/local/bin/sandbox-agent"
 
-func (p *Provisioner) buildDisk(ctx context.Context, file string, a *Artifact, agent []byte) error {
-	rc, err := openArtifact(file, a.Format)
+// rootfsSource is a root filesystem ready to be read as one tar stream.
+type rootfsSource struct {
+	id    string // State.RootfsSHA256
+	total int64  // bytes the stream's progress counts towards, -1 if unknown
+	open  func() (io.ReadCloser, error)
+}
+
+// rootfs fetches the root filesystem: a tarball download or an OCI pull.
+func (p *Provisioner) rootfs(ctx context.Context, m *Manifest) (*rootfsSource, error) {
+	if m.Rootfs.Format == FormatOCI {
+		return p.pullImage(ctx, m.Rootfs.OCI, m.Arch)
+	}
+	file, sum, err := p.fetch(ctx, "rootfs", &m.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+	src := &rootfsSource{id: sum, total: -1, open: func() (io.ReadCloser, error) { return openArtifact(file, m.Rootfs.Format) }}
+	if m.Rootfs.Format == FormatTar {
+		// Decompressed sizes are unknown: only a plain tar has a total.
+		if st, err := os.Stat(file); err == nil {
+			src.total = st.Size()
+		}
+	}
+	return src, nil
+}
+
+func (p *Provisioner) buildDisk(ctx context.Context, src *rootfsSource, agent []byte) error {
+	rc, err := src.open()
 	if err != nil {
 		return fmt.Errorf("root disk: %w", err)
 	}
 	defer rc.Close()
-	st, err := os.Stat(file)
-	if err != nil {
-		return err
-	}
-	cr := &countingReader{r: rc, total: st.Size(), report: p.progress}
-	if a.Format != FormatTar {
-		// Decompressed size is unknown; report compressed bytes consumed.
-		cr.total = -1
-	}
+	cr := &countingReader{r: rc, total: src.total, report: p.progress}
 	_, err = ext4.BuildFromTar(ctx, p.Layout.RootDisk(), cr, ext4.Options{
 		Size:  p.DiskSize,
 		Label: "sandbox-root",

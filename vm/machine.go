@@ -188,6 +188,9 @@ func newMachine(proc Process, client *agentproto.Client, opts Options) *Machine 
 		emit:  emit,
 		done:  make(chan struct{}),
 	}
+	// The driver reports the hypervisor's exit within moments of the
+	// channel breaking; let failing calls wait for that reason.
+	client.Peer.SetCauseGrace(5 * time.Second)
 	emit(Event{State: StateRunning})
 	go func() {
 		<-proc.Done()

@@ -23,8 +23,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"golang.org/x/mod/module"
 )
 
 // Target platform of the check.
@@ -110,11 +108,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		esc, err := module.EscapePath(mod)
-		if err != nil {
-			return rep, err
-		}
-		dst := filepath.Join(tmp, "stubs", esc)
+		dst := filepath.Join(tmp, "stubs", strings.ReplaceAll(mod, "/", "_"))
 		if err := WriteStub(src, dst); err != nil {
 			return rep, err
 		}
@@ -132,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 	pkgs, err := listPackages(ctx, cfg.Dir, env, flags, cfg.Patterns)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("%w: %w", ErrTypeCheck, err)
 	}
 	open := func(path string) (io.ReadCloser, error) {
 		if rel, err := filepath.Rel(absDir, path); err == nil {
@@ -180,7 +174,7 @@ func buildWithoutCgo(ctx context.Context, cfg Config, overlay string) (built, ne
 	cgoEnv := []string{"GOOS=" + GOOS, "GOARCH=" + GOARCH, "CGO_ENABLED=1"}
 	all, err := listPackages(ctx, cfg.Dir, cgoEnv, append([]string{"-deps"}, flags...), cfg.Patterns)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w: loading the real %s/%s build (cgo on, as on a Mac): %w", ErrBuild, GOOS, GOARCH, err)
 	}
 	hasCgo := map[string]bool{}
 	for _, p := range all {
@@ -267,7 +261,7 @@ func listPackages(ctx context.Context, dir string, env, flags, patterns []string
 			return nil, fmt.Errorf("go list: %w", err)
 		}
 		if p.Error != nil && !p.excluded() {
-			return nil, fmt.Errorf("%w: %s: %s", ErrTypeCheck, p.ImportPath, p.Error.Err)
+			return nil, fmt.Errorf("%s: %s", p.ImportPath, p.Error.Err)
 		}
 		pkgs = append(pkgs, p)
 	}
@@ -317,6 +311,10 @@ func writeOverlay(tmp, dir string, files map[string][]byte) (string, *strings.Re
 		}
 		replace[filepath.Join(absDir, rel)] = p
 		names = append(names, p, filepath.ToSlash(rel))
+		// The go command prints paths relative to the module when shorter.
+		if r, err := filepath.Rel(absDir, p); err == nil {
+			names = append(names, r, filepath.ToSlash(rel))
+		}
 	}
 	b, err := json.Marshal(struct{ Replace map[string]string }{replace})
 	if err != nil {

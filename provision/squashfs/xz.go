@@ -190,6 +190,17 @@ func lzma2DictSize(p byte) (int, error) {
 }
 
 func unfilter(f xzFilter, data []byte) error {
+	var bcj func([]byte, uint32)
+	switch f.id {
+	case filterX86:
+		bcj = unBCJX86
+	case filterARM:
+		bcj = unBCJARM
+	case filterARMThumb:
+		bcj = unBCJARMThumb
+	default:
+		return fmt.Errorf("%w: xz filter %#x", ErrUnsupported, f.id)
+	}
 	var start uint32
 	switch len(f.props) {
 	case 0:
@@ -198,16 +209,7 @@ func unfilter(f xzFilter, data []byte) error {
 	default:
 		return fmt.Errorf("%w: xz: BCJ filter with %d property bytes", ErrFormat, len(f.props))
 	}
-	switch f.id {
-	case filterX86:
-		unBCJX86(data, start)
-	case filterARM:
-		unBCJARM(data, start)
-	case filterARMThumb:
-		unBCJARMThumb(data, start)
-	default:
-		return fmt.Errorf("%w: xz filter %#x", ErrUnsupported, f.id)
-	}
+	bcj(data, start)
 	return nil
 }
 
