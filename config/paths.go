@@ -45,7 +45,7 @@ func DefaultPaths() (Paths, error) {
 	return Paths{Root: filepath.Join(data, "osaurus-sandbox")}, nil
 }
 
-func (p Paths) ConfigDir() string  { return filepath.Join(p.Root, "config") }
+func (p Paths) ConfigDir() string   { return filepath.Join(p.Root, "config") }
 func (p Paths) SandboxJSON() string { return filepath.Join(p.ConfigDir(), "sandbox.json") }
 func (p Paths) AgentsJSON() string  { return filepath.Join(p.ConfigDir(), "agents.json") }
 func (p Paths) Container() provision.Layout {
