@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e boots the real test guest under QEMU and drives it the way
 // the app does. Nothing here is faked: provisioning downloads from a
 // loopback HTTP server, the VM is a real QEMU process, files cross real

@@ -492,9 +492,16 @@ func (m *Manager) Close(ctx context.Context, stopVM bool) error {
 		t.Stop()
 	}
 	m.timers = nil
+	mach := m.machine
+	if !stopVM {
+		m.machine = nil
+	}
 	m.mu.Unlock()
 	if stopVM {
 		return m.Stop(ctx)
+	}
+	if mach != nil {
+		mach.Detach()
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ type Machine struct {
 
 	mu       sync.Mutex
 	stopping bool
+	detached bool
 	done     chan struct{} // closed after the final event was emitted
 }
 
@@ -195,9 +196,13 @@ func newMachine(proc Process, client *agentproto.Client, opts Options) *Machine 
 	go func() {
 		<-proc.Done()
 		m.mu.Lock()
-		requested := m.stopping
+		requested, detached := m.stopping, m.detached
 		m.mu.Unlock()
 		perr := proc.Err()
+		if detached {
+			close(m.done)
+			return
+		}
 		if requested {
 			client.Peer.Close(fmt.Errorf("%w: stopped on request", ErrVMDied))
 			emit(Event{State: StateStopped})
@@ -282,4 +287,14 @@ func (m *Machine) Kill() error {
 	err := m.proc.Kill()
 	<-m.done
 	return err
+}
+
+// Detach lets go of the VM without stopping it: the agent session closes,
+// so another process can attach (vm.Attach), and no further events are
+// emitted. Used when the app exits but the VM should keep running.
+func (m *Machine) Detach() {
+	m.mu.Lock()
+	m.stopping, m.detached = true, true
+	m.mu.Unlock()
+	m.agent.Peer.Close(errors.New("detached from the VM"))
 }

@@ -164,3 +164,30 @@ func Module(name string, depends ...string) []byte {
 	}
 	return b.Bytes()
 }
+
+// DiskType reports the type of path in an ext4 image as debugfs names it
+// ("regular", "directory", "symlink", ...); ok is false when it does not
+// exist. Unlike DiskFile it works for symlinks.
+func DiskType(t testing.TB, img, path string) (typ string, ok bool) {
+	t.Helper()
+	NeedTool(t, "debugfs", "e2fsprogs")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("debugfs", "-R", "stat "+path, img)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("debugfs stat %s %s: %v\n%s", img, path, err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "not found") {
+		return "", false
+	}
+	for _, f := range strings.Fields(stdout.String()) {
+		if typ == "next" {
+			return f, true
+		}
+		if f == "Type:" {
+			typ = "next"
+		}
+	}
+	t.Fatalf("debugfs stat %s %s: no type in %q", img, path, stdout.String())
+	return "", false
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package qemu is the Linux VM driver: QEMU for the machine, virtiofsd for
 // the shared folders, a virtio-serial port (or vsock where the host has
 // vhost-vsock) for the guest agent.

@@ -1,0 +1,370 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/provision"
+	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/vm/qemu"
+)
+
+// copyContainer gives a test its own data dir holding a copy of the shared
+// provision (sparse copy of the root disk), so it need not build another.
+func copyContainer(t *testing.T) config.Paths {
+	t.Helper()
+	p := config.Paths{Root: t.TempDir()}
+	if out, err := exec.Command("cp", "-a", "--sparse=always", env.layout.Dir, p.Container().Dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy container: %v: %s", err, out)
+	}
+	return p
+}
+
+// switchableServer serves the test guest until turned off, to prove that
+// provisioning again works offline.
+type switchableServer struct {
+	*httptest.Server
+	mu  sync.Mutex
+	off bool
+}
+
+func newSwitchableServer(t *testing.T) *switchableServer {
+	t.Helper()
+	s := &switchableServer{}
+	files := http.FileServer(http.Dir(os.Getenv("OSAURUS_TEST_GUEST")))
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		off := s.off
+		s.mu.Unlock()
+		if off {
+			hj, _ := w.(http.Hijacker)
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close() // like a network that is down
+			}
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *switchableServer) setOff(off bool) {
+	s.mu.Lock()
+	s.off = off
+	s.mu.Unlock()
+}
+
+func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandbox.Options) *sandbox.Manager {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.ImageManifest = srv.URL + "/manifest.json"
+	cfg.DiagnosticsURL = srv.URL + "/manifest.json"
+	if a := os.Getenv("OSAURUS_TEST_ACCEL"); a != "" {
+		cfg.Accel = a
+	}
+	if err := config.SaveSandbox(p.SandboxJSON(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var manifestCache []byte
+	o.Paths = p
+	o.Driver = qemu.New(qemu.Config{StateDir: p.Root, KillWithParent: true})
+	o.Agent = assets.GuestAgent
+	o.Download = &download.Client{}
+	o.Manifest = func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error) {
+		// Like the app: fetch, else fall back to the copy from last time.
+		resp, err := http.Get(cfg.ImageManifest)
+		if err == nil {
+			b, rerr := readAll(resp)
+			resp.Body.Close()
+			if rerr == nil {
+				manifestCache = b
+			}
+		}
+		if manifestCache == nil {
+			return nil, errors.New("manifest unreachable and never fetched")
+		}
+		return provision.ParseManifest(manifestCache, cfg.ImageManifest)
+	}
+	m := sandbox.New(o)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m.Close(ctx, true)
+	})
+	return m
+}
+
+// TestLifecycle walks a user's first day: provision (interrupted, then
+// again, then offline), concurrent starts, diagnostics, a crash and the
+// restart policy, stop, reset keeping the workspace, remove.
+func TestLifecycle(t *testing.T) {
+	requireGuest(t)
+	srv := newSwitchableServer(t)
+	p := config.Paths{Root: t.TempDir()}
+	m := newTestManager(t, p, srv, sandbox.Options{RestartDelay: 100 * time.Millisecond})
+	ctx := context.Background()
+
+	t.Run("an interrupted provision retries cleanly", func(t *testing.T) {
+		pctx, cancel := context.WithCancel(ctx)
+		var once sync.Once
+		stop := m.Subscribe(func(st sandbox.Status) {
+			if st.Progress != nil && st.Progress.Phase == "rootfs" && st.Progress.Done > 10<<20 {
+				once.Do(cancel)
+			}
+		})
+		err := m.Provision(pctx)
+		stop()
+		cancel()
+		if err == nil {
+			t.Fatal("provision finished despite the cancel")
+		}
+		if st := m.Status(); st.State != sandbox.NotProvisioned {
+			t.Fatalf("after cancel: %+v", st)
+		}
+		if _, err := os.Stat(p.Container().StateFile()); !os.IsNotExist(err) {
+			t.Fatal("a cancelled provision left a provisioned marker")
+		}
+		if err := m.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := m.Status(); st.State != sandbox.Stopped {
+			t.Fatalf("after provision: %+v", st)
+		}
+	})
+
+	t.Run("provisioning again works offline", func(t *testing.T) {
+		srv.setOff(true)
+		defer srv.setOff(false)
+		if err := m.Provision(ctx); err != nil {
+			t.Fatalf("offline re-provision: %v", err)
+		}
+	})
+
+	t.Run("concurrent starts share one boot", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- m.Start(ctx) }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := m.Status()
+		if st.State != sandbox.Running || st.Pid == 0 {
+			t.Fatalf("status %+v", st)
+		}
+		if n := countQEMU(p); n != 1 {
+			t.Fatalf("%d QEMU processes for this data dir, want 1", n)
+		}
+	})
+
+	t.Run("diagnostics pass", func(t *testing.T) {
+		a, _ := m.Agent()
+		cfg, _ := config.LoadSandbox(p.SandboxJSON())
+		env := diagnostics.Env{Agent: a, PackageManager: a.Info.PackageMgr, NATURL: strings.Replace(cfg.DiagnosticsURL, "127.0.0.1", "10.0.2.2", 1)}
+		var live []string
+		var mu sync.Mutex
+		rs := diagnostics.Run(ctx, env, diagnostics.Checks(), func(r diagnostics.Result) {
+			mu.Lock()
+			live = append(live, r.Name)
+			mu.Unlock()
+		})
+		for _, r := range rs {
+			t.Logf("%-16s %-13s %6s %s", r.Name, r.Outcome, r.Duration, r.Detail)
+			want := diagnostics.Pass
+			if r.Name == "bridge" {
+				want = diagnostics.NotAvailable // never a false pass
+			}
+			if r.Outcome != want {
+				t.Errorf("%s: %s (%s), want %s", r.Name, r.Outcome, r.Detail, want)
+			}
+		}
+		if len(live) != len(rs) {
+			t.Errorf("live results %v", live)
+		}
+	})
+
+	t.Run("a killed QEMU is restarted", func(t *testing.T) {
+		old := m.Status().Pid
+		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			st := m.Status()
+			if st.State == sandbox.Running && st.Pid != old {
+				if st.Restarts != 1 {
+					t.Errorf("restarts = %d, want 1", st.Restarts)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not restarted: %+v", st)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, err := m.Agent(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("reset keeps the workspace", func(t *testing.T) {
+		a, _ := m.Agent()
+		if _, err := a.WriteFile(ctx, agentproto.WriteFileRequest{Path: "/workspace/agents/keep/notes.txt", Data: []byte("precious"), MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.WriteFile(ctx, agentproto.WriteFileRequest{Path: "/root/installed-thing", Data: []byte("gone after reset")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Reset(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a, _ = m.Agent()
+		r, err := a.ReadFile(ctx, agentproto.ReadFileRequest{Path: "/workspace/agents/keep/notes.txt"})
+		if err != nil || string(r.Data) != "precious" {
+			t.Fatalf("workspace after reset: %q %v", r.Data, err)
+		}
+		if _, err := a.Stat(ctx, agentproto.PathRequest{Path: "/root/installed-thing"}); !errors.Is(err, agentproto.ErrNotFound) {
+			t.Fatalf("root disk was not rebuilt: %v", err)
+		}
+	})
+
+	t.Run("stop, then remove keeps the workspace", func(t *testing.T) {
+		if err := m.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := m.Status(); st.State != sandbox.Stopped {
+			t.Fatalf("after stop: %+v", st)
+		}
+		if n := countQEMU(p); n != 0 {
+			t.Fatalf("%d QEMU processes left after stop", n)
+		}
+		if err := m.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p.Container().Dir); !os.IsNotExist(err) {
+			t.Fatalf("container left after remove: %v", err)
+		}
+		if b, err := os.ReadFile(filepath.Join(p.Workspace(), "agents", "keep", "notes.txt")); err != nil || string(b) != "precious" {
+			t.Fatalf("workspace after remove: %q %v", b, err)
+		}
+		if st := m.Status(); st.State != sandbox.NotProvisioned {
+			t.Fatalf("after remove: %+v", st)
+		}
+	})
+}
+
+// TestNATDiagnosticFailsWithoutNetwork: with network none, the NAT check
+// fails with its hint and the others still pass.
+func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
+	requireGuest(t)
+	srv := newSwitchableServer(t)
+	p := copyContainer(t)
+	m := newTestManager(t, p, srv, sandbox.Options{})
+	cfg, _ := config.LoadSandbox(p.SandboxJSON())
+	cfg.Network = "none"
+	config.SaveSandbox(p.SandboxJSON(), cfg)
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Agent()
+	checks := []diagnostics.Check{}
+	for _, c := range diagnostics.Checks() {
+		if c.Name == "nat" || c.Name == "exec" {
+			checks = append(checks, c)
+		}
+	}
+	rs := diagnostics.Run(ctx, diagnostics.Env{Agent: a, NATURL: strings.Replace(srv.URL, "127.0.0.1", "10.0.2.2", 1)}, checks, nil)
+	for _, r := range rs {
+		switch r.Name {
+		case "exec":
+			if r.Outcome != diagnostics.Pass {
+				t.Errorf("exec: %+v", r)
+			}
+		case "nat":
+			if r.Outcome != diagnostics.Fail || !strings.Contains(r.Hint, "outbound") {
+				t.Errorf("nat with network none: %+v, want a failure whose hint mentions outbound", r)
+			}
+		}
+	}
+}
+
+// TestCrashedOwnerVMIsAdopted: a manager (the app) dies while the VM runs;
+// the next one adopts the VM instead of leaving it orphaned.
+func TestCrashedOwnerVMIsAdopted(t *testing.T) {
+	requireGuest(t)
+	srv := newSwitchableServer(t)
+	p := copyContainer(t)
+	first := newTestManager(t, p, srv, sandbox.Options{})
+	ctx := context.Background()
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid := first.Status().Pid
+	// Simulate the app dying: drop the manager without stopping the VM.
+	first.Close(ctx, false)
+
+	second := newTestManager(t, p, srv, sandbox.Options{})
+	if err := second.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := second.Status()
+	if st.State != sandbox.Running || st.Pid != pid {
+		t.Fatalf("after recover: %+v, want running pid %d", st, pid)
+	}
+	a, _ := second.Agent()
+	out, _, _, err := a.Output(ctx, agentproto.ExecRequest{Shell: "echo adopted"})
+	if err != nil || string(out) != "adopted\n" {
+		t.Fatalf("exec on adopted VM: %q %v", out, err)
+	}
+	if err := second.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countQEMU(p) + countProcs(p, "virtiofsd"); n != 0 {
+		t.Fatalf("%d QEMU or virtiofsd processes left", n)
+	}
+}
+
+// countQEMU counts live QEMU processes started for a data dir.
+func countQEMU(p config.Paths) int { return countProcs(p, "qemu-system") }
+
+// countProcs counts live processes whose command line names program and
+// the data dir's run folder (QEMU, virtiofsd).
+func countProcs(p config.Paths, program string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), program) && strings.Contains(string(b), p.Run()+"/") {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,265 @@
+// Package tools is the set of sandbox_* tools an agent uses inside the VM:
+// reading and searching files always, and, when the agent's autonomous
+// exec is on, writing files, running commands and installing packages.
+//
+// Every tool runs in the guest as the agent's own Linux user
+// (agent-<slug>); only sandbox_install runs as root. Path arguments are
+// checked on the host by sandboxpath before anything reaches the guest, and
+// file operations then run beneath the path's root in the guest, so a
+// symlink can't lead out of the agent's home or /workspace/shared.
+//
+// Every call returns a ToolEnvelope (package envelope): a success with a
+// result, or a failure whose kind and message let a model correct itself.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+	"github.com/osaurus/osaurus-sandbox/tools/limit"
+)
+
+// Spec describes one tool to an MCP client.
+type Spec struct {
+	Name        string
+	Description string
+	// InputSchema is a JSON schema of type object with
+	// additionalProperties false.
+	InputSchema map[string]any
+	ReadOnly    bool // changes nothing
+	Destructive bool // may delete or overwrite (meaningful when !ReadOnly)
+	Idempotent  bool // repeating the call changes nothing more
+	OpenWorld   bool // reaches outside the sandbox (package mirrors)
+}
+
+// GuestFunc returns the running VM's guest agent client, or an error
+// saying why there is none.
+type GuestFunc func(ctx context.Context) (*agentproto.Client, error)
+
+// Redactor scrubs secret values from tool output before a model sees it.
+// The secrets store plugs in here.
+type Redactor interface {
+	Redact(agentID, text string) string
+}
+
+// Options configure an Env.
+type Options struct {
+	// Guest returns the guest client. Required.
+	Guest GuestFunc
+	// Exec and Rate default to limiters with Osaurus's settings.
+	Exec *limit.ExecLimiter
+	Rate *limit.RateLimiter
+	// Redactor, when set, scrubs every string of every result.
+	Redactor Redactor
+}
+
+// Env is what all agents' toolsets in one process share: the guest, the
+// limiters, the install lock and the record of which agent users exist.
+type Env struct {
+	guest    GuestFunc
+	exec     *limit.ExecLimiter
+	rate     *limit.RateLimiter
+	redactor Redactor
+	// install serialises package installs across agents (a channel so a
+	// waiting call can give up when its ctx ends).
+	install chan struct{}
+
+	usersMu sync.Mutex
+	usersOf *agentproto.Client // the guest session the set below is about
+	users   map[string]bool    // slugs whose Linux user exists there
+}
+
+// NewEnv returns an Env.
+func NewEnv(o Options) *Env {
+	if o.Exec == nil {
+		o.Exec = limit.NewExecLimiter(limit.ExecOptions{})
+	}
+	if o.Rate == nil {
+		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
+	}
+	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, install: make(chan struct{}, 1)}
+}
+
+// ExecLimiter is the shared exec limiter, e.g. for EndTurn.
+func (e *Env) ExecLimiter() *limit.ExecLimiter { return e.exec }
+
+// Forget drops the limiters' state of an agent, e.g. after removing it.
+func (e *Env) Forget(agentID string) {
+	e.exec.EndTurn(agentID)
+	e.rate.Forget(agentID)
+}
+
+// Toolset is one agent's tools. It holds a snapshot of the agent's
+// settings; make a new one when they change.
+type Toolset struct {
+	env   *Env
+	agent agents.Agent
+}
+
+// Toolset returns the tools of agent a.
+func (e *Env) Toolset(a agents.Agent) *Toolset { return &Toolset{env: e, agent: a} }
+
+// Agent is the agent this toolset serves.
+func (t *Toolset) Agent() agents.Agent { return t.agent }
+
+// List returns the specs of the tools this agent may use now.
+func (t *Toolset) List() []Spec {
+	var out []Spec
+	for _, d := range catalog {
+		if t.allowed(d) == "" {
+			out = append(out, d.Spec)
+		}
+	}
+	return out
+}
+
+// Names is every tool name this package defines, enabled or not.
+func Names() []string {
+	out := make([]string, len(catalog))
+	for i, d := range catalog {
+		out[i] = d.Name
+	}
+	return out
+}
+
+// Call runs a tool and returns its envelope as JSON.
+func (t *Toolset) Call(ctx context.Context, name string, args json.RawMessage) string {
+	return t.Run(ctx, name, args).JSON()
+}
+
+// Run runs a tool and returns its envelope.
+func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) envelope.Envelope {
+	d := lookup(name)
+	if d == nil {
+		return envelope.Failf(name, envelope.ToolNotFound, "there is no tool %q; the sandbox tools of this agent are: %s",
+			name, strings.Join(t.names(), ", "))
+	}
+	if why := t.allowed(d); why != "" {
+		return envelope.Fail(name, envelope.ToolNotFound, why)
+	}
+	run, err := d.bind(args, d.InputSchema)
+	if err != nil {
+		return envelope.FromError(name, err)
+	}
+	id := t.agent.ID
+	if err := t.env.rate.Allow(id, d.service); err != nil {
+		return envelope.FromError(name, err)
+	}
+	if d.command {
+		if err := t.env.exec.Allow(id, t.agent.AutonomousExec.MaxCommandsPerTurn); err != nil {
+			return envelope.FromError(name, err)
+		}
+	}
+	g, err := t.env.guest(ctx)
+	if err != nil {
+		return envelope.Failf(name, envelope.Unavailable, "the sandbox VM is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
+	}
+	if err := t.env.ensureUser(ctx, g, t.agent); err != nil {
+		return envelope.FromError(name, err)
+	}
+	c := &call{tool: name, g: g, agent: t.agent, env: t.env}
+	result, err := run(ctx, c)
+	if err != nil {
+		return envelope.FromError(name, err)
+	}
+	if r := t.env.redactor; r != nil {
+		result = redact(result, func(s string) string { return r.Redact(id, s) })
+		for i, w := range c.warnings {
+			c.warnings[i] = r.Redact(id, w)
+		}
+	}
+	return envelope.OK(name, result, c.warnings...)
+}
+
+// allowed says why the agent may not use d now, or "" when it may.
+func (t *Toolset) allowed(d *tool) string {
+	ae := t.agent.AutonomousExec
+	switch d.gate {
+	case gateAutonomous:
+		if !ae.Enabled {
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off. "+
+				"Only the read-only sandbox tools can be used; the user can turn it on with "+
+				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gateBackground:
+		if !ae.Enabled || !ae.BackgroundProcesses {
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec and background processes. "+
+				"Use sandbox_exec for commands that finish, or ask the user to run "+
+				"`osaurus-sandbox agent set %s backgroundProcesses true` (and `enabled true`).", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	}
+	return ""
+}
+
+func (t *Toolset) names() []string {
+	var out []string
+	for _, s := range t.List() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func lookup(name string) *tool {
+	i := slices.IndexFunc(catalog, func(d *tool) bool { return d.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return catalog[i]
+}
+
+// call is one tool call in progress.
+type call struct {
+	tool     string
+	g        *agentproto.Client
+	agent    agents.Agent
+	env      *Env
+	warnings []string
+}
+
+func (c *call) warn(format string, args ...any) {
+	c.warnings = append(c.warnings, fmt.Sprintf(format, args...))
+}
+
+// as is the agent's identity confined beneath root.
+func (c *call) as(root string) agentproto.Identity {
+	return agentproto.Identity{User: c.agent.User(), Root: root}
+}
+
+// redact applies f to every string in a JSON-like value.
+func redact(v any, f func(string) string) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var generic any
+	if d.Decode(&generic) != nil {
+		return v
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch x := x.(type) {
+		case string:
+			return f(x)
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = walk(x[k])
+			}
+		}
+		return x
+	}
+	return walk(generic)
+}
