@@ -1,0 +1,146 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+)
+
+// buildCLI compiles the app binary once per test run.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "osaurus-sandbox")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/osaurus-sandbox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type cliRun struct {
+	t    *testing.T
+	bin  string
+	home string
+}
+
+func (c cliRun) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+c.home)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("%v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+func (c cliRun) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("osaurus-sandbox %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// TestCLIFirstDay is the README's day one: provision, start, diagnostics,
+// exec, reset keeping the workspace, stop — through the real binary and
+// its background owner process.
+func TestCLIFirstDay(t *testing.T) {
+	requireGuest(t)
+	srv := newSwitchableServer(t)
+	p := copyContainer(t)
+	c := cliRun{t: t, bin: buildCLI(t), home: p.Root}
+	t.Cleanup(func() {
+		c.run("stop")
+		// Belt and braces: nothing of this data dir may outlive the test.
+		for _, prog := range []string{"qemu-system", "virtiofsd", "serve --background"} {
+			if n := countProcs(p, prog); n != 0 {
+				t.Errorf("%d %s processes left after stop", n, prog)
+			}
+		}
+	})
+
+	if _, errOut, code := c.run("config", "set", "cpus", "12"); code != 1 || !strings.Contains(errOut, "cpus: 12, allowed 1–8") {
+		t.Fatalf("invalid config: exit %d, %q", code, errOut)
+	}
+	c.ok("config", "set", "imageManifest", srv.URL+"/manifest.json")
+	out := c.ok("config", "set", "memoryGB", "1")
+	if !strings.Contains(out, "restart") {
+		t.Errorf("memory change does not mention a restart: %q", out)
+	}
+	if _, _, code := c.run("exec", "--", "true"); code != 3 {
+		t.Fatalf("exec before start: exit %d, want 3 (not running)", code)
+	}
+
+	c.ok("provision")
+	c.ok("start")
+	var st struct {
+		State string `json:"state"`
+		Owner string `json:"owner"`
+		Accel string `json:"accel"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("status", "--json")), &st); err != nil || st.State != "running" || st.Owner != "background" {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+
+	out, errOut, code := c.run("diagnostics", "--json")
+	var rs []diagnostics.Result
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("diagnostics json: %v\n%s\n%s", err, out, errOut)
+	}
+	for _, r := range rs {
+		t.Logf("%-16s %-13s %s", r.Name, r.Outcome, r.Detail)
+		if r.Outcome == diagnostics.Fail {
+			t.Errorf("diagnostic %s failed: %s (hint: %s)", r.Name, r.Detail, r.Hint)
+		}
+	}
+	if code != 0 {
+		t.Errorf("diagnostics exit %d", code)
+	}
+
+	if out := c.ok("exec", "--", "sh", "-c", "echo hi from $(hostname) > /workspace/hello.txt; cat /workspace/hello.txt"); out != "hi from sandbox\n" {
+		t.Fatalf("exec: %q", out)
+	}
+	if _, _, code := c.run("exec", "--", "sh", "-c", "exit 7"); code != 7 {
+		t.Fatalf("exit code not passed through: %d", code)
+	}
+
+	// reset asks first; declining changes nothing.
+	cmd := exec.Command(c.bin, "reset")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+c.home)
+	cmd.Stdin = strings.NewReader("no\n")
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 5 {
+		t.Fatalf("declined reset: %v", err)
+	}
+	c.ok("reset", "--yes")
+	c.ok("start")
+	if out := c.ok("exec", "--", "cat", "/workspace/hello.txt"); out != "hi from sandbox\n" {
+		t.Fatalf("workspace after reset: %q", out)
+	}
+
+	c.ok("stop")
+	deadline := time.Now().Add(30 * time.Second)
+	for countProcs(p, "qemu-system") != 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := json.Unmarshal([]byte(c.ok("status", "--json")), &st); err != nil || st.State != "stopped" {
+		t.Fatalf("status after stop: %+v %v", st, err)
+	}
+}
