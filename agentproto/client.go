@@ -158,19 +158,6 @@ func (c *Client) Wait(ctx context.Context, req WaitRequest) (ExitStatus, error) 
 	return call[ExitStatus](ctx, c, OpWait, req)
 }
 
-// ReadFile reads (part of) a file.
-func (c *Client) ReadFile(ctx context.Context, req ReadFileRequest) (ReadFileResponse, error) {
-	return call[ReadFileResponse](ctx, c, OpReadFile, req)
-}
-
-// WriteFile writes a file atomically.
-func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest) (WriteFileResponse, error) {
-	if len(req.Data) > MaxFrame/2 {
-		return WriteFileResponse{}, fmt.Errorf("agent write_file: %w: %d bytes, at most %d per call", ErrTooLarge, len(req.Data), MaxFrame/2)
-	}
-	return call[WriteFileResponse](ctx, c, OpWriteFile, req)
-}
-
 // Stat describes one path (symlinks are not followed).
 func (c *Client) Stat(ctx context.Context, req PathRequest) (FileInfo, error) {
 	return call[FileInfo](ctx, c, OpStat, req)

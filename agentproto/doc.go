@@ -11,7 +11,9 @@
 // Response frame ({"body"} or {"error"}). Exec adds frames in between: the
 // guest sends a Response carrying the pid as soon as the process started, then
 // Stdout/Stderr frames as output arrives and finally an Exit frame; the host
-// may send Stdin, StdinEOF and Signal frames at any time.
+// may send Stdin, StdinEOF and Signal frames at any time. File bodies
+// (write_file's content, read_file's result) follow the Request or the
+// Response as raw Data frames ended by DataEnd.
 //
 // The first call on a new session is "hello": the host states its protocol
 // version and wall-clock time; the guest answers with its own version and
@@ -20,6 +22,6 @@ package agentproto
 
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
-	VersionMajor = 1
-	VersionMinor = 0
+	VersionMajor = 2
+	VersionMinor = 1
 )

@@ -19,6 +19,8 @@ const (
 	FrameStderr   FrameType = 'E' // raw bytes
 	FrameSignal   FrameType = 'S' // JSON SignalFrame
 	FrameExit     FrameType = 'X' // JSON ExitStatus
+	FrameData     FrameType = 'D' // raw file bytes (read_file, write_file)
+	FrameDataEnd  FrameType = 'd' // empty: the file body is complete
 )
 
 // MaxFrame bounds one frame's payload so a corrupt length can't make a peer

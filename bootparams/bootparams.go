@@ -16,23 +16,31 @@ type Share struct {
 	Mount string
 }
 
-// Network is the guest's static network setup. A zero Network means no NIC.
+// Network is how the guest configures its NIC: statically (Address set),
+// by DHCP (DHCP set, the other fields empty), or not at all (zero Network).
 type Network struct {
+	// DHCP makes the guest ask the NAT's DHCP server for its address,
+	// gateway and DNS. It is for NATs whose layout the host does not choose
+	// (vz: macOS picks the subnet, usually 192.168.64.0/24).
+	DHCP    bool
 	Address netip.Prefix // e.g. 10.0.2.15/24
 	Gateway netip.Addr   // e.g. 10.0.2.2
 	DNS     netip.Addr   // e.g. 10.0.2.3
 }
 
 // Enabled says whether the guest has a NIC to configure.
-func (n Network) Enabled() bool { return n.Address.IsValid() }
+func (n Network) Enabled() bool { return n.DHCP || n.Address.IsValid() }
 
-// DefaultNAT is the user-mode NAT layout of both QEMU's slirp and vz's NAT
-// as we configure them.
+// DefaultNAT is the layout of QEMU's user-mode NAT (slirp) as the QEMU
+// driver configures it. Static setup skips a DHCP round trip at boot.
 var DefaultNAT = Network{
 	Address: netip.MustParsePrefix("10.0.2.15/24"),
 	Gateway: netip.MustParseAddr("10.0.2.2"),
 	DNS:     netip.MustParseAddr("10.0.2.3"),
 }
+
+// DHCPNAT is a NIC configured by DHCP.
+var DHCPNAT = Network{DHCP: true}
 
 // Params is everything the guest agent needs to know at boot.
 type Params struct {
@@ -55,11 +63,14 @@ func (p Params) Encode() string {
 	for _, s := range p.Shares {
 		w = append(w, prefix+"share="+s.Tag+":"+s.Mount)
 	}
-	if p.Network.Enabled() {
+	switch {
+	case p.Network.DHCP:
+		w = append(w, prefix+"net=dhcp")
+	case p.Network.Enabled():
 		w = append(w, prefix+"ip="+p.Network.Address.String(),
 			prefix+"gw="+p.Network.Gateway.String(),
 			prefix+"dns="+p.Network.DNS.String())
-	} else {
+	default:
 		w = append(w, prefix+"net=none")
 	}
 	if p.SerialPort != "" {
@@ -100,8 +111,12 @@ func Parse(cmdline string) (Params, error) {
 		case "dns":
 			p.Network.DNS, err = netip.ParseAddr(val)
 		case "net":
-			if val != "none" {
-				err = fmt.Errorf("only net=none is known")
+			switch val {
+			case "none":
+			case "dhcp":
+				p.Network.DHCP = true
+			default:
+				err = fmt.Errorf("want net=none or net=dhcp")
 			}
 		case "port":
 			p.SerialPort = val
@@ -115,6 +130,12 @@ func Parse(cmdline string) (Params, error) {
 		if err != nil {
 			return p, fmt.Errorf("bootparams: %s: %w", word, err)
 		}
+	}
+	if p.Network.DHCP && p.Network.Address.IsValid() {
+		// Which one the host meant is anyone's guess; DHCP still works
+		// wherever the static layout would.
+		p.Network = DHCPNAT
+		return p, fmt.Errorf("bootparams: osaurus.net=dhcp and osaurus.ip= both given; using DHCP")
 	}
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,6 +34,7 @@ const (
 
 	rootWait  = 10 * time.Second
 	nicWait   = 5 * time.Second
+	dhcpWait  = 15 * time.Second
 	fatalWait = 3 * time.Second
 )
 
@@ -392,7 +394,10 @@ func ensureHostsEntry(path, name string) error {
 	return writeFileAtomic(path, data)
 }
 
-// setupNetwork brings up lo and, when the host gave an address, the NIC.
+// setupNetwork brings up lo and, when the host asked for one, the NIC:
+// with the static layout from the command line or by DHCP. A NIC that
+// can't be configured is a boot warning, not a failure: the VM still
+// works offline.
 func (b *boot) setupNetwork(n bootparams.Network) {
 	if err := LinkUp("lo"); err != nil {
 		b.warn("%v", err)
@@ -405,19 +410,55 @@ func (b *boot) setupNetwork(n bootparams.Network) {
 		b.warn("network: %v", err)
 		return
 	}
+	if n.DHCP {
+		b.setupDHCP(nic)
+		return
+	}
 	if err := ConfigureInterface(nic, n.Address, n.Gateway); err != nil {
 		b.warn("network: %v", err)
 		return
 	}
 	if n.DNS.IsValid() {
-		// Replace, never write through: resolv.conf is often a symlink
-		// into a resolver daemon's run directory.
-		os.Remove("/etc/resolv.conf")
-		if err := writeFileAtomic("/etc/resolv.conf", []byte("nameserver "+n.DNS.String()+"\n")); err != nil {
-			b.warn("resolv.conf: %v", err)
-		}
+		b.writeResolvConf([]netip.Addr{n.DNS})
 	}
 	b.log.Printf("network: %s %s via %s", nic, n.Address, n.Gateway)
+}
+
+// setupDHCP configures nic from a DHCP lease. Without one, nic goes back
+// down and the guest has lo only.
+func (b *boot) setupDHCP(nic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), dhcpWait)
+	defer cancel()
+	start := time.Now()
+	lease, err := RequestLease(ctx, nic, Hostname)
+	if err == nil {
+		err = ConfigureInterface(nic, lease.Address, lease.Gateway)
+	}
+	if err != nil {
+		b.warn("network: %v; the guest has no network", err)
+		if err := LinkDown(nic); err != nil {
+			b.log.Printf("network: %v", err)
+		}
+		return
+	}
+	if len(lease.DNS) > 0 {
+		b.writeResolvConf(lease.DNS)
+	} else {
+		b.warn("network: the DHCP server named no DNS server; names will not resolve")
+	}
+	// The lease is not renewed: the NATs we run behind (slirp, vz) hand out
+	// long leases and keep an address for its MAC.
+	b.log.Printf("network: %s %s (DHCP in %v)", nic, lease, time.Since(start).Round(time.Millisecond))
+}
+
+// writeResolvConf points the resolver at dns.
+func (b *boot) writeResolvConf(dns []netip.Addr) {
+	// Replace, never write through: resolv.conf is often a symlink into a
+	// resolver daemon's run directory.
+	os.Remove("/etc/resolv.conf")
+	if err := writeFileAtomic("/etc/resolv.conf", resolvConf(dns)); err != nil {
+		b.warn("resolv.conf: %v", err)
+	}
 }
 
 // powerOff stops every process, syncs, unmounts the shares, makes the root

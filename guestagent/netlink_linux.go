@@ -101,13 +101,16 @@ func (r *rtnl) do(m *nlmsg) error {
 }
 
 // linkUp sets IFF_UP on the interface with index idx.
-func (r *rtnl) linkUp(idx int) error {
+func (r *rtnl) linkUp(idx int) error { return r.setLinkFlags(idx, unix.IFF_UP, unix.IFF_UP) }
+
+// setLinkFlags sets the interface flags in mask to flags.
+func (r *rtnl) setLinkFlags(idx int, flags, mask uint32) error {
 	m := &nlmsg{typ: unix.RTM_NEWLINK}
 	info := make([]byte, unix.SizeofIfInfomsg)
 	info[0] = unix.AF_UNSPEC
 	binary.NativeEndian.PutUint32(info[4:], uint32(idx))
-	binary.NativeEndian.PutUint32(info[8:], unix.IFF_UP)  // flags
-	binary.NativeEndian.PutUint32(info[12:], unix.IFF_UP) // change mask
+	binary.NativeEndian.PutUint32(info[8:], flags)
+	binary.NativeEndian.PutUint32(info[12:], mask)
 	m.b = info
 	return r.do(m)
 }

@@ -50,6 +50,16 @@ Using the VM:
                         run a command in the VM and print its output
   logs [-f]             show the VM console log (-f follows it)
 
+Agents (each is a Linux user in the VM; its tools reach MCP clients):
+  agent add NAME        add an agent (autonomous exec off)
+  agent list [--json]   list agents
+  agent show NAME       settings, and the config for Claude Desktop and Claude Code
+  agent set NAME KEY VALUE
+                        change a setting: enabled, maxCommandsPerTurn, backgroundProcesses, ...
+  agent remove NAME [--purge]
+                        remove an agent and its Linux user (--purge: its home too)
+  mcp --agent NAME      serve the agent's tools over stdio (what MCP clients run)
+
 Settings (sandbox.json):
   config get [KEY]      show one setting or all
   config set KEY VALUE  change a setting
@@ -98,6 +108,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"logs":        c.logs,
 		"config":      c.config,
 		"serve":       c.serve,
+		"agent":       c.agent,
+		"mcp":         c.mcp,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {

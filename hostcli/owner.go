@@ -56,7 +56,8 @@ func Own(ctx context.Context, p config.Paths, owner string, logf func(string, ..
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &control.Server{M: m, DiagEnv: DiagEnv(p), Quit: quit, Owner: owner}
 	go srv.Serve(sctx, ln)
-	return m, func() { cancel(); ln.Close() }, nil
+	stopMCP := serveMCP(p, m, logf)
+	return m, func() { cancel(); ln.Close(); stopMCP() }, nil
 }
 
 // serve runs the headless owner until a signal or a quit request.

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -120,8 +121,35 @@ func (p *Provisioner) pull(ctx context.Context, ref name.Digest, arch, dir strin
 	if err := p.writeLayers(ctx, img, tmp); err != nil {
 		return nil, err
 	}
-	// The layers are in place, so this writes only config and manifest.
-	if err := lp.AppendImage(img, layout.WithPlatform(platform)); err != nil {
+	// Config and manifest were verified against their digests on fetch.
+	// (layout's AppendImage would also do this, but re-requests every
+	// layer just to see that it is already there.)
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	rawCfg, err := img.RawConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	rawManifest, err := img.RawManifest()
+	if err != nil {
+		return nil, err
+	}
+	mediaType, err := img.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range []struct {
+		h    v1.Hash
+		data []byte
+	}{{cfgName, rawCfg}, {digest, rawManifest}} {
+		if err := lp.WriteBlob(b.h, io.NopCloser(bytes.NewReader(b.data))); err != nil {
+			return nil, err
+		}
+	}
+	desc := v1.Descriptor{MediaType: mediaType, Size: int64(len(rawManifest)), Digest: digest, Platform: &platform}
+	if err := lp.AppendDescriptor(desc); err != nil {
 		return nil, err
 	}
 	rec := &imageRecord{Ref: ref.String(), Platform: platform.String(), Image: digest.String()}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -239,4 +240,67 @@ func (f *flipWriter) Write(b []byte) (int, error) {
 		return f.ResponseWriter.Write(c)
 	}
 	return f.ResponseWriter.Write(b)
+}
+
+// blobCounter counts blob downloads per digest and can refuse one once.
+type blobCounter struct {
+	mu     sync.Mutex
+	gets   map[string]int
+	failOn string // a digest whose first download fails
+}
+
+func (c *blobCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if i := strings.Index(r.URL.Path, "/blobs/sha256:"); i >= 0 && r.Method == http.MethodGet {
+			d := r.URL.Path[i+len("/blobs/"):]
+			c.mu.Lock()
+			c.gets[d]++
+			fail := d == c.failOn && c.gets[d] == 1
+			c.mu.Unlock()
+			if fail {
+				http.Error(w, "connection lost", http.StatusNotFound)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (c *blobCounter) count(d string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gets[d]
+}
+
+// An interrupted pull keeps the layers it verified; the next attempt
+// downloads only what is missing, and each blob is fetched once.
+func TestOCIPullResumesByLayer(t *testing.T) {
+	ctx := testContext(t)
+	first := pt.Layer(t, file{Name: "usr/lib/big", Data: strings.Repeat("first layer ", 10000)})
+	second := pt.Layer(t, file{Name: "etc/os-release", Data: "ID=alpine\n"})
+	d1, _ := first.Digest()
+	d2, _ := second.Digest()
+	counter := &blobCounter{gets: map[string]int{}, failOn: d2.String()}
+	reg := pt.Registry(t, counter.wrap)
+	ref := pt.Push(t, pt.Host(reg)+"/test/rootfs", pt.Image(t, "amd64", first, second))
+	counter.mu.Lock()
+	clear(counter.gets) // pushing may have probed blobs
+	counter.mu.Unlock()
+	kernel, _ := rawKernel(t, "amd64")
+	p, _ := newProvisioner(t, t.TempDir())
+	m := ociManifest("amd64", kernel, ref)
+
+	if _, err := p.Provision(ctx, m); err == nil {
+		t.Fatal("the first pull should have failed on the second layer")
+	}
+	if _, err := p.Provision(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.count(d1.String()); n != 1 {
+		t.Errorf("first layer downloaded %d times, want once (kept from the interrupted pull)", n)
+	}
+	if n := counter.count(d2.String()); n != 2 {
+		t.Errorf("second layer requested %d times, want 2 (failed, then fetched)", n)
+	}
+	mustDisk(t, p.Layout.RootDisk(), map[string]string{"/etc/os-release": "ID=alpine\n", "/usr/lib/big": strings.Repeat("first layer ", 10000)})
 }

@@ -37,7 +37,7 @@ func decodeArgs(raw json.RawMessage, schema map[string]any, v any) error {
 	}
 	props := propNames(schema)
 	var present map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &present); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&present); err != nil {
 		return envelope.ArgErrorf("", "a JSON object with the keys "+strings.Join(props, ", "),
 			"the arguments must be a JSON object: %v", err)
 	}

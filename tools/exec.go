@@ -42,6 +42,9 @@ func (c *call) procEnv() []string {
 // exec runs a process in the guest with a timeout enforced there (killing
 // the whole process group) and, as a backstop, on the host.
 func (c *call) exec(ctx context.Context, req agentproto.ExecRequest, timeout time.Duration, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
+	if err := c.admit(ctx); err != nil {
+		return agentproto.ExitStatus{}, err
+	}
 	if req.Env == nil {
 		req.Env = c.procEnv()
 	}
@@ -199,6 +202,9 @@ func execBackground(ctx context.Context, c *call, a backgroundArgs) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	r, err := c.g.StartBackground(ctx, agentproto.StartBackgroundRequest{ExecRequest: agentproto.ExecRequest{
 		Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path, Env: c.procEnv(),
 	}})
@@ -243,15 +249,21 @@ func process(ctx context.Context, c *call, a processArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := agentproto.Identity{User: c.agent.User()}
 	var wait time.Duration
 	switch a.Action {
-	case "poll":
+	case "poll", "kill":
 	case "wait":
 		if wait, err = c.seconds("timeout", a.Timeout, DefaultWait, MaxWait); err != nil {
 			return nil, err
 		}
-	case "kill":
+	default:
+		return nil, envelope.ArgErrorf("action", "poll, wait or kill", "action %q is not one of poll, wait, kill", a.Action)
+	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
+	id := agentproto.Identity{User: c.agent.User()}
+	if a.Action == "kill" {
 		sig := sigTerm
 		if a.Force {
 			sig = sigKill
@@ -266,8 +278,6 @@ func process(ctx context.Context, c *call, a processArgs) (any, error) {
 			return nil, processError(a.Pid, err)
 		}
 		wait = killWait
-	default:
-		return nil, envelope.ArgErrorf("action", "poll, wait or kill", "action %q is not one of poll, wait, kill", a.Action)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait+hostGrace)
 	defer cancel()
@@ -340,6 +350,9 @@ func runScript(ctx context.Context, c *call, a scriptArgs) (any, error) {
 	}
 	cwd, err := c.resolve("cwd", a.Cwd, "~")
 	if err != nil {
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
 	head, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{Identity: c.as(p.Root), Path: p.Path, StartLine: 1, LineCount: 1, MaxBytes: 256})

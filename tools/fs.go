@@ -76,6 +76,9 @@ func readFile(ctx context.Context, c *call, a readFileArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	r, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{
 		Identity: c.as(p.Root), Path: p.Path,
 		StartLine: a.StartLine, LineCount: a.LineCount, TailLines: a.TailLines,
@@ -144,6 +147,9 @@ func listDirectory(ctx context.Context, c *call, a listArgs) (any, error) {
 	if a.Recursive {
 		depth = ListMaxDepth
 	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	r, err := c.g.List(ctx, agentproto.ListRequest{Identity: c.as(p.Root), Path: p.Path, MaxDepth: depth, MaxEntries: ListMaxEntries})
 	if errors.Is(err, agentproto.ErrNotDir) {
 		return nil, envelope.ArgErrorf("path", "a directory", "%s is a file, not a directory; read it with sandbox_read_file", p.Path)
@@ -184,6 +190,9 @@ func writeFile(ctx context.Context, c *call, a writeArgs) (any, error) {
 	if isRoot(p) {
 		return nil, envelope.ArgErrorf("path", "a file path inside the directory", "%s is %s, not a file; name a file inside it", p.Path, rootName(p))
 	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	r, err := c.g.WriteFile(ctx, agentproto.WriteFileRequest{
 		Identity: c.as(p.Root), Path: p.Path, Data: []byte(a.Content), MakeParents: true, Append: a.Append,
 	})
@@ -213,6 +222,9 @@ func editFile(ctx context.Context, c *call, a editArgs) (any, error) {
 	}
 	if a.OldString == a.NewString {
 		return nil, envelope.ArgErrorf("new_string", "text different from old_string", "new_string is the same as old_string; nothing would change")
+	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
 	}
 	r, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{Identity: c.as(p.Root), Path: p.Path, MaxBytes: MaxWriteBytes})
 	if errors.Is(err, agentproto.ErrIsDir) {
@@ -270,6 +282,9 @@ func move(ctx context.Context, c *call, a moveArgs) (any, error) {
 	// that lead out of it, and other agents' homes (0700) stay closed by
 	// their permissions.
 	root := commonDir(src.Root, dst.Root)
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	err = c.g.Move(ctx, agentproto.MoveRequest{Identity: c.as(root), Src: src.Path, Dst: dst.Path, Overwrite: a.Overwrite})
 	switch {
 	case errors.Is(err, agentproto.ErrExists):
@@ -307,6 +322,9 @@ func deletePath(ctx context.Context, c *call, a deleteArgs) (any, error) {
 	if isRoot(p) {
 		return nil, envelope.ArgErrorf("path", "a file or directory inside it",
 			"%s is %s; it can't be deleted. Delete the things inside it instead", p.Path, rootName(p))
+	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
 	}
 	err = c.g.Remove(ctx, agentproto.PathRequest{Identity: c.as(p.Root), Path: p.Path, Recursive: a.Recursive})
 	if errors.Is(err, agentproto.ErrNotEmpty) || (!a.Recursive && errors.Is(err, agentproto.ErrExists)) {
@@ -356,6 +374,9 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 	}
 	p, err := c.resolve("path", a.Path, ".")
 	if err != nil {
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
 	dir, target, err := c.searchTarget(ctx, p)

@@ -72,6 +72,9 @@ func installSystem(ctx context.Context, c *call, a packagesArgs) (any, error) {
 	if err := checkPackages(a.Packages, systemPkgRE, "jq or curl=7.88.1-10"); err != nil {
 		return nil, err
 	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
 	// Root's environment must not include anything of the agent's (its
 	// PATH entries are writable by the agent).
 	env := []string{"DEBIAN_FRONTEND=noninteractive"}
@@ -157,6 +160,9 @@ type pipResult struct {
 
 func installPip(ctx context.Context, c *call, a packagesArgs) (any, error) {
 	if err := checkPackages(a.Packages, pipPkgRE, "requests or numpy==2.1.0"); err != nil {
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, LanguageTimeout+hostGrace)

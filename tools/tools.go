@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,6 +76,7 @@ type Env struct {
 	usersMu sync.Mutex
 	usersOf *agentproto.Client // the guest session the set below is about
 	users   map[string]bool    // slugs whose Linux user exists there
+	shared  bool               // /workspace/shared is set up there
 }
 
 // NewEnv returns an Env.
@@ -149,34 +151,60 @@ func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) en
 	if err != nil {
 		return envelope.FromError(name, err)
 	}
-	id := t.agent.ID
-	if err := t.env.rate.Allow(id, d.service); err != nil {
-		return envelope.FromError(name, err)
-	}
-	if d.command {
-		if err := t.env.exec.Allow(id, t.agent.AutonomousExec.MaxCommandsPerTurn); err != nil {
-			return envelope.FromError(name, err)
-		}
-	}
-	g, err := t.env.guest(ctx)
-	if err != nil {
-		return envelope.Failf(name, envelope.Unavailable, "the sandbox VM is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
-	}
-	if err := t.env.ensureUser(ctx, g, t.agent); err != nil {
-		return envelope.FromError(name, err)
-	}
-	c := &call{tool: name, g: g, agent: t.agent, env: t.env}
+	c := &call{tool: d, agent: t.agent, env: t.env}
 	result, err := run(ctx, c)
-	if err != nil {
+	if errors.Is(err, agentproto.ErrNoSuchUser) {
+		// The VM lost the user (a reset root disk behind a relayed
+		// session that outlived it): create it again and retry once.
+		t.env.ForgetUser(t.agent)
+		c.g, c.warnings = nil, nil
+		result, err = run(ctx, c)
+	}
+	switch {
+	case errors.Is(err, agentproto.ErrUnavailable):
+		return envelope.Failf(name, envelope.Unavailable, "the sandbox VM is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
+	case err != nil:
 		return envelope.FromError(name, err)
 	}
 	if r := t.env.redactor; r != nil {
+		id := t.agent.ID
 		result = redact(result, func(s string) string { return r.Redact(id, s) })
 		for i, w := range c.warnings {
 			c.warnings[i] = r.Redact(id, w)
 		}
 	}
 	return envelope.OK(name, result, c.warnings...)
+}
+
+// admit is the step between checking a call's arguments and doing it: it
+// charges the limiters, gets the guest and makes sure the agent's user
+// exists. Handlers call it once their arguments passed every host-side
+// check, so a call with bad arguments costs no quota and needs no VM.
+func (c *call) admit(ctx context.Context) error {
+	if c.g != nil {
+		return nil
+	}
+	if !c.charged {
+		id := c.agent.ID
+		if err := c.env.rate.Allow(id, c.tool.service); err != nil {
+			return err
+		}
+		if c.tool.command {
+			if err := c.env.exec.Allow(id, c.agent.AutonomousExec.MaxCommandsPerTurn); err != nil {
+				return err
+			}
+		}
+		c.charged = true
+	}
+	g, err := c.env.guest(ctx)
+	if err != nil {
+		return envelope.Errorf(envelope.Unavailable, "the sandbox VM is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
+	}
+	if err := c.env.ensureUser(ctx, g, c.agent); err != nil {
+		return err
+	}
+	c.g = g
+	return nil
 }
 
 // allowed says why the agent may not use d now, or "" when it may.
@@ -217,8 +245,9 @@ func lookup(name string) *tool {
 
 // call is one tool call in progress.
 type call struct {
-	tool     string
-	g        *agentproto.Client
+	tool     *tool
+	g        *agentproto.Client // set by admit
+	charged  bool               // the limiters counted this call
 	agent    agents.Agent
 	env      *Env
 	warnings []string

@@ -25,15 +25,16 @@ func (e *Env) ensureUser(ctx context.Context, g *agentproto.Client, a agents.Age
 	e.usersMu.Lock()
 	defer e.usersMu.Unlock()
 	if e.usersOf != g {
-		e.usersOf, e.users = g, map[string]bool{}
+		e.usersOf, e.users, e.shared = g, map[string]bool{}, false
 	}
 	if e.users[a.Slug] {
 		return nil
 	}
-	if len(e.users) == 0 {
+	if !e.shared {
 		if err := EnsureShared(ctx, g); err != nil {
 			return err
 		}
+		e.shared = true
 	}
 	if _, err := g.UserAdd(ctx, agentproto.UserAddRequest{Name: a.User(), Home: a.Home(), HomeMode: homeMode}); err != nil {
 		return envelope.Errorf(envelope.ExecutionError, "could not create the Linux user %s for agent %s: %w", a.User(), a.Name, err)

@@ -32,8 +32,19 @@ var (
 
 // Network modes.
 const (
-	NetworkOutbound = "outbound" // NAT: 10.0.2.15/24 via 10.0.2.2, DNS 10.0.2.3
+	NetworkOutbound = "outbound" // one NIC behind the hypervisor's NAT
 	NetworkNone     = "none"     // no NIC at all
+)
+
+// How the guest configures its NIC under NetworkOutbound.
+const (
+	// NetworkConfigStatic: the NAT layout is fixed on the kernel command
+	// line (QEMU: 10.0.2.15/24 via 10.0.2.2, DNS 10.0.2.3). No DHCP round
+	// trip, so the fastest boot. Only for NATs whose layout we choose.
+	NetworkConfigStatic = "static"
+	// NetworkConfigDHCP: the guest asks the NAT's DHCP server. vz always
+	// uses it, since macOS picks the NAT's subnet.
+	NetworkConfigDHCP = "dhcp"
 )
 
 // Accelerator choices for drivers that have a choice (QEMU).
@@ -64,6 +75,9 @@ type Spec struct {
 	RunDir     string // sockets and pid files; keep the path short (unix socket limit)
 	Accel      string // AccelAuto (default), AccelKVM or AccelTCG; ignored by vz
 	Debug      bool   // verbose guest agent logging
+	// NetworkConfig is NetworkConfigStatic or NetworkConfigDHCP; "" is the
+	// driver's default (QEMU: static, vz: DHCP). Ignored for NetworkNone.
+	NetworkConfig string
 }
 
 // Validate checks the fields every driver relies on.
@@ -84,6 +98,11 @@ func (s Spec) Validate() error {
 	case s.Network != NetworkOutbound && s.Network != NetworkNone:
 		return fmt.Errorf("vm spec: network: %q, want %q or %q", s.Network, NetworkOutbound, NetworkNone)
 	}
+	switch s.NetworkConfig {
+	case "", NetworkConfigStatic, NetworkConfigDHCP:
+	default:
+		return fmt.Errorf("vm spec: network config: %q, want %q or %q", s.NetworkConfig, NetworkConfigStatic, NetworkConfigDHCP)
+	}
 	switch s.Accel {
 	case "", AccelAuto, AccelKVM, AccelTCG:
 	default:
@@ -98,7 +117,8 @@ func (s Spec) Validate() error {
 }
 
 // BootParams renders the guest agent's boot parameters for this spec. The
-// driver fills in the agent channel it provides.
+// driver fills in the agent channel it provides. An empty NetworkConfig
+// means static here; a driver whose NAT is DHCP-only sets it first.
 func (s Spec) BootParams(serialPort string, vsockPort uint32) bootparams.Params {
 	p := bootparams.Params{
 		RootDevice: "/dev/vda",
@@ -111,6 +131,9 @@ func (s Spec) BootParams(serialPort string, vsockPort uint32) bootparams.Params 
 	}
 	if s.Network == NetworkOutbound {
 		p.Network = bootparams.DefaultNAT
+		if s.NetworkConfig == NetworkConfigDHCP {
+			p.Network = bootparams.DHCPNAT
+		}
 	}
 	return p
 }

@@ -54,6 +54,10 @@ func NewPlan(spec vm.Spec, lim Limits, goarch string) (Plan, error) {
 	if err := spec.Validate(); err != nil {
 		return Plan{}, err
 	}
+	if spec.Network == vm.NetworkOutbound && spec.NetworkConfig == vm.NetworkConfigStatic {
+		return Plan{}, fmt.Errorf("%w: vm spec: network config: %q, vz's NAT is configured by DHCP only (macOS picks its subnet)",
+			vm.ErrUnsupported, spec.NetworkConfig)
+	}
 	cpus := uint(spec.CPUs)
 	switch {
 	case cpus < lim.MinCPUs:
@@ -100,8 +104,11 @@ func NewPlan(spec vm.Spec, lim Limits, goarch string) (Plan, error) {
 
 // Cmdline is the kernel command line: the console on the first virtio
 // console port (hvc0), the agent's boot parameters with the vsock
-// transport, then the spec's extra words.
+// transport, then the spec's extra words. The NIC is always configured by
+// DHCP: the framework's NAT hands out addresses from a subnet macOS picks
+// (usually 192.168.64.0/24), so no static layout is right.
 func Cmdline(spec vm.Spec) string {
+	spec.NetworkConfig = vm.NetworkConfigDHCP
 	words := []string{"console=hvc0", spec.BootParams("", AgentPort).Encode()}
 	if extra := strings.TrimSpace(spec.Cmdline); extra != "" {
 		words = append(words, extra)

@@ -84,7 +84,7 @@ func TestCmdline(t *testing.T) {
 	spec := testSpec(t)
 	got := Cmdline(spec)
 	want := "console=hvc0 osaurus.root=/dev/vda osaurus.share=workspace:/workspace osaurus.share=output:/output " +
-		"osaurus.ip=10.0.2.15/24 osaurus.gw=10.0.2.2 osaurus.dns=10.0.2.3 osaurus.vsock=1024 quiet"
+		"osaurus.net=dhcp osaurus.vsock=1024 quiet"
 	if got != want {
 		t.Errorf("cmdline\n got %q\nwant %q", got, want)
 	}
@@ -93,8 +93,13 @@ func TestCmdline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.VsockPort != AgentPort || p.SerialPort != "" || len(p.Shares) != 2 {
+	if p.VsockPort != AgentPort || p.SerialPort != "" || len(p.Shares) != 2 || p.Network != bootparams.DHCPNAT {
 		t.Errorf("guest sees %+v", p)
+	}
+	// DHCP is the only way vz's NAT works, whatever the spec's default.
+	spec.NetworkConfig = vm.NetworkConfigDHCP
+	if again := Cmdline(spec); again != got {
+		t.Errorf("explicit DHCP: cmdline %q, want %q", again, got)
 	}
 }
 
@@ -117,6 +122,8 @@ func TestNewPlanRejects(t *testing.T) {
 			msg: []string{"memory: 512 MiB", "at least 1024 MiB"}},
 		{name: "spec invalid", edit: func(_ *testing.T, s *vm.Spec) { s.Network = "bridge" },
 			msg: []string{"network"}},
+		{name: "static network config", edit: func(_ *testing.T, s *vm.Spec) { s.NetworkConfig = vm.NetworkConfigStatic },
+			unsupported: true, msg: []string{"network config", "DHCP"}},
 		{name: "gzip kernel", edit: func(t *testing.T, s *vm.Spec) { writeFile(t, s.Kernel, []byte{0x1f, 0x8b, 8, 0}) },
 			is: ErrKernelFormat, msg: []string{"gzip", "gunzip"}},
 		{name: "not an arm64 Image", edit: func(t *testing.T, s *vm.Spec) { writeFile(t, s.Kernel, make([]byte, 4096)) },

@@ -1,0 +1,201 @@
+// Package mcpserver serves an agent's sandbox tools over the Model Context
+// Protocol, so Claude Desktop, Claude Code, Cursor or any MCP client can
+// use the sandbox.
+//
+// Two transports: stdio (`osaurus-sandbox mcp --agent NAME`, one agent per
+// process) and streamable HTTP on loopback, served by the running app at
+// http://127.0.0.1:47821/mcp, where the bearer token picks the agent.
+//
+// The tools listed follow the agent's settings: write and exec tools appear
+// only while autonomous exec is on. When the registry changes, the list is
+// updated and clients are told (notifications/tools/list_changed).
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// Config is what every MCP server of a process shares.
+type Config struct {
+	Env      *tools.Env
+	Registry *agents.Registry
+	// Version is reported to clients.
+	Version string
+	// Logger gets the SDK's messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// AgentServer is the MCP server of one agent, kept in step with the
+// agent's settings in the registry.
+type AgentServer struct {
+	cfg   Config
+	id    string
+	srv   *mcp.Server
+	unsub func()
+
+	ts     atomic.Pointer[tools.Toolset] // nil once the agent is removed
+	mu     sync.Mutex                    // serialises sync
+	listed map[string]bool
+}
+
+// NewAgentServer returns the server of the agent ref (id, slug or name).
+// Close it when done.
+func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
+	a, err := cfg.Registry.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	s := &AgentServer{cfg: cfg, id: a.ID, listed: map[string]bool{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "osaurus-sandbox", Title: "Osaurus Sandbox", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: instructions(a),
+		Logger:       cfg.Logger,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// A new session is a new conversation: start a new turn for the
+		// exec limiter.
+		InitializedHandler: func(context.Context, *mcp.InitializedRequest) {
+			cfg.Env.ExecLimiter().EndTurn(s.id)
+		},
+	})
+	s.sync()
+	s.unsub = cfg.Registry.Subscribe(s.sync)
+	return s, nil
+}
+
+func instructions(a agents.Agent) string {
+	return "These tools work inside an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
+		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. " +
+		"Every tool returns a JSON envelope: {ok, result, warnings} or {ok: false, kind, message, retryable, field, expected}; " +
+		"read the message and fix the call."
+}
+
+// MCP is the SDK server, for Run or a transport handler.
+func (s *AgentServer) MCP() *mcp.Server { return s.srv }
+
+// Close stops following the registry.
+func (s *AgentServer) Close() { s.unsub() }
+
+// Removed reports whether the agent was removed from the registry.
+func (s *AgentServer) Removed() bool { return s.ts.Load() == nil }
+
+// sync makes the registered tools match the agent's current settings. The
+// SDK announces every change to connected clients.
+func (s *AgentServer) sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var specs []tools.Spec
+	a, err := s.cfg.Registry.Get(s.id)
+	if err == nil {
+		ts := s.cfg.Env.Toolset(a)
+		s.ts.Store(ts)
+		specs = ts.List()
+	} else {
+		s.ts.Store(nil)
+	}
+	want := map[string]tools.Spec{}
+	for _, sp := range specs {
+		want[sp.Name] = sp
+	}
+	var gone []string
+	for name := range s.listed {
+		if _, ok := want[name]; !ok {
+			gone = append(gone, name)
+			delete(s.listed, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.srv.RemoveTools(gone...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if !s.listed[name] {
+			s.srv.AddTool(toolOf(want[name]), s.handler(name))
+			s.listed[name] = true
+		}
+	}
+}
+
+func toolOf(sp tools.Spec) *mcp.Tool {
+	return &mcp.Tool{
+		Name:        sp.Name,
+		Description: sp.Description,
+		InputSchema: sp.InputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			ReadOnlyHint:    sp.ReadOnly,
+			DestructiveHint: &sp.Destructive,
+			IdempotentHint:  sp.Idempotent,
+			OpenWorldHint:   &sp.OpenWorld,
+		},
+	}
+}
+
+// handler runs a tool with the agent's current settings. The envelope is
+// the text content; failures set IsError so clients show them as such.
+func (s *AgentServer) handler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var env envelope.Envelope
+		if ts := s.ts.Load(); ts == nil {
+			env = envelope.Fail(name, envelope.ToolNotFound, "this agent was removed; its tools are gone")
+		} else {
+			var args json.RawMessage
+			if req.Params != nil {
+				args = req.Params.Arguments
+			}
+			env = ts.Run(ctx, name, args)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
+	}
+}
+
+// Watch re-reads the registry every interval until ctx ends, so changes
+// made by another process (the CLI, the app) reach this one's servers.
+func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, logf func(string, ...any)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := reg.Reload(); err != nil {
+			if msg := err.Error(); msg != last && logf != nil {
+				logf("agents registry: %v", err)
+				last = msg
+			}
+			continue
+		}
+		last = ""
+	}
+}
+
+// ServeStdio serves agent ref over a stream pair (os.Stdin and os.Stdout
+// for `osaurus-sandbox mcp`) until the client disconnects or ctx ends.
+func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) error {
+	s, err := NewAgentServer(cfg, ref)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go Watch(ctx, cfg.Registry, 2*time.Second, nil)
+	err = s.srv.Run(ctx, t)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
