@@ -278,3 +278,31 @@ func TestQEMUDeathFailsCallsFast(t *testing.T) {
 		t.Fatalf("last event %+v, want an error event naming the kill", last)
 	}
 }
+
+// TestVirtiofsdDeathStopsTheVM: a share without its server is a broken VM;
+// the driver stops it and reports which share failed.
+func TestVirtiofsdDeathStopsTheVM(t *testing.T) {
+	events := make(chan vm.Event, 16)
+	m := boot(t, bootOpts{events: func(e vm.Event) { events <- e }})
+	pidFile := filepath.Join(env.dataDir, "run", "fs0.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("VM still running 30 s after its virtiofsd died")
+	}
+	var last vm.Event
+	for len(events) > 0 {
+		last = <-events
+	}
+	if last.State != vm.StateError || !strings.Contains(last.Err.Error(), "virtiofsd for /workspace exited") {
+		t.Fatalf("last event %+v, want an error naming the /workspace virtiofsd", last)
+	}
+}

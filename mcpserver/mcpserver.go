@@ -70,9 +70,28 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 			cfg.Env.ExecLimiter().EndTurn(s.id)
 		},
 	})
+	s.srv.AddReceivingMiddleware(s.unlisted)
 	s.sync()
 	s.unsub = cfg.Registry.Subscribe(s.sync)
 	return s, nil
+}
+
+// unlisted answers calls of tools that aren't listed, which the SDK would
+// refuse with a bare protocol error, with an envelope instead: a
+// tool_not_found that says why (e.g. autonomous exec is off) and what the
+// agent can use.
+func (s *AgentServer) unlisted(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil {
+			s.mu.Lock()
+			listed := s.listed[r.Params.Name]
+			s.mu.Unlock()
+			if !listed {
+				return s.handler(r.Params.Name)(ctx, r)
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func instructions(a agents.Agent) string {

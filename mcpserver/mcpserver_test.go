@@ -203,9 +203,14 @@ func TestToolsFollowSettingsAndAreAnnounced(t *testing.T) {
 	if got := listNames(t, cs); !slices.Equal(got, readOnly) {
 		t.Fatalf("after turning it off: %v", got)
 	}
-	// The SDK refuses tools that are no longer listed.
-	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"command": "id"}}); err == nil && !res.IsError {
-		t.Fatalf("a delisted tool ran: %+v", res)
+	// A tool that is no longer listed answers with an envelope saying why.
+	e, isErr := callTool(t, cs, "sandbox_exec", map[string]any{"command": "id"})
+	if !isErr || e.Kind != envelope.ToolNotFound || !strings.Contains(e.Message, "it needs autonomous exec, which is off") {
+		t.Fatalf("a delisted tool: %+v (IsError %v)", e, isErr)
+	}
+	e, _ = callTool(t, cs, "rm_rf", nil)
+	if e.Kind != envelope.ToolNotFound || !strings.Contains(e.Message, "sandbox_read_file") {
+		t.Fatalf("an unknown tool: %+v", e)
 	}
 
 	// A change made by another process arrives through Reload.
