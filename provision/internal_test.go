@@ -185,3 +185,24 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestParseManifestOCI(t *testing.T) {
+	sum := strings.Repeat("c", 64)
+	doc := `{"schemaVersion":1,"arch":"arm64","distro":"alpine",
+	 "kernel":{"url":"k/vmlinuz","sha256":"` + sum + `","format":"raw"},
+	 "rootfs":{"oci":{"ref":"127.0.0.1:5000/guest@sha256:` + sum + `"},"format":"oci"}}`
+	m, err := ParseManifest([]byte(doc), "http://127.0.0.1:8080/images/manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Kernel.URL != "http://127.0.0.1:8080/images/k/vmlinuz" {
+		t.Errorf("kernel url %q", m.Kernel.URL)
+	}
+	if m.Rootfs.URL != "" || m.Rootfs.OCI == nil || m.Rootfs.OCI.Ref != "127.0.0.1:5000/guest@sha256:"+sum {
+		t.Errorf("rootfs %+v", m.Rootfs)
+	}
+	tagged := strings.Replace(doc, "@sha256:"+sum, ":latest", 1)
+	if _, err := ParseManifest([]byte(tagged), "http://127.0.0.1:8080/manifest.json"); !errors.Is(err, ErrImageNotPinned) {
+		t.Errorf("tag-only ref: %v, want ErrImageNotPinned", err)
+	}
+}
