@@ -51,8 +51,9 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
 	}
 	for _, u := range []struct{ key, val string }{{"imageManifest", s.ImageManifest}, {"diagnosticsUrl", s.DiagnosticsURL}} {
-		if u.val != "" && !strings.HasPrefix(u.val, "http://") && !strings.HasPrefix(u.val, "https://") && !strings.HasPrefix(u.val, "file://") {
-			return fmt.Errorf("%w: %s: %q, want an http(s):// or file:// URL", ErrInvalid, u.key, u.val)
+		builtin := u.key == "imageManifest" && strings.HasPrefix(u.val, "builtin:")
+		if u.val != "" && !builtin && !strings.HasPrefix(u.val, "http://") && !strings.HasPrefix(u.val, "https://") && !strings.HasPrefix(u.val, "file://") {
+			return fmt.Errorf("%w: %s: %q, want an http(s):// or file:// URL (imageManifest also takes builtin:alpine)", ErrInvalid, u.key, u.val)
 		}
 	}
 	return nil
@@ -108,7 +109,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"network", "outbound or none (restart required)"},
 	{"autoStart", "true or false: start the VM when the app starts"},
 	{"accel", "auto, kvm or tcg (Linux; restart required)"},
-	{"imageManifest", "guest image manifest URL; empty for the default"},
+	{"imageManifest", "guest image manifest URL, or builtin:alpine; empty for the default"},
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
 }
 

@@ -92,6 +92,14 @@ func natURL(cfg config.Sandbox) string {
 	raw := cfg.DiagnosticsURL
 	if raw == "" {
 		raw, _ = manifestURL(cfg)
+		// A built-in image has no URL of its own: use its kernel's
+		// checksum file, a small file on the image host.
+		if m, ok, err := provision.BuiltinManifest(raw); ok && err == nil {
+			raw = m.Kernel.ChecksumURL
+			if raw == "" {
+				raw = m.Kernel.URL
+			}
+		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {

@@ -29,7 +29,18 @@ func (p *Provisioner) modules(ctx context.Context, file, sum string, a *Artifact
 			return nil, fmt.Errorf("modules: %w", err)
 		}
 	}
-	mods, err := kmod.Resolve(os.DirFS(dir), kmod.GuestModules()...)
+	tree := os.DirFS(dir)
+	names := kmod.GuestModules()
+	// Some kernels build these as modules (Alpine's virt kernel has ext4 as
+	// a module, and ext4 wants a crc32c implementation it only names as a
+	// soft dependency); others build them in or lack them. Take them when
+	// the kernel ships them.
+	for _, opt := range kmod.OptionalGuestModules() {
+		if _, err := kmod.Resolve(tree, opt); err == nil {
+			names = append(names, opt)
+		}
+	}
+	mods, err := kmod.Resolve(tree, names...)
 	if err != nil {
 		return nil, fmt.Errorf("modules: %w", err)
 	}

@@ -21,7 +21,7 @@ esac
 
 # what each group of make targets needs
 run_pkgs=("$qemu" qemu-system-common)
-test_pkgs=(e2fsprogs debootstrap cpio ca-certificates)
+test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools)
 
 want=("${run_pkgs[@]}")
 [ "${1:-run}" = test ] && want+=("${test_pkgs[@]}")

@@ -53,6 +53,14 @@ func GuestModules() []string {
 	}
 }
 
+// OptionalGuestModules are loaded when the kernel ships them as modules and
+// skipped when it doesn't: the root filesystem's driver and the crc32c
+// implementation ext4 asks for only as a soft dependency (which Resolve
+// does not follow).
+func OptionalGuestModules() []string {
+	return []string{"crc32c_generic", "ext4"}
+}
+
 // NormalizeName returns the canonical spelling of a module name: the kernel
 // treats '-' and '_' in module names as the same character.
 func NormalizeName(name string) string {

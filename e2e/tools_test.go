@@ -1,0 +1,625 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+	"github.com/osaurus/osaurus-sandbox/vm"
+)
+
+// toolsEnv is one booted VM served to MCP clients the two ways users
+// reach it: the real `osaurus-sandbox mcp` binary over stdio (relayed
+// through an owner's control socket, as in the app) and the app's HTTP
+// server on loopback with bearer tokens.
+type toolsEnv struct {
+	m    *vm.Machine
+	home string // OSAURUS_SANDBOX_HOME of the CLI
+	reg  *agents.Registry
+	url  string
+	bin  string
+}
+
+func newToolsEnv(t *testing.T) *toolsEnv {
+	t.Helper()
+	m := boot(t, bootOpts{})
+	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
+	paths := config.Paths{Root: te.home}
+	var err error
+	if te.reg, err = agents.Open(paths.AgentsJSON()); err != nil {
+		t.Fatal(err)
+	}
+	fakeOwner(t, paths, m)
+
+	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }})
+	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: te.reg, Version: "e2e"})
+	ln, err := mcpserver.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); mcpserver.Serve(ctx, ln, h) }()
+	t.Cleanup(func() { cancel(); <-done; h.Close() })
+	te.url = "http://" + ln.Addr().String() + mcpserver.Path
+	return te
+}
+
+// fakeOwner stands in for the app: it answers status with "running" and
+// relays every other call to the VM, like control.Server does.
+func fakeOwner(t *testing.T, p config.Paths, m *vm.Machine) {
+	ln, err := control.Listen(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := agentproto.NewMux()
+	mux.Handle(control.OpStatus, func(ctx context.Context, c *agentproto.Call) error {
+		return c.Respond(control.StatusReply{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"})
+	})
+	mux.HandleDefault(func(ctx context.Context, c *agentproto.Call) error { return m.Agent().Peer.Forward(ctx, c) })
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				peer, err := agentproto.NewServerPeer(conn)
+				if err != nil {
+					return
+				}
+				defer peer.Close(nil)
+				peer.Serve(ctx, mux)
+			}()
+		}
+	}()
+	t.Cleanup(func() { cancel(); ln.Close() })
+}
+
+func (te *toolsEnv) addAgent(t *testing.T, name string, fn func(*agents.AutonomousExec)) agents.Agent {
+	t.Helper()
+	a, err := te.reg.Add(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn != nil {
+		if a, err = te.reg.Update(a.ID, func(a *agents.Agent) error { fn(&a.AutonomousExec); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+func autonomous(max int, background bool) func(*agents.AutonomousExec) {
+	return func(ae *agents.AutonomousExec) {
+		ae.Enabled, ae.MaxCommandsPerTurn, ae.BackgroundProcesses = true, max, background
+	}
+}
+
+// session is an MCP client session with helpers.
+type session struct {
+	name    string
+	cs      *mcp.ClientSession
+	changed chan struct{}
+}
+
+func newSession(t *testing.T, name string, tr mcp.Transport) *session {
+	t.Helper()
+	s := &session{name: name, changed: make(chan struct{}, 16)}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("%s: connect: %v", name, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	s.cs = cs
+	return s
+}
+
+// stdio runs the real binary as an MCP client would.
+func (te *toolsEnv) stdio(t *testing.T, agent string) *session {
+	cmd := exec.Command(te.bin, "mcp", "--agent", agent)
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+te.home)
+	cmd.Stderr = testLog{t, "stdio server: "}
+	return newSession(t, "stdio "+agent, &mcp.CommandTransport{Command: cmd})
+}
+
+func (te *toolsEnv) http(t *testing.T, agent string) *session {
+	tok, err := te.reg.Token(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: bearer(tok)}
+	return newSession(t, "http "+agent, &mcp.StreamableClientTransport{Endpoint: te.url, HTTPClient: hc})
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+type testLog struct {
+	t      *testing.T
+	prefix string
+}
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(l.prefix + strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (s *session) tools(t *testing.T) []string {
+	t.Helper()
+	res, err := s.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("%s: list tools: %v", s.name, err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// call runs a tool and returns its envelope, checking that IsError agrees.
+func (s *session) call(t *testing.T, tool string, args any) envelope.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %s: %v", s.name, tool, err)
+	}
+	e, err := envelope.Parse(res.Content[0].(*mcp.TextContent).Text)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", s.name, tool, err)
+	}
+	if res.IsError == e.OK || e.Tool != tool {
+		t.Fatalf("%s: %s: IsError %v for envelope %+v", s.name, tool, res.IsError, e)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Logf("%s: %s took %s", s.name, tool, d.Round(100*time.Millisecond))
+	}
+	return e
+}
+
+// ok runs a tool that must succeed and returns its result.
+func (s *session) ok(t *testing.T, tool string, args any) map[string]any {
+	t.Helper()
+	e := s.call(t, tool, args)
+	if !e.OK {
+		t.Fatalf("%s: %s(%v): %s: %s", s.name, tool, args, e.Kind, e.Message)
+	}
+	r, _ := e.Result.(map[string]any)
+	return r
+}
+
+// fails runs a tool that must fail with kind and returns the envelope.
+func (s *session) fails(t *testing.T, tool string, args any, kind envelope.Kind) envelope.Envelope {
+	t.Helper()
+	e := s.call(t, tool, args)
+	if e.OK || e.Kind != kind || e.Retryable != kind.Retryable() {
+		t.Fatalf("%s: %s(%v): got %+v, want a %s failure", s.name, tool, args, e, kind)
+	}
+	return e
+}
+
+func (s *session) waitChanged(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.changed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: no tools/list_changed notification", s.name)
+	}
+}
+
+func num(v any) int {
+	n, _ := v.(json.Number).Int64()
+	return int(n)
+}
+
+// TestToolsOverMCP drives every tool through both transports against one
+// booted VM, then checks isolation, gating, limiters, caps and failures.
+func TestToolsOverMCP(t *testing.T) {
+	te := newToolsEnv(t)
+	te.addAgent(t, "Alice", autonomous(100, true))
+	te.addAgent(t, "Bob", autonomous(100, true))
+	alice := te.stdio(t, "alice")
+	bob := te.http(t, "bob")
+
+	t.Run("every tool over stdio", func(t *testing.T) { everyTool(t, alice, "alice", "jq") })
+	t.Run("every tool over HTTP", func(t *testing.T) { everyTool(t, bob, "bob", "tree") })
+	t.Run("isolation", func(t *testing.T) { isolation(t, alice, bob) })
+	t.Run("gating", func(t *testing.T) { gating(t, te) })
+	t.Run("limiters", func(t *testing.T) { limiters(t, te) })
+	t.Run("output caps", func(t *testing.T) { outputCaps(t, alice, bob) })
+	t.Run("failure envelopes", func(t *testing.T) { failures(t, alice, bob) })
+	t.Run("remove agent", func(t *testing.T) { removeAgent(t, te, bob) })
+	t.Run("VM gone", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		te.m.Stop(ctx)
+		for _, s := range []*session{alice, te.http(t, "alice")} {
+			e := s.fails(t, "sandbox_list_directory", nil, envelope.Unavailable)
+			t.Logf("%s after the VM stopped: %s", s.name, e.Message)
+		}
+	})
+}
+
+func everyTool(t *testing.T, s *session, slug, pkg string) {
+	home := "/workspace/agents/" + slug
+	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
+
+	if got := len(s.tools(t)); got != 15 {
+		t.Fatalf("%d tools listed, want all 15", got)
+	}
+	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
+	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
+		t.Fatalf("write: %v", r)
+	}
+	if r = s.ok(t, "sandbox_read_file", map[string]any{"path": "proj/hello.py"}); r["content"] != script || r["kind"] != "file" {
+		t.Fatalf("read: %v", r)
+	}
+	if r = s.ok(t, "sandbox_read_file", map[string]any{"path": "~/proj/hello.py", "start_line": 2, "line_count": 1}); r["content"] != "print('hello', *sys.argv[1:])\n" {
+		t.Fatalf("read line 2: %v", r)
+	}
+	if r = s.ok(t, "sandbox_read_file", map[string]any{"path": home + "/proj/hello.py", "tail_lines": 1}); r["content"] != "print('hello', *sys.argv[1:])\n" {
+		t.Fatalf("read tail: %v", r)
+	}
+	e := s.fails(t, "sandbox_edit_file", map[string]any{"path": "proj/hello.py", "old_string": "sys", "new_string": "os"}, envelope.InvalidArgs)
+	if e.Field != "old_string" || !strings.Contains(e.Message, "matched 2 times") {
+		t.Fatalf("ambiguous edit: %+v", e)
+	}
+	s.ok(t, "sandbox_edit_file", map[string]any{"path": "proj/hello.py", "old_string": "'hello'", "new_string": "'hi'"})
+
+	r = s.ok(t, "sandbox_list_directory", map[string]any{"path": "proj"})
+	if fmt.Sprint(r["entries"]) != fmt.Sprintf("[map[name:hello.py path:%s/proj/hello.py size:%d type:file]]", home, len(script)-3) {
+		t.Fatalf("list: %v", r["entries"])
+	}
+	r = s.ok(t, "sandbox_list_directory", map[string]any{"recursive": true})
+	if !strings.Contains(fmt.Sprint(r["entries"]), home+"/proj/hello.py") {
+		t.Fatalf("recursive list: %v", r["entries"])
+	}
+	r = s.ok(t, "sandbox_search_files", map[string]any{"pattern": "h[io]'", "path": "proj", "include": "*.py", "context_lines": 1})
+	lines := r["lines"].([]any)
+	if num(r["match_count"]) != 1 || len(lines) != 2 || fmt.Sprint(lines[1]) != fmt.Sprintf("map[line:2 match:true path:%s/proj/hello.py text:print('hi', *sys.argv[1:])]", home) {
+		t.Fatalf("search: %v", r)
+	}
+	if r = s.ok(t, "sandbox_find_files", map[string]any{"pattern": "hello"}); fmt.Sprint(r["files"]) != "["+home+"/proj/hello.py]" {
+		t.Fatalf("find: %v", r)
+	}
+
+	r = s.ok(t, "sandbox_exec", map[string]any{"command": "whoami; pwd; stat -c %a ."})
+	if r["stdout"] != fmt.Sprintf("agent-%s\n%s\n700\n", slug, home) || num(r["exit_code"]) != 0 {
+		t.Fatalf("exec: %v", r)
+	}
+	if r = s.ok(t, "sandbox_exec", map[string]any{"command": "ls; exit 3", "cwd": "proj", "timeout": 60}); r["stdout"] != "hello.py\n" || num(r["exit_code"]) != 3 {
+		t.Fatalf("exec in proj: %v", r)
+	}
+	r = s.ok(t, "sandbox_run_script", map[string]any{"path": "proj/hello.py", "args": []string{"there"}})
+	if r["stdout"] != "hi there\n" || r["combined"] != "hi there\n" || r["language"] != "python" {
+		t.Fatalf("run script: %v", r)
+	}
+
+	shared := "/workspace/shared/" + slug + "-hello.py"
+	s.ok(t, "sandbox_move", map[string]any{"source": "proj/hello.py", "destination": shared})
+	s.ok(t, "sandbox_read_file", map[string]any{"path": shared})
+	s.ok(t, "sandbox_delete", map[string]any{"path": shared})
+	s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/x", "content": ""})
+	s.fails(t, "sandbox_delete", map[string]any{"path": "proj"}, envelope.InvalidArgs)
+	s.ok(t, "sandbox_delete", map[string]any{"path": "proj", "recursive": true})
+	s.fails(t, "sandbox_read_file", map[string]any{"path": "proj/hello.py"}, envelope.NotFound)
+
+	r = s.ok(t, "sandbox_exec_background", map[string]any{"command": "echo started; exec sleep 300"})
+	pid := num(r["pid"])
+	if r["background"] != true || r["log_file"] != fmt.Sprintf("%s/.sandbox/logs/%d.log", home, pid) {
+		t.Fatalf("background: %v", r)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r = s.ok(t, "sandbox_process", map[string]any{"action": "poll", "pid": pid})
+		if r["running"] != true {
+			t.Fatalf("poll: %v", r)
+		}
+		if r["log_tail"] == "started\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log never showed the output: %v", r)
+		}
+		time.Sleep(time.Second)
+	}
+	if r = s.ok(t, "sandbox_process", map[string]any{"action": "kill", "pid": pid}); r["running"] != false || num(r["signal"]) != 15 {
+		t.Fatalf("kill: %v", r)
+	}
+	if r = s.ok(t, "sandbox_process", map[string]any{"action": "wait", "pid": pid, "timeout": 1}); r["running"] != false {
+		t.Fatalf("wait after kill: %v", r)
+	}
+
+	start := time.Now()
+	r = s.ok(t, "sandbox_install", map[string]any{"packages": []string{pkg}})
+	t.Logf("apt install %s: %s", pkg, time.Since(start).Round(time.Second))
+	if fmt.Sprint(r["installed"]) != "["+pkg+"]" {
+		t.Fatalf("install: %v", r)
+	}
+	if r = s.ok(t, "sandbox_exec", map[string]any{"command": pkg + " --version"}); num(r["exit_code"]) != 0 {
+		t.Fatalf("%s after install: %v", pkg, r)
+	}
+
+	// The test machine can't reach the Python package index, so pip fails
+	// (an execution_error with pip's words), but the venv is made.
+	e = s.fails(t, "sandbox_pip_install", map[string]any{"packages": []string{"six"}}, envelope.ExecutionError)
+	t.Logf("pip without the package index: %s", e.Message)
+	if r = s.ok(t, "sandbox_exec", map[string]any{"command": "command -v python3 pip"}); r["stdout"] != home+"/.venv/bin/python3\n"+home+"/.venv/bin/pip\n" {
+		t.Fatalf("the venv is not first on PATH: %v", r)
+	}
+
+	start = time.Now()
+	s.ok(t, "sandbox_npm_install", map[string]any{"packages": []string{"semver@7"}})
+	t.Logf("npm install semver: %s", time.Since(start).Round(time.Second))
+	if r = s.ok(t, "sandbox_exec", map[string]any{"command": "semver -r '>=1.0.0' 1.2.3", "timeout": 120}); r["stdout"] != "1.2.3\n" {
+		t.Fatalf("semver from the npm prefix: %v", r)
+	}
+}
+
+func isolation(t *testing.T, alice, bob *session) {
+	bobHome := "/workspace/agents/bob"
+	bob.ok(t, "sandbox_write_file", map[string]any{"path": "secret.txt", "content": "bob's secret 4711\n"})
+	bob.ok(t, "sandbox_write_file", map[string]any{"path": "/workspace/shared/bob.txt", "content": "mine\n"})
+	r := bob.ok(t, "sandbox_exec_background", map[string]any{"command": "exec sleep 600"})
+	bobPid := num(r["pid"])
+
+	// Directly: the host refuses the path.
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"sandbox_read_file", map[string]any{"path": bobHome + "/secret.txt"}},
+		{"sandbox_write_file", map[string]any{"path": bobHome + "/planted", "content": "x"}},
+		{"sandbox_list_directory", map[string]any{"path": bobHome}},
+		{"sandbox_search_files", map[string]any{"pattern": "secret", "path": bobHome}},
+		{"sandbox_read_file", map[string]any{"path": "../bob/secret.txt"}},
+		{"sandbox_read_file", map[string]any{"path": "/etc/shadow"}},
+	} {
+		e := alice.fails(t, c.tool, c.args, envelope.InvalidArgs)
+		if e.Field != "path" || !strings.Contains(e.Expected, "/workspace/agents/alice") {
+			t.Errorf("%s %v: %+v", c.tool, c.args, e)
+		}
+	}
+
+	// Through symlinks alice plants in her home: the guest refuses them.
+	alice.ok(t, "sandbox_exec", map[string]any{"command": "ln -sfn " + bobHome + " bobhome && ln -sfn /etc etc && ln -sfn " + bobHome + "/secret.txt s && ln -sfn /etc/passwd pw"})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"sandbox_read_file", map[string]any{"path": "bobhome/secret.txt"}},
+		{"sandbox_read_file", map[string]any{"path": "s"}},
+		{"sandbox_read_file", map[string]any{"path": "etc/passwd"}},
+		{"sandbox_read_file", map[string]any{"path": "pw"}},
+		{"sandbox_list_directory", map[string]any{"path": "bobhome"}},
+		{"sandbox_list_directory", map[string]any{"path": "etc"}},
+		{"sandbox_write_file", map[string]any{"path": "bobhome/planted", "content": "x"}},
+		{"sandbox_write_file", map[string]any{"path": "etc/evil", "content": "x"}},
+		{"sandbox_edit_file", map[string]any{"path": "s", "old_string": "bob", "new_string": "eve"}},
+		{"sandbox_search_files", map[string]any{"pattern": "root", "path": "etc"}},
+		{"sandbox_search_files", map[string]any{"pattern": "secret", "path": "bobhome"}},
+		{"sandbox_find_files", map[string]any{"pattern": "*", "path": "bobhome"}},
+		{"sandbox_exec", map[string]any{"command": "ls", "cwd": "bobhome"}},
+		{"sandbox_move", map[string]any{"source": "bobhome/secret.txt", "destination": "stolen.txt"}},
+		{"sandbox_delete", map[string]any{"path": "bobhome/secret.txt"}},
+	} {
+		e := alice.call(t, c.tool, c.args)
+		if e.OK || e.Kind != envelope.Rejected {
+			t.Errorf("%s %v through a symlink: %+v", c.tool, c.args, e)
+		}
+	}
+	// A search of her whole home doesn't follow the links either.
+	if r := alice.ok(t, "sandbox_search_files", map[string]any{"pattern": "4711|root:"}); num(r["match_count"]) != 0 {
+		t.Errorf("search followed a symlink: %v", r)
+	}
+	// Her own commands meet Unix permissions.
+	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "cat " + bobHome + "/secret.txt; ls " + bobHome}); num(r["exit_code"]) == 0 || strings.Contains(r["stdout"].(string), "4711") {
+		t.Errorf("alice read bob's home: %v", r)
+	}
+	// Shared files: readable, but only their owner may delete them.
+	alice.ok(t, "sandbox_read_file", map[string]any{"path": "/workspace/shared/bob.txt"})
+	alice.fails(t, "sandbox_delete", map[string]any{"path": "/workspace/shared/bob.txt"}, envelope.Rejected)
+	alice.fails(t, "sandbox_write_file", map[string]any{"path": "/workspace/shared/bob.txt", "content": "x"}, envelope.Rejected)
+
+	// Processes: hidden (hidepid=2) and out of reach.
+	r = alice.ok(t, "sandbox_exec", map[string]any{"command": fmt.Sprintf("ps -eo pid=,user=; ls /proc/%d", bobPid)})
+	if strings.Contains(r["stdout"].(string), "agent-bob") || strings.Contains(r["stdout"].(string), fmt.Sprint(bobPid)) || num(r["exit_code"]) == 0 {
+		t.Errorf("alice sees bob's process %d: %v", bobPid, r)
+	}
+	if r := bob.ok(t, "sandbox_exec", map[string]any{"command": "ps -eo user= | sort -u"}); strings.Contains(r["stdout"].(string), "agent-alice") {
+		t.Errorf("bob sees alice's processes: %v", r)
+	}
+	alice.fails(t, "sandbox_process", map[string]any{"action": "kill", "pid": bobPid, "force": true}, envelope.Rejected)
+	alice.fails(t, "sandbox_process", map[string]any{"action": "poll", "pid": bobPid}, envelope.Rejected)
+	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": fmt.Sprintf("kill -9 %d", bobPid)}); num(r["exit_code"]) == 0 {
+		t.Errorf("alice's kill -9 of bob's process worked: %v", r)
+	}
+	if r := bob.ok(t, "sandbox_process", map[string]any{"action": "poll", "pid": bobPid}); r["running"] != true {
+		t.Errorf("bob's process died: %v", r)
+	}
+	bob.ok(t, "sandbox_process", map[string]any{"action": "kill", "pid": bobPid, "force": true})
+}
+
+func gating(t *testing.T, te *toolsEnv) {
+	te.addAgent(t, "Carol", nil)
+	for _, s := range []*session{te.stdio(t, "carol"), te.http(t, "carol")} {
+		if got := s.tools(t); !slices.Equal(got, []string{"sandbox_find_files", "sandbox_list_directory", "sandbox_read_file", "sandbox_search_files"}) {
+			t.Fatalf("%s: tools of a read-only agent: %v", s.name, got)
+		}
+		e := s.fails(t, "sandbox_exec", map[string]any{"command": "id"}, envelope.ToolNotFound)
+		if !strings.Contains(e.Message, "autonomous exec") {
+			t.Fatal(e.Message)
+		}
+		s.ok(t, "sandbox_list_directory", nil)
+
+		set := func(on bool) {
+			if _, err := te.reg.Update("carol", func(a *agents.Agent) error { a.AutonomousExec.Enabled = on; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			s.waitChanged(t)
+		}
+		set(true)
+		if got := len(s.tools(t)); got != 13 {
+			t.Fatalf("%s: %d tools after enabling, want 13", s.name, got)
+		}
+		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
+			t.Fatalf("exec: %v", r)
+		}
+		s.fails(t, "sandbox_exec_background", map[string]any{"command": "sleep 1"}, envelope.ToolNotFound)
+		set(false)
+		s.fails(t, "sandbox_write_file", map[string]any{"path": "x", "content": "y"}, envelope.ToolNotFound)
+	}
+}
+
+func limiters(t *testing.T, te *toolsEnv) {
+	te.addAgent(t, "Dave", autonomous(2, false))
+	for _, s := range []*session{te.http(t, "dave"), te.stdio(t, "dave")} {
+		// A new session starts a new turn.
+		s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+		s.ok(t, "sandbox_read_file", map[string]any{"path": "/workspace/shared/bob.txt"}) // not a command
+		s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+		e := s.fails(t, "sandbox_exec", map[string]any{"command": "true"}, envelope.Rejected)
+		if !strings.Contains(e.Message, "2 of 2 commands used this turn") {
+			t.Fatal(e.Message)
+		}
+		s.fails(t, "sandbox_run_script", map[string]any{"path": "x.sh"}, envelope.Rejected)
+	}
+
+	te.addAgent(t, "Erin", nil)
+	s := te.http(t, "erin")
+	for i := range 120 {
+		if e := s.call(t, "sandbox_list_directory", nil); !e.OK {
+			t.Fatalf("call %d: %+v", i+1, e)
+		}
+	}
+	e := s.fails(t, "sandbox_list_directory", nil, envelope.Rejected)
+	if !strings.Contains(e.Message, "rate limit reached") {
+		t.Fatal(e.Message)
+	}
+}
+
+func outputCaps(t *testing.T, alice, bob *session) {
+	for _, s := range []*session{alice, bob} {
+		e := s.call(t, "sandbox_exec", map[string]any{"command": "seq 1 100000; seq 1 20000 >&2"})
+		r, _ := e.Result.(map[string]any)
+		out, errOut := r["stdout"].(string), r["stderr"].(string)
+		if !strings.HasPrefix(out, "1\n2\n3\n") || !strings.HasSuffix(out, "99999\n100000\n") || !strings.Contains(out, "bytes omitted of 588895") || len(out) > tools.StdoutCap+100 {
+			t.Errorf("%s: stdout of %d characters: %.40q ... %.40q", s.name, len(out), out, out[max(0, len(out)-40):])
+		}
+		if !strings.HasPrefix(errOut, "1\n2\n") || !strings.HasSuffix(errOut, "19999\n20000\n") || len(errOut) > tools.StderrCap+100 {
+			t.Errorf("%s: stderr of %d characters", s.name, len(errOut))
+		}
+		if len(e.Warnings) != 2 {
+			t.Errorf("%s: warnings %q", s.name, e.Warnings)
+		}
+		r = s.ok(t, "sandbox_write_file", map[string]any{"path": "big.txt", "content": strings.Repeat("0123456789\n", 3000)})
+		if r = s.ok(t, "sandbox_read_file", map[string]any{"path": "big.txt"}); r["truncated"] != true || len(r["content"].(string)) != tools.DefaultMaxChars {
+			t.Errorf("%s: read cap: truncated %v, %d characters", s.name, r["truncated"], len(r["content"].(string)))
+		}
+	}
+}
+
+func failures(t *testing.T, alice, bob *session) {
+	for _, s := range []*session{alice, bob} {
+		e := s.fails(t, "sandbox_read_file", map[string]any{"path": "../x"}, envelope.InvalidArgs)
+		if e.Field != "path" || !strings.HasPrefix(e.Message, "Argument `path` rejected: traversal") {
+			t.Errorf("%s: traversal: %+v", s.name, e)
+		}
+		e = s.fails(t, "sandbox_read_file", map[string]any{"path": "x", "colour": "red"}, envelope.InvalidArgs)
+		if e.Field != "colour" {
+			t.Errorf("%s: unknown argument: %+v", s.name, e)
+		}
+		s.fails(t, "sandbox_read_file", map[string]any{"path": "no-such-file"}, envelope.NotFound)
+		e = s.fails(t, "sandbox_exec", map[string]any{"command": "echo before; sleep 30", "timeout": 2}, envelope.Timeout)
+		if !strings.Contains(e.Message, "stdout: before") {
+			t.Errorf("%s: timeout message: %s", s.name, e.Message)
+		}
+		e = s.fails(t, "sandbox_install", map[string]any{"packages": []string{"no-such-package-osaurus"}}, envelope.ExecutionError)
+		if !strings.Contains(e.Message, "Unable to locate package no-such-package-osaurus") {
+			t.Errorf("%s: install of a missing package: %s", s.name, e.Message)
+		}
+		s.fails(t, "sandbox_process", map[string]any{"action": "poll", "pid": 999999}, envelope.NotFound)
+		s.fails(t, "sandbox_made_up", nil, envelope.ToolNotFound)
+	}
+}
+
+func removeAgent(t *testing.T, te *toolsEnv, bob *session) {
+	g := te.m.Agent()
+	bob.ok(t, "sandbox_exec_background", map[string]any{"command": "exec sleep 600"})
+	uid, _, _ := sh(t, g, "", "id -u agent-bob")
+	tok, err := te.reg.Token("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The real CLI, reaching the guest through the owner.
+	cmd := exec.Command(te.bin, "agent", "remove", "bob")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+te.home)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "stopped its processes and deleted the Linux user agent-bob") {
+		t.Fatalf("agent remove: %v\n%s", err, out)
+	}
+	if err := te.reg.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	bob.waitChanged(t)
+	if got := bob.tools(t); len(got) != 0 {
+		t.Fatalf("a removed agent still lists %v", got)
+	}
+	check := fmt.Sprintf("id agent-bob 2>&1; ps -e -o uid= | awk '$1 == %s' | wc -l; test -f /workspace/agents/bob/secret.txt && echo home kept", strings.TrimSpace(uid))
+	got, _, _ := sh(t, g, "", check)
+	if !strings.Contains(got, "no such user") || !strings.Contains(got, "\n0\n") || !strings.HasSuffix(got, "home kept\n") {
+		t.Fatalf("after removal: %q", got)
+	}
+	// Purging later removes the home even though the user is gone.
+	if err := tools.RemoveUser(context.Background(), g, agents.Agent{Slug: "bob"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := sh(t, g, "", "ls /workspace/agents"); strings.Contains(got, "bob") {
+		t.Fatalf("purge kept the home: %q", got)
+	}
+	// Its token is refused from now on.
+	req, _ := http.NewRequest("POST", te.url, strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d for a removed agent's token, want 401", resp.StatusCode)
+	}
+}
