@@ -202,7 +202,7 @@ func runOne(ctx context.Context, env Env, c Check) (r Result) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	defer func() {
-		r.Duration = time.Since(start).Round(time.Millisecond)
+		r.Duration = time.Since(start).Round(time.Microsecond)
 		if p := recover(); p != nil {
 			r.Outcome, r.Detail, r.Hint = Fail, fmt.Sprint("check panicked: ", p), c.Hint
 		}

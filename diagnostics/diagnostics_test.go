@@ -1,0 +1,141 @@
+package diagnostics
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+// fakeGuest answers exec with a canned reply per script prefix.
+func fakeGuest(t *testing.T, reply func(script string) (string, int)) *agentproto.Client {
+	t.Helper()
+	a, b := net.Pipe()
+	srv, _ := agentproto.NewServerPeer(b)
+	m := agentproto.NewMux()
+	m.Handle(agentproto.OpHello, agentproto.Unary(func(context.Context, *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+		return &agentproto.HelloResponse{Major: agentproto.VersionMajor}, nil
+	}))
+	m.Handle(agentproto.OpExec, agentproto.Exec(func(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+		eio.Started(1)
+		out, code := reply(req.Shell)
+		if out == "hang" {
+			<-ctx.Done()
+			return agentproto.ExitStatus{}, ctx.Err()
+		}
+		eio.Stdout.Write([]byte(out))
+		return agentproto.ExitStatus{Exited: true, Code: code}, nil
+	}))
+	m.Handle(agentproto.OpUserAdd, agentproto.Unary(func(context.Context, *agentproto.UserAddRequest) (*agentproto.UserAddResponse, error) {
+		return &agentproto.UserAddResponse{UID: 2000}, nil
+	}))
+	go srv.Serve(context.Background(), m)
+	cp, _ := agentproto.NewClientPeer(a)
+	t.Cleanup(func() { cp.Close(nil); srv.Close(nil) })
+	c, err := agentproto.Handshake(context.Background(), cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func byName(rs []Result) map[string]Result {
+	m := map[string]Result{}
+	for _, r := range rs {
+		m[r.Name] = r
+	}
+	return m
+}
+
+func TestChecksReportPassFailAndHints(t *testing.T) {
+	c := fakeGuest(t, func(script string) (string, int) {
+		switch {
+		case strings.HasPrefix(script, "echo hello"):
+			return "hello from sandbox\n", 0
+		case script == "whoami":
+			return DiagUser + "\n", 0
+		case strings.Contains(script, "curl"):
+			return "curl: (6) Could not resolve host", 6
+		case strings.Contains(script, "apt-get"):
+			return "hang", 0
+		}
+		return "", 127
+	})
+	checks := Checks()
+	for i := range checks {
+		if checks[i].Name == "package-manager" {
+			checks[i].Timeout = 300 * time.Millisecond
+		}
+	}
+	var live []string
+	rs := Run(context.Background(), Env{Agent: c, PackageManager: "apt", NATURL: "http://example.invalid/"}, checks, func(r Result) {
+		live = append(live, r.Name)
+	})
+	got := byName(rs)
+	if got["exec"].Outcome != Pass || got["agent-user"].Outcome != Pass {
+		t.Errorf("exec/agent-user: %+v %+v", got["exec"], got["agent-user"])
+	}
+	nat := got["nat"]
+	if nat.Outcome != Fail || !strings.Contains(nat.Detail, "exit 6") || !strings.Contains(nat.Hint, "outbound") {
+		t.Errorf("nat: %+v", nat)
+	}
+	pm := got["package-manager"]
+	if pm.Outcome != Fail || !strings.Contains(pm.Detail, "timed out") || pm.Hint == "" {
+		t.Errorf("package manager timeout: %+v", pm)
+	}
+	if got["bridge"].Outcome != NotAvailable {
+		t.Errorf("bridge: %+v, want not-available (never a pass)", got["bridge"])
+	}
+	if len(live) != len(checks) || Passed(rs) {
+		t.Errorf("live %v, passed %v", live, Passed(rs))
+	}
+	for _, r := range rs {
+		if r.Outcome != NotAvailable && r.Duration <= 0 {
+			t.Errorf("%s has no duration", r.Name)
+		}
+	}
+}
+
+func TestChecksRunInParallel(t *testing.T) {
+	c := fakeGuest(t, func(string) (string, int) { return "", 0 })
+	// Each check waits until all four have started: run one after another
+	// they would never get there.
+	var mu sync.Mutex
+	started := 0
+	all := make(chan struct{})
+	var checks []Check
+	for _, n := range []string{"a", "b", "c", "d"} {
+		checks = append(checks, Check{Name: n, Timeout: 10 * time.Second, Hint: "h",
+			Run: func(ctx context.Context, env Env) (string, error) {
+				mu.Lock()
+				started++
+				if started == 4 {
+					close(all)
+				}
+				mu.Unlock()
+				select {
+				case <-all:
+					return "together", nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}})
+	}
+	rs := Run(context.Background(), Env{Agent: c}, checks, nil)
+	if !Passed(rs) {
+		t.Fatalf("checks did not run at the same time: %+v", rs)
+	}
+}
+
+func TestNoVMFailsEveryCheckWithAHint(t *testing.T) {
+	rs := Run(context.Background(), Env{}, Checks(), nil)
+	for _, r := range rs {
+		if r.Outcome != Fail || !strings.Contains(r.Hint, "Start") {
+			t.Errorf("%s without a VM: %+v", r.Name, r)
+		}
+	}
+}
