@@ -47,6 +47,7 @@ var codes = []struct {
 	{"timeout", ErrTimeout},
 	{"protocol", ErrProtocol},
 	{"version", ErrVersion},
+	{"session_ended", ErrSessionEnded},
 	{"unavailable", ErrUnavailable},
 	{"internal", ErrInternal},
 }

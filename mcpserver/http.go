@@ -112,6 +112,7 @@ func (h *HTTPHandler) prune() {
 		if _, err := h.cfg.Registry.Get(id); errors.Is(err, agents.ErrNotFound) {
 			ha.srv.Close()
 			delete(h.agents, id)
+			h.cfg.Env.Forget(id)
 		}
 	}
 }

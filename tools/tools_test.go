@@ -498,3 +498,10 @@ func TestRelayedUnavailableIsUnavailable(t *testing.T) {
 	h.guest.fail[agentproto.OpList] = fmt.Errorf("%w: the sandbox VM is not running; start it first", agentproto.ErrUnavailable)
 	failed(t, h.call("sandbox_list_directory", nil), envelope.Unavailable, "")
 }
+
+func TestFirstUseWithoutAVM(t *testing.T) {
+	h := newHarness(t)
+	c, _ := h.env.guest(context.Background())
+	c.Peer.Close(errors.New("the VM died"))
+	failed(t, h.call("sandbox_list_directory", nil), envelope.Unavailable, "")
+}

@@ -37,7 +37,7 @@ func (e *Env) ensureUser(ctx context.Context, g *agentproto.Client, a agents.Age
 		e.shared = true
 	}
 	if _, err := g.UserAdd(ctx, agentproto.UserAddRequest{Name: a.User(), Home: a.Home(), HomeMode: homeMode}); err != nil {
-		return envelope.Errorf(envelope.ExecutionError, "could not create the Linux user %s for agent %s: %w", a.User(), a.Name, err)
+		return setupError(fmt.Errorf("could not create the Linux user %s for agent %s: %w", a.User(), a.Name, err))
 	}
 	e.users[a.Slug] = true
 	return nil
@@ -48,7 +48,7 @@ func (e *Env) ensureUser(ctx context.Context, g *agentproto.Client, a agents.Age
 func EnsureShared(ctx context.Context, g *agentproto.Client) error {
 	err := g.Mkdir(ctx, agentproto.PathRequest{Path: sandboxpath.SharedDir, Mode: sharedMode, Parents: true})
 	if err != nil {
-		return envelope.Errorf(envelope.ExecutionError, "could not create %s: %w", sandboxpath.SharedDir, err)
+		return setupError(fmt.Errorf("could not create %s: %w", sandboxpath.SharedDir, err))
 	}
 	// Mkdir leaves an existing directory's mode alone.
 	_, stderr, st, err := g.Output(ctx, agentproto.ExecRequest{Argv: []string{"chmod", "1777", sandboxpath.SharedDir}})
@@ -56,9 +56,19 @@ func EnsureShared(ctx context.Context, g *agentproto.Client) error {
 		err = fmt.Errorf("chmod exited with %d: %s", st.Code, stderr)
 	}
 	if err != nil {
-		return envelope.Errorf(envelope.ExecutionError, "could not open %s to all agents: %w", sandboxpath.SharedDir, err)
+		return setupError(fmt.Errorf("could not open %s to all agents: %w", sandboxpath.SharedDir, err))
 	}
 	return nil
+}
+
+// setupError reports a failed setup step as an execution_error, unless
+// the VM went away or the call was given up on, which keep their own kinds.
+func setupError(err error) error {
+	if errors.Is(err, agentproto.ErrSessionEnded) || errors.Is(err, agentproto.ErrUnavailable) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &envelope.Error{Kind: envelope.ExecutionError, Err: err}
 }
 
 // RemoveUser deletes agent a's Linux user in the guest after killing its
