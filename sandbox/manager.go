@@ -295,11 +295,7 @@ func (m *Manager) boot(ctx context.Context) error {
 	if err := m.prov.RefreshAgent(st); err != nil {
 		return fmt.Errorf("updating the guest agent: %w", err)
 	}
-	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
-	if err != nil {
-		return err
-	}
-	spec, err := m.spec(cfg)
+	spec, err := m.loadSpec()
 	if err != nil {
 		return err
 	}
@@ -506,6 +502,15 @@ func (m *Manager) Close(ctx context.Context, stopVM bool) error {
 	return nil
 }
 
+// loadSpec reads sandbox.json and turns it into a VM spec.
+func (m *Manager) loadSpec() (vm.Spec, error) {
+	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
+	if err != nil {
+		return vm.Spec{}, err
+	}
+	return m.spec(cfg)
+}
+
 // spec turns the settings into a VM spec.
 func (m *Manager) spec(cfg config.Sandbox) (vm.Spec, error) {
 	p := m.o.Paths
@@ -540,11 +545,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
-	if err != nil {
-		return err
-	}
-	spec, err := m.spec(cfg)
+	spec, err := m.loadSpec()
 	if err != nil {
 		return err
 	}
