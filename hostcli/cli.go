@@ -88,7 +88,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "osaurus-sandbox:", err)
 		return ExitError
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr}
+		return c.gui()
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(stdout, usage, paths.Root, config.HomeEnv)
 		return ExitOK
 	}

@@ -68,7 +68,7 @@ func NewLocal(m *sandbox.Manager, diagEnv func(*diagnostics.Env)) *Local {
 	return &Local{settingsFile: settingsFile{m.Paths()}, m: m, diagEnv: diagEnv}
 }
 
-func (l *Local) Status() sandbox.Status                  { return l.m.Status() }
+func (l *Local) Status() sandbox.Status                   { return l.m.Status() }
 func (l *Local) Subscribe(fn func(sandbox.Status)) func() { return l.m.Subscribe(fn) }
 func (l *Local) Provision(ctx context.Context) error      { return l.m.Provision(ctx) }
 func (l *Local) Start(ctx context.Context) error          { return l.m.Start(ctx) }

@@ -1,0 +1,363 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+// What Reset and Remove delete and keep, shown before either runs.
+const (
+	ResetWarning = "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\n\nKept: workspace, output, agents' homes and the download cache."
+	RemoveWarning = "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\n\nKept: workspace, output and agents' homes."
+)
+
+// containerTab is the Container tab: state, lifecycle, resources,
+// diagnostics, danger zone and console.
+type containerTab struct {
+	b   Backend
+	win fyne.Window
+	do  func(func()) // runs UI updates from other goroutines: fyne.Do
+
+	State     *widget.Label
+	Details   *widget.Label
+	Progress  *widget.ProgressBar
+	Phase     *widget.Label
+	Provision *widget.Button
+	Cancel    *widget.Button
+	Start     *widget.Button
+	Stop      *widget.Button
+
+	CPUs      *widget.Select
+	Memory    *widget.Select
+	Network   *widget.Select
+	AutoStart *widget.Check
+	Save      *widget.Button
+	Saved     *widget.Label
+
+	RunDiag  *widget.Button
+	DiagList *fyne.Container
+
+	Reset  *widget.Button
+	Remove *widget.Button
+
+	Console *widget.Entry
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // the provision in progress
+	since  time.Time
+	state  sandbox.State
+}
+
+func choices(lo, hi int) []string {
+	var s []string
+	for i := lo; i <= hi; i++ {
+		s = append(s, strconv.Itoa(i))
+	}
+	return s
+}
+
+func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab {
+	t := &containerTab{b: b, win: win, do: do}
+	t.State = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	t.Details = widget.NewLabel("")
+	t.Progress = widget.NewProgressBar()
+	t.Phase = widget.NewLabel("")
+	t.Provision = widget.NewButton("Provision", t.onProvision)
+	t.Cancel = widget.NewButton("Cancel", t.onCancel)
+	t.Start = widget.NewButton("Start", func() { t.run("Start", b.Start) })
+	t.Stop = widget.NewButton("Stop", func() { t.run("Stop", b.Stop) })
+
+	t.CPUs = widget.NewSelect(choices(1, 8), nil)
+	t.Memory = widget.NewSelect(choices(1, 8), nil)
+	t.Network = widget.NewSelect([]string{"outbound", "none"}, nil)
+	t.AutoStart = widget.NewCheck("Start the VM when the app starts", nil)
+	t.Save = widget.NewButton("Save", t.onSave)
+	t.Saved = widget.NewLabel("")
+	t.loadSettings()
+
+	t.RunDiag = widget.NewButton("Run Diagnostics", t.onDiagnostics)
+	t.DiagList = container.NewVBox()
+
+	t.Reset = widget.NewButton("Reset…", func() { t.confirm("Reset the sandbox?", ResetWarning, "Reset", b.Reset) })
+	t.Remove = widget.NewButton("Remove…", func() { t.confirm("Remove the sandbox?", RemoveWarning, "Remove", b.Remove) })
+	t.Reset.Importance = widget.DangerImportance
+	t.Remove.Importance = widget.DangerImportance
+
+	t.Console = widget.NewMultiLineEntry()
+	t.Console.Wrapping = fyne.TextWrapOff
+	t.Console.SetMinRowsVisible(8)
+	t.show(b.Status())
+	return t
+}
+
+func (t *containerTab) content() fyne.CanvasObject {
+	resources := widget.NewForm(
+		widget.NewFormItem("CPUs", t.CPUs),
+		widget.NewFormItem("Memory (GB)", t.Memory),
+		widget.NewFormItem("Network", t.Network),
+		widget.NewFormItem("", t.AutoStart),
+	)
+	return container.NewVScroll(container.NewVBox(
+		widget.NewCard("Container", "", container.NewVBox(
+			t.State, t.Details,
+			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
+			t.Phase, t.Progress,
+		)),
+		widget.NewCard("Resources", "Changes to CPUs, memory and network take effect after a restart.", container.NewVBox(
+			resources, container.NewHBox(t.Save, t.Saved),
+		)),
+		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
+		widget.NewCard("Danger Zone", "Your workspace, output and agents' homes are always kept.", container.NewHBox(t.Reset, t.Remove)),
+		widget.NewCard("Console", "", t.Console),
+	))
+}
+
+// show renders a status; call on the UI goroutine.
+func (t *containerTab) show(st sandbox.Status) {
+	t.mu.Lock()
+	t.since, t.state = st.Since, st.State
+	provisioning := t.cancel != nil
+	t.mu.Unlock()
+	t.State.SetText(stateText(st.State))
+	t.Details.SetText(details(st))
+	busy := st.State == sandbox.Starting || st.State == sandbox.Stopping || st.State == sandbox.Provisioning
+	setEnabled(t.Provision, !busy && st.State != sandbox.Running)
+	setEnabled(t.Cancel, provisioning && st.State == sandbox.Provisioning)
+	setEnabled(t.Start, !busy && st.State != sandbox.Running)
+	setEnabled(t.Stop, st.State == sandbox.Running)
+	setEnabled(t.RunDiag, st.State == sandbox.Running)
+	if p := st.Progress; p != nil {
+		t.Phase.SetText(fmt.Sprintf("%s: %s", p.Phase, bytesText(p.Done, p.Total)))
+		if p.Total > 0 {
+			t.Progress.SetValue(float64(p.Done) / float64(p.Total))
+		}
+	} else if st.State != sandbox.Provisioning {
+		t.Phase.SetText("")
+		t.Progress.SetValue(0)
+	}
+}
+
+func setEnabled(b *widget.Button, on bool) {
+	if on {
+		b.Enable()
+	} else {
+		b.Disable()
+	}
+}
+
+func stateText(s sandbox.State) string {
+	return map[sandbox.State]string{
+		sandbox.NotProvisioned: "Not provisioned",
+		sandbox.Provisioning:   "Provisioning…",
+		sandbox.Stopped:        "Stopped",
+		sandbox.Starting:       "Starting…",
+		sandbox.Running:        "Running",
+		sandbox.Stopping:       "Stopping…",
+		sandbox.Error:          "Error",
+	}[s]
+}
+
+func details(st sandbox.Status) string {
+	switch {
+	case st.State == sandbox.Running:
+		return fmt.Sprintf("Up %s · %s (%s) · %s guest", time.Since(st.Since).Round(time.Second), st.Driver, accelName(st.Accel), st.Distro)
+	case st.Reason != "":
+		return st.Reason
+	}
+	return ""
+}
+
+func accelName(a string) string {
+	return map[string]string{"kvm": "KVM", "tcg": "TCG", "vz": "vz"}[a]
+}
+
+func bytesText(done, total int64) string {
+	if total > 0 {
+		return fmt.Sprintf("%.1f / %.1f MiB", float64(done)/(1<<20), float64(total)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(done)/(1<<20))
+}
+
+// run does a lifecycle step off the UI goroutine, reporting failure in a
+// dialog.
+func (t *containerTab) run(what string, op func(context.Context) error) {
+	go func() {
+		if err := op(context.Background()); err != nil {
+			t.do(func() { showError(t.win, what+" failed", err) })
+		}
+	}()
+}
+
+func (t *containerTab) onProvision() {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.mu.Lock()
+	t.cancel = cancel
+	t.mu.Unlock()
+	t.do(func() { t.show(t.b.Status()) })
+	go func() {
+		err := t.b.Provision(ctx)
+		t.mu.Lock()
+		t.cancel = nil
+		t.mu.Unlock()
+		t.do(func() {
+			if err != nil && ctx.Err() == nil {
+				showError(t.win, "Provisioning failed", err)
+			}
+			t.show(t.b.Status())
+		})
+		cancel()
+	}()
+}
+
+func (t *containerTab) onCancel() {
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (t *containerTab) loadSettings() {
+	cfg, err := t.b.Settings()
+	if err != nil {
+		t.Saved.SetText(err.Error())
+		cfg = config.Defaults()
+	}
+	t.CPUs.SetSelected(strconv.Itoa(cfg.CPUs))
+	t.Memory.SetSelected(strconv.Itoa(cfg.MemoryGB))
+	t.Network.SetSelected(cfg.Network)
+	t.AutoStart.SetChecked(cfg.AutoStart)
+}
+
+func (t *containerTab) onSave() {
+	old, err := t.b.Settings()
+	if err != nil {
+		showError(t.win, "Settings", err)
+		return
+	}
+	next := old
+	for _, kv := range [][2]string{{"cpus", t.CPUs.Selected}, {"memoryGB", t.Memory.Selected}, {"network", t.Network.Selected}, {"autoStart", strconv.FormatBool(t.AutoStart.Checked)}} {
+		if next, err = next.Set(kv[0], kv[1]); err != nil {
+			t.Saved.SetText(err.Error())
+			showError(t.win, "Invalid setting", err)
+			return
+		}
+	}
+	if err := t.b.SaveSettings(next); err != nil {
+		showError(t.win, "Saving settings failed", err)
+		return
+	}
+	if next.NeedsRestart(old) && t.b.Status().State == sandbox.Running {
+		t.Saved.SetText("Saved. Restart required: stop and start the VM for this to take effect.")
+	} else {
+		t.Saved.SetText("Saved.")
+	}
+}
+
+func (t *containerTab) onDiagnostics() {
+	t.DiagList.RemoveAll()
+	t.RunDiag.Disable()
+	rows := map[string]*widget.Label{}
+	for _, c := range diagnostics.Checks() {
+		l := widget.NewLabel(c.Name + ": running…")
+		l.Wrapping = fyne.TextWrapWord
+		rows[c.Name] = l
+		t.DiagList.Add(l)
+	}
+	go func() {
+		_, err := t.b.Diagnostics(context.Background(), func(r diagnostics.Result) {
+			t.do(func() {
+				if l := rows[r.Name]; l != nil {
+					l.SetText(resultText(r))
+				}
+			})
+		})
+		t.do(func() {
+			t.RunDiag.Enable()
+			if err != nil {
+				showError(t.win, "Diagnostics failed", err)
+			}
+		})
+	}()
+}
+
+func resultText(r diagnostics.Result) string {
+	mark := map[diagnostics.Outcome]string{diagnostics.Pass: "✓ pass", diagnostics.Fail: "✗ FAIL", diagnostics.NotAvailable: "– not available"}[r.Outcome]
+	s := fmt.Sprintf("%s: %s (%s) — %s", r.Name, mark, r.Duration.Round(10*time.Millisecond), r.Detail)
+	if r.Outcome != diagnostics.Pass && r.Hint != "" {
+		s += "\n    Hint: " + r.Hint
+	}
+	return s
+}
+
+// confirm asks before a destructive step; cancelling changes nothing.
+func (t *containerTab) confirm(title, warning, verb string, op func(context.Context) error) {
+	d := dialog.NewConfirm(title, warning, func(ok bool) {
+		if ok {
+			t.run(verb, op)
+		}
+	}, t.win)
+	d.SetConfirmText(verb)
+	d.SetDismissText("Cancel")
+	d.Show()
+}
+
+// followConsole shows the end of the console log, refreshing until ctx ends.
+func (t *containerTab) followConsole(ctx context.Context) {
+	var last int64 = -1
+	for {
+		if st, err := os.Stat(t.b.ConsoleLog()); err == nil && st.Size() != last {
+			last = st.Size()
+			text := tail(t.b.ConsoleLog(), 16<<10)
+			t.do(func() {
+				t.Console.SetText(text)
+				t.Console.CursorRow = len(t.Console.Text)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		t.do(func() {
+			t.mu.Lock()
+			state := t.state
+			t.mu.Unlock()
+			if state == sandbox.Running {
+				t.Details.SetText(details(t.b.Status()))
+			}
+		})
+	}
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(-n, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+func showError(win fyne.Window, title string, err error) {
+	dialog.ShowError(fmt.Errorf("%s: %w", title, err), win)
+}

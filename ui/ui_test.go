@@ -1,0 +1,336 @@
+package ui
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+// fakeBackend stands in for the sandbox so the window's flows can be
+// tested quickly; the real sandbox is covered by the e2e package.
+type fakeBackend struct {
+	settingsFile
+	mu      sync.Mutex
+	st      sandbox.Status
+	subs    []func(sandbox.Status)
+	calls   []string
+	provGo  chan struct{} // released by the test to finish a provision
+	results []diagnostics.Result
+}
+
+func newFake(t *testing.T) *fakeBackend {
+	return &fakeBackend{
+		settingsFile: settingsFile{config.Paths{Root: t.TempDir()}},
+		st:           sandbox.Status{State: sandbox.NotProvisioned},
+		provGo:       make(chan struct{}),
+	}
+}
+
+func (f *fakeBackend) set(st sandbox.Status) {
+	f.mu.Lock()
+	f.st = st
+	subs := append([]func(sandbox.Status){}, f.subs...)
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn(st)
+	}
+}
+func (f *fakeBackend) record(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
+func (f *fakeBackend) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string{}, f.calls...)
+}
+func (f *fakeBackend) Status() sandbox.Status { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
+func (f *fakeBackend) Subscribe(fn func(sandbox.Status)) func() {
+	f.mu.Lock()
+	f.subs = append(f.subs, fn)
+	f.mu.Unlock()
+	return func() {}
+}
+func (f *fakeBackend) Provision(ctx context.Context) error {
+	f.record("provision")
+	f.set(sandbox.Status{State: sandbox.Provisioning, Progress: &sandbox.Progress{Phase: "rootfs", Done: 25 << 20, Total: 100 << 20}})
+	select {
+	case <-f.provGo:
+		f.set(sandbox.Status{State: sandbox.Stopped})
+		return nil
+	case <-ctx.Done():
+		f.set(sandbox.Status{State: sandbox.NotProvisioned, Reason: "provisioning cancelled"})
+		return ctx.Err()
+	}
+}
+func (f *fakeBackend) Start(context.Context) error {
+	f.record("start")
+	f.set(sandbox.Status{State: sandbox.Running, Since: time.Now(), Driver: "qemu", Accel: "tcg", Distro: "debian"})
+	return nil
+}
+func (f *fakeBackend) Stop(context.Context) error {
+	f.record("stop")
+	f.set(sandbox.Status{State: sandbox.Stopped})
+	return nil
+}
+func (f *fakeBackend) Reset(context.Context) error  { f.record("reset"); return nil }
+func (f *fakeBackend) Remove(context.Context) error { f.record("remove"); return nil }
+func (f *fakeBackend) Owner() string                { return "app" }
+func (f *fakeBackend) Diagnostics(ctx context.Context, on func(diagnostics.Result)) ([]diagnostics.Result, error) {
+	for _, r := range f.results {
+		on(r)
+	}
+	return f.results, nil
+}
+
+// uiMu serialises the window's background updates with the test's reads:
+// Fyne's test driver runs fyne.Do inline on the calling goroutine.
+var uiMu sync.Mutex
+
+func lockedDo(fn func()) {
+	uiMu.Lock()
+	defer uiMu.Unlock()
+	fn()
+}
+
+func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
+	t.Helper()
+	a := test.NewTempApp(t)
+	reg, err := agents.Open(filepath.Join(t.TempDir(), "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWindow(a, b, reg, lockedDo)
+	w.Win.Resize(fyne.NewSize(900, 760))
+	t.Cleanup(w.Close)
+	return w, reg
+}
+
+// eventually polls cond, letting fyne.Do callbacks run.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	check := func() (ok bool) {
+		lockedDo(func() { ok = cond() })
+		return ok
+	}
+	for !check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tapInOverlay taps the button labelled text in the top overlay (a dialog).
+func tapInOverlay(t *testing.T, w fyne.Window, text string) {
+	t.Helper()
+	top := w.Canvas().Overlays().Top()
+	if top == nil {
+		t.Fatalf("no dialog open")
+	}
+	var found *widget.Button
+	var walk func(o fyne.CanvasObject)
+	walk = func(o fyne.CanvasObject) {
+		if b, ok := o.(*widget.Button); ok && b.Text == text {
+			found = b
+		}
+		if c, ok := o.(*fyne.Container); ok {
+			for _, ch := range c.Objects {
+				walk(ch)
+			}
+		}
+		if wd, ok := o.(fyne.Widget); ok {
+			if r := test.WidgetRenderer(wd); r != nil {
+				for _, ch := range r.Objects() {
+					walk(ch)
+				}
+			}
+		}
+	}
+	walk(top)
+	if found == nil {
+		t.Fatalf("no %q button in the dialog", text)
+	}
+	test.Tap(found)
+}
+
+func TestProvisionShowsProgressAndCancels(t *testing.T) {
+	f := newFake(t)
+	w, _ := newTestWindow(t, f)
+	c := w.Container
+	if c.State.Text != "Not provisioned" || c.Stop.Disabled() == false {
+		t.Fatalf("initial: %q, stop enabled=%v", c.State.Text, !c.Stop.Disabled())
+	}
+	test.Tap(c.Provision)
+	eventually(t, "progress", func() bool { return strings.Contains(c.Phase.Text, "rootfs: 25.0 / 100.0 MiB") })
+	if c.Progress.Value != 0.25 || c.State.Text != "Provisioning…" || c.Cancel.Disabled() {
+		t.Fatalf("during provision: value %v state %q cancel disabled %v", c.Progress.Value, c.State.Text, c.Cancel.Disabled())
+	}
+	test.Tap(c.Cancel)
+	eventually(t, "cancelled", func() bool { return c.State.Text == "Not provisioned" })
+	if !strings.Contains(c.Details.Text, "cancelled") {
+		t.Fatalf("details after cancel: %q", c.Details.Text)
+	}
+	// Again, to the end this time.
+	test.Tap(c.Provision)
+	eventually(t, "provisioning", func() bool { return c.State.Text == "Provisioning…" })
+	close(f.provGo)
+	eventually(t, "stopped", func() bool { return c.State.Text == "Stopped" })
+}
+
+func TestStartAndStop(t *testing.T) {
+	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Stopped}
+	w, _ := newTestWindow(t, f)
+	c := w.Container
+	test.Tap(c.Start)
+	eventually(t, "running", func() bool { return c.State.Text == "Running" })
+	if !strings.Contains(c.Details.Text, "qemu (TCG) · debian guest") || c.Stop.Disabled() || !c.Start.Disabled() {
+		t.Fatalf("running: %q stop disabled %v", c.Details.Text, c.Stop.Disabled())
+	}
+	test.Tap(c.Stop)
+	eventually(t, "stopped", func() bool { return c.State.Text == "Stopped" })
+	if got := f.called(); strings.Join(got, ",") != "start,stop" {
+		t.Fatalf("calls %v", got)
+	}
+}
+
+func TestResourcesSaveAndRestartNote(t *testing.T) {
+	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Running, Since: time.Now()}
+	w, _ := newTestWindow(t, f)
+	c := w.Container
+	if c.CPUs.Selected != "2" || c.Memory.Selected != "2" || c.Network.Selected != "outbound" || !c.AutoStart.Checked {
+		t.Fatalf("defaults not shown: %s %s %s %v", c.CPUs.Selected, c.Memory.Selected, c.Network.Selected, c.AutoStart.Checked)
+	}
+	c.CPUs.SetSelected("4")
+	test.Tap(c.Save)
+	if !strings.Contains(c.Saved.Text, "Restart required") {
+		t.Fatalf("after a CPU change while running: %q", c.Saved.Text)
+	}
+	cfg, _ := f.Settings()
+	if cfg.CPUs != 4 {
+		t.Fatalf("saved cpus %d", cfg.CPUs)
+	}
+	c.AutoStart.SetChecked(false)
+	test.Tap(c.Save)
+	if c.Saved.Text != "Saved." {
+		t.Fatalf("autoStart change: %q", c.Saved.Text)
+	}
+}
+
+func TestResourceValidationError(t *testing.T) {
+	f := newFake(t)
+	w, _ := newTestWindow(t, f)
+	c := w.Container
+	// A value the selects never offer, as a corrupt or hand-edited state
+	// might produce: the error names the key and the range.
+	c.CPUs.Options = append(c.CPUs.Options, "12")
+	c.CPUs.SetSelected("12")
+	test.Tap(c.Save)
+	if !strings.Contains(c.Saved.Text, "cpus: 12, allowed 1–8") {
+		t.Fatalf("validation message %q", c.Saved.Text)
+	}
+	if cfg, _ := f.Settings(); cfg.CPUs != 2 {
+		t.Fatalf("an invalid value was saved: %d", cfg.CPUs)
+	}
+}
+
+func TestDiagnosticsListUpdates(t *testing.T) {
+	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Running, Since: time.Now()}
+	f.results = []diagnostics.Result{
+		{Name: "exec", Outcome: diagnostics.Pass, Duration: 250 * time.Millisecond, Detail: "echo round trip ok"},
+		{Name: "nat", Outcome: diagnostics.Fail, Duration: time.Second, Detail: "exit 6", Hint: "Check that Network is \"outbound\""},
+		{Name: "bridge", Outcome: diagnostics.NotAvailable, Detail: "not available yet", Hint: "not part of this version"},
+	}
+	w, _ := newTestWindow(t, f)
+	c := w.Container
+	test.Tap(c.RunDiag)
+	text := func() string {
+		var s []string
+		for _, o := range c.DiagList.Objects {
+			s = append(s, o.(*widget.Label).Text)
+		}
+		return strings.Join(s, "\n")
+	}
+	eventually(t, "results", func() bool { return strings.Contains(text(), "bridge: – not available") })
+	got := text()
+	for _, want := range []string{"exec: ✓ pass (250ms)", "nat: ✗ FAIL (1s) — exit 6", `Hint: Check that Network is "outbound"`, "agent-user: running…"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("diagnostics list lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestResetConfirmationCancelKeepsEverything(t *testing.T) {
+	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Stopped}
+	w, _ := newTestWindow(t, f)
+	test.Tap(w.Container.Reset)
+	tapInOverlay(t, w.Win, "Cancel")
+	time.Sleep(50 * time.Millisecond)
+	if got := f.called(); len(got) != 0 {
+		t.Fatalf("cancelled reset still ran: %v", got)
+	}
+	test.Tap(w.Container.Reset)
+	tapInOverlay(t, w.Win, "Reset")
+	eventually(t, "reset", func() bool { return len(f.called()) == 1 && f.called()[0] == "reset" })
+	if !strings.Contains(ResetWarning, "Kept: workspace, output, agents' homes") {
+		t.Fatal("the warning no longer says what is kept")
+	}
+}
+
+func TestAgentAddEditRemove(t *testing.T) {
+	f := newFake(t)
+	w, reg := newTestWindow(t, f)
+	at := w.Agents
+	test.Type(at.NewName, "Data Analyst")
+	test.Tap(at.Add)
+	list := reg.List()
+	if len(list) != 1 || list[0].Slug != "data-analyst" {
+		t.Fatalf("agents after add: %+v", list)
+	}
+	if !strings.Contains(at.Desktop.Text, `"mcp"`) || !strings.Contains(at.CodeHTTP.Text, "Authorization: Bearer ") {
+		t.Fatalf("MCP snippets: %q / %q", at.Desktop.Text, at.CodeHTTP.Text)
+	}
+	oldToken, _ := reg.Token(list[0].ID)
+	test.Tap(at.Regenerate)
+	if tok, _ := reg.Token(list[0].ID); tok == oldToken || !strings.Contains(at.CodeHTTP.Text, tok) {
+		t.Fatal("regenerate did not change the token shown")
+	}
+	// A bad setting is refused with the field and range.
+	at.MaxCmds.SetText("0")
+	test.Tap(at.SaveAgent)
+	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.MaxCommandsPerTurn != 10 {
+		t.Fatalf("invalid value saved: %d", a.AutonomousExec.MaxCommandsPerTurn)
+	}
+	at.MaxCmds.SetText("25")
+	at.Enabled.SetChecked(true)
+	test.Tap(at.SaveAgent)
+	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 {
+		t.Fatalf("edit not saved: %+v", a.AutonomousExec)
+	}
+	test.Tap(at.RemoveBtn)
+	tapInOverlay(t, w.Win, "Yes")
+	if n := len(reg.List()); n != 0 {
+		t.Fatalf("%d agents after remove", n)
+	}
+}
+
+func TestContainerTabRendering(t *testing.T) {
+	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Stopped}
+	w, _ := newTestWindow(t, f)
+	test.AssertObjectRendersToMarkup(t, "container_stopped.xml", w.Tabs)
+}
