@@ -121,4 +121,3 @@ var ErrNoDisplay = errors.New("no display to open the window on; use the command
 
 // DiagEnvFunc completes diagnostics environments; re-exported for callers.
 type DiagEnvFunc = func(*diagnostics.Env)
-

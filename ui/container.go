@@ -21,7 +21,7 @@ import (
 
 // What Reset and Remove delete and keep, shown before either runs.
 const (
-	ResetWarning = "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\n\nKept: workspace, output, agents' homes and the download cache."
+	ResetWarning  = "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\n\nKept: workspace, output, agents' homes and the download cache."
 	RemoveWarning = "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\n\nKept: workspace, output and agents' homes."
 )
 
