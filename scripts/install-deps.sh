@@ -20,8 +20,8 @@ aarch64 | arm64) qemu=qemu-system-arm ;;
 esac
 
 # what each group of make targets needs
-run_pkgs=("$qemu" qemu-system-common)
-test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools)
+run_pkgs=("$qemu" qemu-system-common gcc libgl1-mesa-dev xorg-dev libxkbcommon-dev libwayland-dev)
+test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick)
 
 want=("${run_pkgs[@]}")
 [ "${1:-run}" = test ] && want+=("${test_pkgs[@]}")

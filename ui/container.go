@@ -140,6 +140,12 @@ func (t *containerTab) show(st sandbox.Status) {
 	setEnabled(t.Start, !busy && st.State != sandbox.Running)
 	setEnabled(t.Stop, st.State == sandbox.Running)
 	setEnabled(t.RunDiag, st.State == sandbox.Running)
+	// The bar only means something while provisioning.
+	if st.State == sandbox.Provisioning {
+		t.Progress.Show()
+	} else {
+		t.Progress.Hide()
+	}
 	if p := st.Progress; p != nil {
 		t.Phase.SetText(fmt.Sprintf("%s: %s", p.Phase, bytesText(p.Done, p.Total)))
 		if p.Total > 0 {
