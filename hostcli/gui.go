@@ -11,6 +11,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/ui"
 )
 
@@ -29,7 +30,16 @@ func (c *cli) gui() int {
 		return c.fail(err)
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) }
-	o := ui.Options{Registry: reg}
+	o := ui.Options{Registry: reg, OnAgentRemoved: func(ctx context.Context, a agents.Agent) (string, error) {
+		g, err := c.runningGuest(ctx)
+		if err != nil {
+			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept", nil
+		}
+		if err := tools.RemoveUser(ctx, g, a, false); err != nil {
+			return "", err
+		}
+		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
+	}}
 	m, stop, err := Own(ctx, c.paths, "app", logf, nil)
 	switch {
 	case errors.Is(err, control.ErrOwned):

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -41,11 +42,15 @@ type agentsTab struct {
 
 	items    []agents.Agent
 	selected string // agent id
+	// onRemoved stops the removed agent's processes and deletes its Linux
+	// user in the VM (when it runs); set by the app.
+	onRemoved func(context.Context, agents.Agent) (string, error)
+	do        func(func())
 }
 
-func newAgentsTab(reg *agents.Registry, win fyne.Window) *agentsTab {
+func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
 	exe, _ := os.Executable()
-	t := &agentsTab{reg: reg, win: win, exe: exe}
+	t := &agentsTab{reg: reg, win: win, exe: exe, do: do}
 	t.List = widget.NewList(
 		func() int { return len(t.items) },
 		func() fyne.CanvasObject { return widget.NewLabel("agent name") },
@@ -187,6 +192,18 @@ func (t *agentsTab) onRemove() {
 		t.selected = ""
 		t.refresh()
 		t.Status.SetText("Removed " + a.Name + ".")
+		if t.onRemoved != nil {
+			go func() {
+				msg, err := t.onRemoved(context.Background(), a)
+				t.do(func() {
+					if err != nil {
+						showError(t.win, "Removing "+a.User()+" in the VM failed", err)
+						return
+					}
+					t.Status.SetText("Removed " + a.Name + ": " + msg)
+				})
+			}()
+		}
 	}, t.win)
 }
 

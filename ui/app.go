@@ -39,7 +39,7 @@ func NewWindow(a fyne.App, b Backend, reg *agents.Registry) *Window {
 func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Window {
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
-	w.Agents = newAgentsTab(reg, w.Win)
+	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Tabs = container.NewAppTabs(
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
@@ -63,6 +63,9 @@ type Options struct {
 	Quit func(ctx context.Context) error
 	// AutoStart starts the VM when the window opens.
 	AutoStart bool
+	// OnAgentRemoved cleans up a removed agent in the VM and says what it
+	// did.
+	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
 }
 
 // Run shows the window until the user quits. With a system tray, closing
@@ -72,6 +75,7 @@ func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
 	w := NewWindow(a, o.Backend, o.Registry)
 	defer w.Close()
+	w.Agents.onRemoved = o.OnAgentRemoved
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),

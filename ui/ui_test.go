@@ -321,10 +321,23 @@ func TestAgentAddEditRemove(t *testing.T) {
 	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 {
 		t.Fatalf("edit not saved: %+v", a.AutonomousExec)
 	}
+	removed := make(chan string, 1)
+	at.onRemoved = func(_ context.Context, a agents.Agent) (string, error) {
+		removed <- a.User()
+		return "deleted the Linux user", nil
+	}
 	test.Tap(at.RemoveBtn)
 	tapInOverlay(t, w.Win, "Yes")
 	if n := len(reg.List()); n != 0 {
 		t.Fatalf("%d agents after remove", n)
+	}
+	select {
+	case u := <-removed:
+		if u != "agent-data-analyst" {
+			t.Fatalf("cleanup for %s", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("removing the agent did not clean up its Linux user")
 	}
 }
 
