@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"go/build"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,12 +47,45 @@ var (
 // DefaultStubs are the modules that can't be compiled off macOS.
 func DefaultStubs() []string { return []string{"github.com/Code-Hex/vz/v3"} }
 
+// Shim replaces one cgo file of a dependency module with a cgo-free
+// stand-in of the same declarations, for modules that are compilable off
+// macOS except for a file or two.
+type Shim struct {
+	Module  string // module path, resolved to its version in go.mod
+	File    string // path inside the module
+	Content string // the stand-in
+}
+
+// DefaultShims: two files of Fyne ask AppKit through cgo (the scroller's
+// paging behaviour and the system's dark mode); the rest of Fyne
+// type-checks with its software driver (tag ci). Each stand-in keeps the
+// original's declarations.
+func DefaultShims() []Shim {
+	const note = "// Stand-in for the cgo original, for type-checking only.\n"
+	return []Shim{
+		{
+			Module: "fyne.io/fyne/v2",
+			File:   "internal/widget/scroller_behavior_darwin.go",
+			Content: "//go:build darwin\n\npackage widget\n\n" + note +
+				"func isScrollerPageOnTap() bool { return false }\n",
+		},
+		{
+			Module: "fyne.io/fyne/v2",
+			File:   "internal/app/theme_darwin.go",
+			Content: "//go:build !ios && !wasm && !test_web_driver && !mobile\n\npackage app\n\n" +
+				"import (\n\t\"fyne.io/fyne/v2\"\n\t\"fyne.io/fyne/v2/internal/theme\"\n)\n\n" + note +
+				"func DefaultVariant() fyne.ThemeVariant { return theme.VariantDark }\n",
+		},
+	}
+}
+
 // Config says what to check.
 type Config struct {
 	Dir      string   // module root, holding go.mod
 	Patterns []string // packages; default ./...
 	Tags     []string // build tags for the type-check; default ci (Fyne's software driver)
 	Stubs    []string // modules replaced by stand-ins; default DefaultStubs()
+	Shims    []Shim   // single files replaced; default DefaultShims()
 	// Overlay adds or replaces files (path relative to Dir → content)
 	// without touching the tree, as `go build -overlay` does.
 	Overlay map[string][]byte
@@ -89,6 +123,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 
+	if cfg.Shims == nil {
+		cfg.Shims = DefaultShims()
+	}
 	overlay, overlaid, err := writeOverlay(tmp, cfg.Dir, cfg.Overlay)
 	if err != nil {
 		return rep, err
@@ -116,6 +153,31 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 		rep.Stubbed = append(rep.Stubbed, mod+"@"+version)
+	}
+
+	byModule := map[string]map[string][]byte{}
+	for _, sh := range cfg.Shims {
+		if byModule[sh.Module] == nil {
+			byModule[sh.Module] = map[string][]byte{}
+		}
+		byModule[sh.Module][sh.File] = []byte(sh.Content)
+	}
+	i := 0
+	for mod, files := range byModule {
+		src, _, err := moduleSource(ctx, cfg.Dir, mod)
+		if err != nil {
+			return rep, err
+		}
+		// The go command won't overlay files in the module cache, so the
+		// module is replaced by a mirror with those files swapped.
+		i++
+		dst := filepath.Join(tmp, "shims", fmt.Sprint(i))
+		if err := mirrorWith(src, dst, files); err != nil {
+			return rep, err
+		}
+		if _, err := goCmd(ctx, cfg.Dir, nil, "mod", "edit", "-modfile="+modfile, "-replace="+mod+"="+dst); err != nil {
+			return rep, err
+		}
 	}
 
 	env := []string{"GOOS=" + GOOS, "GOARCH=" + GOARCH, "CGO_ENABLED=0"}
@@ -341,4 +403,32 @@ func goCmd(ctx context.Context, dir string, env []string, args ...string) (strin
 		return stdout.String() + stderr.String(), fmt.Errorf("go %s: %w\n%s", args[0], err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// mirrorWith recreates src's tree under dst, linking its Go files and
+// copying the rest, except the files in swap (relative paths), which get
+// the given content.
+func mirrorWith(src, dst string, swap map[string][]byte) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		case swap[filepath.ToSlash(rel)] != nil:
+			return os.WriteFile(out, swap[filepath.ToSlash(rel)], 0o644)
+		case strings.HasSuffix(p, ".go"):
+			return os.Symlink(p, out)
+		default:
+			// go:embed refuses links: copy data files.
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, 0o644)
+		}
+	})
 }
