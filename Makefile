@@ -5,7 +5,8 @@ GO         ?= go
 BIN        := bin
 APP        := $(BIN)/osaurus-sandbox
 AGENT_DIR  := assets/agent
-AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-linux-arm64
+AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-linux-arm64 \
+              $(AGENT_DIR)/osaurus-host-linux-amd64 $(AGENT_DIR)/osaurus-host-linux-arm64
 # The Debian-built test guest is cached outside the tree so a fresh clone
 # (and CI on the same machine) reuses it.
 TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
@@ -35,8 +36,13 @@ deps-test:
 # into the app.
 agent: $(AGENTS)
 
-$(AGENT_DIR)/sandbox-agent-linux-%: $(shell find agentproto bootparams guestagent cmd/sandbox-agent -name '*.go' 2>/dev/null) go.mod
+$(AGENT_DIR)/sandbox-agent-linux-%: $(shell find agentproto vm/bootparams guestagent cmd/sandbox-agent -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags='-s -w' -o $@ ./cmd/sandbox-agent
+
+# osaurus-host, the guest's bridge client, ships next to the agent; the app
+# copies it into every guest at boot.
+$(AGENT_DIR)/osaurus-host-linux-%: $(shell find cmd/osaurus-host -name '*.go' 2>/dev/null) go.mod
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags='-s -w' -o $@ ./cmd/osaurus-host
 
 build: agent
 	$(GO) build -ldflags='-X github.com/osaurus/osaurus-sandbox/hostcli.Version=$(VERSION)' -o $(APP) ./cmd/osaurus-sandbox
@@ -86,7 +92,7 @@ TEST_ENV = OSAURUS_TEST_GUEST=$(TEST_GUEST) OSAURUS_TEST_KERNEL_MODULES=$$(echo 
 test: deps-test agent test-guest lint darwin-check
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./...
 
-unit: agent lint darwin-check
+unit: deps-test agent lint darwin-check
 	$(GO) test $(GOTEST_FLAGS) -short ./...
 
 bench: agent test-guest

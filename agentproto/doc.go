@@ -23,5 +23,5 @@ package agentproto
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
 	VersionMajor = 2
-	VersionMinor = 1
+	VersionMinor = 2 // 2: ExecRequest.Network
 )

@@ -66,6 +66,12 @@ type ExecRequest struct {
 	Stdin bool `json:"stdin,omitempty"`
 	// TimeoutMillis kills the whole process group when it expires. 0: none.
 	TimeoutMillis int64 `json:"timeout_ms,omitempty"`
+	// Network is the network policy the process runs under (a setting of
+	// package netpolicy: "none", "outbound" or a domain list). The guest
+	// applies it before starting the process, so a changed setting holds
+	// from the next command on. Processes of a non-root user with no
+	// policy get none; root's run in the guest's own network.
+	Network string `json:"network,omitempty"`
 }
 
 // ExecStarted is the first Response of an exec call.

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
 )
 
@@ -43,8 +44,10 @@ type AutonomousExec struct {
 	PluginCreate bool `json:"pluginCreate"`
 	// BackgroundProcesses allows sandbox_exec_background.
 	BackgroundProcesses bool `json:"backgroundProcesses"`
-	// Network lets the agent's processes reach the network.
-	Network bool `json:"network"`
+	// Network is the agent's network policy: "none", "outbound" or a
+	// comma-separated domain list (see package netpolicy). The old
+	// boolean form is read as outbound/none.
+	Network NetworkSetting `json:"network"`
 }
 
 // Limits of the fields.
@@ -62,7 +65,7 @@ func DefaultAutonomousExec() AutonomousExec {
 		MaxCommandsPerTurn:  10,
 		PluginCreate:        true,
 		BackgroundProcesses: false,
-		Network:             true,
+		Network:             netpolicy.SettingOutbound,
 	}
 }
 
@@ -108,6 +111,9 @@ func (a Agent) Validate() error {
 	if n := a.AutonomousExec.MaxCommandsPerTurn; n < MinCommandsPerTurn || n > MaxCommandsPerTurn {
 		return &ValidationError{Field: "maxCommandsPerTurn", Got: fmt.Sprint(n),
 			Want: fmt.Sprintf("%d–%d", MinCommandsPerTurn, MaxCommandsPerTurn)}
+	}
+	if _, err := a.NetworkPolicy(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func TestAddDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := AutonomousExec{Enabled: false, MaxCommandsPerTurn: 10, PluginCreate: true, BackgroundProcesses: false, Network: true}
+	want := AutonomousExec{Enabled: false, MaxCommandsPerTurn: 10, PluginCreate: true, BackgroundProcesses: false, Network: "outbound"}
 	if a.AutonomousExec != want {
 		t.Fatalf("AutonomousExec = %+v, want %+v", a.AutonomousExec, want)
 	}
@@ -403,5 +403,47 @@ func TestOpenRejectsBadFiles(t *testing.T) {
 	os.WriteFile(p, []byte(`{"version":1,"agents":[`+good+`]}`), 0o600)
 	if _, err := Open(p); err != nil {
 		t.Fatalf("valid file: %v", err)
+	}
+}
+
+// TestNetworkMigration: agents.json written by earlier versions stored
+// network as a boolean; it reads as outbound/none and is rewritten as a
+// string by the next change. A missing setting fails closed.
+func TestNetworkMigration(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	tok := strings.Repeat("ab", tokenBytes)
+	old := `{"version":1,"agents":[
+ {"id":"a1","name":"On","slug":"on","autonomousExec":{"maxCommandsPerTurn":10,"network":true},"token":"` + tok + `"},
+ {"id":"a2","name":"Off","slug":"off","autonomousExec":{"maxCommandsPerTurn":10,"network":false},"token":"` + tok + `"},
+ {"id":"a3","name":"Unset","slug":"unset","autonomousExec":{"maxCommandsPerTurn":10},"token":"` + tok + `"}]}`
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]NetworkSetting{"on": "outbound", "off": "none", "unset": "none"} {
+		a, err := r.Get(ref)
+		if err != nil || a.AutonomousExec.Network != want {
+			t.Errorf("%s: network %q (%v), want %q", ref, a.AutonomousExec.Network, err, want)
+		}
+	}
+	if _, err := r.Update("on", func(a *Agent) error { return a.AutonomousExec.SetNetwork(" B.example.com,a.example.com ") }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"network": true`) || strings.Contains(string(b), `"network": false`) ||
+		!strings.Contains(string(b), `"network": "a.example.com,b.example.com"`) {
+		t.Fatalf("rewritten file keeps the old form or lacks the canonical list:\n%s", b)
+	}
+	_, err = r.Update("off", func(a *Agent) error { a.AutonomousExec.Network = "*.*.example.com"; return nil })
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "network" || !strings.Contains(err.Error(), "want none, outbound") {
+		t.Fatalf("bad network setting: %v, want a ValidationError naming network and the fix", err)
 	}
 }

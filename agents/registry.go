@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
 // FileName is the registry's file in the config directory.
@@ -153,6 +154,9 @@ func (r *Registry) Update(ref string, fn func(*Agent) error) (Agent, error) {
 		}
 		if err := a.Validate(); err != nil {
 			return nil, err
+		}
+		if p, err := a.NetworkPolicy(); err == nil {
+			a.AutonomousExec.Network = NetworkSetting(p.String()) // canonical form
 		}
 		if err := nameFree(recs, a.Name, a.ID); err != nil {
 			return nil, err
@@ -376,6 +380,11 @@ func load(path string) ([]record, error) {
 		}
 		if slugs[rec.Slug] {
 			return nil, bad(fmt.Errorf("%w: duplicate slug %q", ErrInvalid, rec.Slug))
+		}
+		if f.Agents[i].AutonomousExec.Network == "" {
+			// A file without the setting fails closed.
+			f.Agents[i].AutonomousExec.Network = netpolicy.SettingNone
+			rec = f.Agents[i]
 		}
 		if err := rec.Validate(); err != nil {
 			return nil, bad(err)

@@ -1,7 +1,12 @@
-// Package bridge will hold the host API bridge: the server that lets code
-// inside the VM reach host services (secrets, config, inference, agent
-// dispatch, memory, events) over the agent channel, with per-agent
-// identity. The channel already supports guest-initiated calls
-// (agentproto: either side opens streams); the bridge itself is not built
-// yet, and the bridge diagnostic says so rather than passing.
+// Package bridge is the host API bridge: the HTTP/1.1 server that lets
+// code inside the VM reach host services (secrets, config, the log buffer;
+// inference, dispatch, memory and events come later on the same server).
+//
+// Transport: in the guest, processes connect to /run/osaurus-bridge.sock.
+// The guest agent reads the caller's uid from the kernel (SO_PEERCRED),
+// maps it to an agent, and opens an agentproto "bridge" call to the host
+// carrying that identity; the call's stream then carries the caller's
+// plain HTTP. Server.Handle accepts such calls and feeds their streams to
+// a net/http server through an in-memory listener, so the identity is a
+// property of the connection: nothing the caller sends can change it.
 package bridge

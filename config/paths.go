@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-
-	"github.com/osaurus/osaurus-sandbox/provision"
 )
 
 // HomeEnv moves everything the app stores (tests use it).
@@ -48,12 +46,20 @@ func DefaultPaths() (Paths, error) {
 func (p Paths) ConfigDir() string   { return filepath.Join(p.Root, "config") }
 func (p Paths) SandboxJSON() string { return filepath.Join(p.ConfigDir(), "sandbox.json") }
 func (p Paths) AgentsJSON() string  { return filepath.Join(p.ConfigDir(), "agents.json") }
-func (p Paths) Container() provision.Layout {
-	return provision.Layout{Dir: filepath.Join(p.Root, "container")}
-}
-func (p Paths) Workspace() string  { return filepath.Join(p.Root, "workspace") }
-func (p Paths) Output() string     { return filepath.Join(p.Root, "output") }
-func (p Paths) Logs() string       { return filepath.Join(p.Root, "logs") }
-func (p Paths) ConsoleLog() string { return filepath.Join(p.Logs(), "console.log") }
-func (p Paths) Run() string        { return filepath.Join(p.Root, "run") }
-func (p Paths) StateFile() string  { return filepath.Join(p.Root, "state.json") }
+
+// ContainerDir holds the provisioned VM image (provision.Layout's Dir).
+func (p Paths) ContainerDir() string { return filepath.Join(p.Root, "container") }
+func (p Paths) Workspace() string    { return filepath.Join(p.Root, "workspace") }
+func (p Paths) Output() string       { return filepath.Join(p.Root, "output") }
+func (p Paths) Logs() string         { return filepath.Join(p.Root, "logs") }
+func (p Paths) ConsoleLog() string   { return filepath.Join(p.Logs(), "console.log") }
+func (p Paths) Run() string          { return filepath.Join(p.Root, "run") }
+func (p Paths) StateFile() string    { return filepath.Join(p.Root, "state.json") }
+
+// PluginsDir is the plugin library: one JSON file per plugin with its
+// version history. Outside the container folder, so it survives Reset.
+func (p Paths) PluginsDir() string { return filepath.Join(p.Root, "plugins") }
+
+// AgentStateDir holds per-agent state kept on the host, such as each
+// agent's installed plugins (agents/<id>/sandbox-plugins/installed.json).
+func (p Paths) AgentStateDir() string { return filepath.Join(p.Root, "agents") }

@@ -28,6 +28,60 @@ type Sandbox struct {
 	ImageManifest string `json:"imageManifest,omitempty"`
 	// DiagnosticsURL is fetched by the NAT diagnostic.
 	DiagnosticsURL string `json:"diagnosticsUrl,omitempty"`
+	// GitHubAPIURL and GitHubRawURL are where plugin imports from
+	// github.com addresses go (GitHub Enterprise, tests); empty means
+	// GitHub's own.
+	GitHubAPIURL string `json:"githubApiUrl,omitempty"`
+	GitHubRawURL string `json:"githubRawUrl,omitempty"`
+	// PluginSetupAllowlist is the comma-separated host names a plugin's
+	// setup and run commands may reach ("*.example.org" covers its
+	// subdomains); empty means DefaultPluginSetupAllowlist. A string, not
+	// a slice, so Sandbox stays comparable.
+	PluginSetupAllowlist string `json:"pluginSetupAllowlist,omitempty"`
+}
+
+// DefaultPluginSetupAllowlist is Osaurus's setup allowlist: the package
+// hosts of Alpine, Python, Node and Rust, and GitHub with its release
+// assets.
+var DefaultPluginSetupAllowlist = []string{
+	"dl-cdn.alpinelinux.org",
+	"pypi.org", "files.pythonhosted.org",
+	"registry.npmjs.org",
+	"github.com", "objects.githubusercontent.com",
+	"crates.io", "static.crates.io",
+}
+
+// SetupAllowlist is the effective plugin setup allowlist.
+func (s Sandbox) SetupAllowlist() []string {
+	if strings.TrimSpace(s.PluginSetupAllowlist) == "" {
+		return slices.Clone(DefaultPluginSetupAllowlist)
+	}
+	var out []string
+	for _, h := range strings.Split(s.PluginSetupAllowlist, ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// allowlistEntry accepts a host name or *.host name.
+func allowlistEntry(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if len(h) > 253 || !strings.Contains(h, ".") {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Defaults are Osaurus's.
@@ -49,6 +103,16 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: network: %q, allowed \"outbound\" or \"none\"", ErrInvalid, s.Network)
 	case !slices.Contains([]string{"auto", "kvm", "tcg"}, s.Accel):
 		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
+	}
+	for _, u := range []struct{ key, val string }{{"githubApiUrl", s.GitHubAPIURL}, {"githubRawUrl", s.GitHubRawURL}} {
+		if u.val != "" && !strings.HasPrefix(u.val, "https://") {
+			return fmt.Errorf("%w: %s: %q, want an https:// URL, or empty for GitHub's", ErrInvalid, u.key, u.val)
+		}
+	}
+	for _, h := range s.SetupAllowlist() {
+		if !allowlistEntry(h) {
+			return fmt.Errorf("%w: pluginSetupAllowlist: %q is not a host name; give comma-separated names such as \"example.org,*.example.net\", or empty for the default", ErrInvalid, h)
+		}
 	}
 	for _, u := range []struct{ key, val string }{{"imageManifest", s.ImageManifest}, {"diagnosticsUrl", s.DiagnosticsURL}} {
 		builtin := u.key == "imageManifest" && strings.HasPrefix(u.val, "builtin:")
@@ -111,6 +175,9 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"accel", "auto, kvm or tcg (Linux; restart required)"},
 	{"imageManifest", "guest image manifest URL, or builtin:alpine; empty for the default"},
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
+	{"githubApiUrl", "GitHub API base URL for plugin imports (GitHub Enterprise); empty for GitHub's"},
+	{"githubRawUrl", "GitHub raw-content base URL for plugin imports; empty for GitHub's"},
+	{"pluginSetupAllowlist", "comma-separated hosts plugin setup and run commands may reach (*.host for subdomains); empty for the default"},
 }
 
 // KeyDocs returns each key with a one-line description.
@@ -139,6 +206,12 @@ func (s Sandbox) Get(key string) (string, error) {
 		return s.ImageManifest, nil
 	case "diagnosticsUrl":
 		return s.DiagnosticsURL, nil
+	case "githubApiUrl":
+		return s.GitHubAPIURL, nil
+	case "githubRawUrl":
+		return s.GitHubRawURL, nil
+	case "pluginSetupAllowlist":
+		return strings.Join(s.SetupAllowlist(), ","), nil
 	}
 	return "", unknownKey(key)
 }
@@ -179,6 +252,12 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.ImageManifest = value
 	case "diagnosticsUrl":
 		s.DiagnosticsURL = value
+	case "githubApiUrl":
+		s.GitHubAPIURL = value
+	case "githubRawUrl":
+		s.GitHubRawURL = value
+	case "pluginSetupAllowlist":
+		s.PluginSetupAllowlist = value
 	default:
 		return s, unknownKey(key)
 	}

@@ -27,6 +27,13 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"accel", "hvf", "accel"},
 		{"imageManifest", "ftp://x", "imageManifest"},
 		{"colour", "red", `unknown key "colour"`},
+		{"githubApiUrl", "https://ghe.example.com/api/v3", ""},
+		{"githubApiUrl", "http://ghe.example.com/api/v3", "githubApiUrl"},
+		{"githubRawUrl", "ftp://x", "githubRawUrl"},
+		{"pluginSetupAllowlist", "example.org, *.example.net", ""},
+		{"pluginSetupAllowlist", "", ""},
+		{"pluginSetupAllowlist", "example.org,https://x.org", `pluginSetupAllowlist: "https://x.org" is not a host name`},
+		{"pluginSetupAllowlist", "*", "pluginSetupAllowlist"},
 	}
 	for _, tc := range tests {
 		_, err := Defaults().Set(tc.key, tc.value)

@@ -51,8 +51,9 @@ type Env struct {
 	PackageManager string
 	// NATURL is fetched from inside the guest.
 	NATURL string
-	// Bridge, when set, checks the host API bridge from inside the guest.
-	// Until the bridge exists it is nil and the check says so.
+	// Bridge, when set, checks the host API bridge from inside the guest
+	// (CheckBridge). An app that does not serve the bridge leaves it nil
+	// and the check says so rather than passing.
 	Bridge func(ctx context.Context, c *agentproto.Client) error
 }
 
@@ -143,7 +144,7 @@ func Checks() []Check {
 		},
 		{
 			Name: "bridge", Timeout: 20 * time.Second,
-			Hint: "The host API bridge is not part of this version yet.",
+			Hint: "The guest could not reach the host API bridge. The detail names the failing step; restarting the sandbox copies osaurus-host and reconnects the relay.",
 			Run: func(ctx context.Context, env Env) (string, error) {
 				if env.Bridge == nil {
 					return "", errNotAvailable

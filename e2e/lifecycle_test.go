@@ -18,6 +18,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/provision"
@@ -31,7 +32,7 @@ import (
 func copyContainer(t *testing.T) config.Paths {
 	t.Helper()
 	p := config.Paths{Root: t.TempDir()}
-	if out, err := exec.Command("cp", "-a", "--sparse=always", env.layout.Dir, p.Container().Dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", "--sparse=always", env.layout.Dir, p.ContainerDir()).CombinedOutput(); err != nil {
 		t.Fatalf("copy container: %v: %s", err, out)
 	}
 	return p
@@ -87,6 +88,10 @@ func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandb
 	o.Paths = p
 	o.Driver = qemu.New(qemu.Config{StateDir: p.Root, KillWithParent: true})
 	o.Agent = assets.GuestAgent
+	// The app's bridge hook: osaurus-host copied in, guest calls served.
+	br := bridge.New(bridge.Options{HostCLI: assets.HostCLI})
+	t.Cleanup(func() { br.Close() })
+	o.OnGuest = br.Attach
 	o.Download = &download.Client{}
 	o.Manifest = func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error) {
 		// Like the app: fetch, else fall back to the copy from last time.
@@ -139,7 +144,7 @@ func TestLifecycle(t *testing.T) {
 		if st := m.Status(); st.State != sandbox.NotProvisioned {
 			t.Fatalf("after cancel: %+v", st)
 		}
-		if _, err := os.Stat(p.Container().StateFile()); !os.IsNotExist(err) {
+		if _, err := os.Stat(provision.Layout{Dir: p.ContainerDir()}.StateFile()); !os.IsNotExist(err) {
 			t.Fatal("a cancelled provision left a provisioned marker")
 		}
 		if err := m.Provision(ctx); err != nil {
@@ -182,9 +187,9 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("diagnostics pass", func(t *testing.T) {
-		a, _ := m.Agent()
+		a := runningAgent(t, m)
 		cfg, _ := config.LoadSandbox(p.SandboxJSON())
-		env := diagnostics.Env{Agent: a, PackageManager: a.Info.PackageMgr, NATURL: strings.Replace(cfg.DiagnosticsURL, "127.0.0.1", "10.0.2.2", 1)}
+		env := diagnostics.Env{Agent: a, PackageManager: a.Info.PackageMgr, NATURL: strings.Replace(cfg.DiagnosticsURL, "127.0.0.1", "10.0.2.2", 1), Bridge: diagnostics.CheckBridge}
 		var live []string
 		var mu sync.Mutex
 		rs := diagnostics.Run(ctx, env, diagnostics.Checks(), func(r diagnostics.Result) {
@@ -194,12 +199,8 @@ func TestLifecycle(t *testing.T) {
 		})
 		for _, r := range rs {
 			t.Logf("%-16s %-13s %6s %s", r.Name, r.Outcome, r.Duration, r.Detail)
-			want := diagnostics.Pass
-			if r.Name == "bridge" {
-				want = diagnostics.NotAvailable // never a false pass
-			}
-			if r.Outcome != want {
-				t.Errorf("%s: %s (%s), want %s", r.Name, r.Outcome, r.Detail, want)
+			if r.Outcome != diagnostics.Pass {
+				t.Errorf("%s: %s (%s), want pass", r.Name, r.Outcome, r.Detail)
 			}
 		}
 		if len(live) != len(rs) {
@@ -232,7 +233,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("reset keeps the workspace", func(t *testing.T) {
-		a, _ := m.Agent()
+		a := runningAgent(t, m)
 		if _, err := a.WriteFile(ctx, agentproto.WriteFileRequest{Path: "/workspace/agents/keep/notes.txt", Data: []byte("precious"), MakeParents: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +246,7 @@ func TestLifecycle(t *testing.T) {
 		if err := m.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		a, _ = m.Agent()
+		a = runningAgent(t, m)
 		r, err := a.ReadFile(ctx, agentproto.ReadFileRequest{Path: "/workspace/agents/keep/notes.txt"})
 		if err != nil || string(r.Data) != "precious" {
 			t.Fatalf("workspace after reset: %q %v", r.Data, err)
@@ -268,7 +269,7 @@ func TestLifecycle(t *testing.T) {
 		if err := m.Remove(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(p.Container().Dir); !os.IsNotExist(err) {
+		if _, err := os.Stat(p.ContainerDir()); !os.IsNotExist(err) {
 			t.Fatalf("container left after remove: %v", err)
 		}
 		if b, err := os.ReadFile(filepath.Join(p.Workspace(), "agents", "keep", "notes.txt")); err != nil || string(b) != "precious" {
@@ -294,7 +295,7 @@ func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := m.Agent()
+	a := runningAgent(t, m)
 	checks := []diagnostics.Check{}
 	for _, c := range diagnostics.Checks() {
 		if c.Name == "nat" || c.Name == "exec" {
@@ -339,7 +340,7 @@ func TestCrashedOwnerVMIsAdopted(t *testing.T) {
 	if st.State != sandbox.Running || st.Pid != pid {
 		t.Fatalf("after recover: %+v, want running pid %d", st, pid)
 	}
-	a, _ := second.Agent()
+	a := runningAgent(t, second)
 	out, _, _, err := a.Output(ctx, agentproto.ExecRequest{Shell: "echo adopted"})
 	if err != nil || string(out) != "adopted\n" {
 		t.Fatalf("exec on adopted VM: %q %v", out, err)
@@ -367,4 +368,16 @@ func countProcs(p config.Paths, program string) int {
 		}
 	}
 	return n
+}
+
+// runningAgent is the running VM's agent, or the end of this (sub)test when
+// an earlier step left no VM: a failed start must fail the steps after it,
+// not panic the whole test binary.
+func runningAgent(t *testing.T, m *sandbox.Manager) *agentproto.Client {
+	t.Helper()
+	a, err := m.Agent()
+	if err != nil {
+		t.Fatalf("no running VM (an earlier step failed?): %v", err)
+	}
+	return a
 }

@@ -21,10 +21,11 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/control"
-	"github.com/osaurus/osaurus-sandbox/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -52,7 +53,20 @@ func newToolsEnv(t *testing.T) *toolsEnv {
 	}
 	fakeOwner(t, paths, m)
 
-	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }})
+	// As the app's: with the plugin library, so both transports list
+	// sandbox_plugin_register to agents that may register plugins.
+	lib, err := plugins.OpenLibrary(paths.PluginsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := tools.NewEnv(tools.Options{
+		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
+		Agents:  te.reg,
+		Plugins: plugins.NewInstalled(paths.AgentStateDir()),
+		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
+			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
+		}},
+	})
 	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: te.reg, Version: "e2e"})
 	ln, err := mcpserver.Listen("127.0.0.1:0")
 	if err != nil {
@@ -317,8 +331,8 @@ func everyTool(t *testing.T, s *session, slug, pkg string) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 15 {
-		t.Fatalf("%d tools listed, want all 15", got)
+	if got := len(s.tools(t)); got != 16 {
+		t.Fatalf("%d tools listed, want all 16", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -492,6 +506,42 @@ func isolation(t *testing.T, alice, bob *session) {
 	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "cat " + bobHome + "/secret.txt; ls " + bobHome}); num(r["exit_code"]) == 0 || strings.Contains(r["stdout"].(string), "4711") {
 		t.Errorf("alice read bob's home: %v", r)
 	}
+	// Ignore files bob plants in the shared area don't hide alice's files
+	// from her searches there.
+	alice.ok(t, "sandbox_write_file", map[string]any{"path": "/workspace/shared/alice-notes.txt", "content": "needle-7319\n"})
+	for _, f := range []string{".rgignore", ".ignore", ".gitignore"} {
+		bob.ok(t, "sandbox_write_file", map[string]any{"path": "/workspace/shared/" + f, "content": "*.txt\n"})
+	}
+	if r := alice.ok(t, "sandbox_search_files", map[string]any{"pattern": "needle-7319", "path": "/workspace/shared"}); num(r["match_count"]) != 1 {
+		t.Errorf("a planted ignore file hid alice's file from her search: %v", r)
+	}
+	// The guest's hardening, seen from an agent's shell.
+	r = alice.ok(t, "sandbox_exec", map[string]any{"command": "cat /proc/sys/fs/protected_regular /proc/sys/fs/protected_fifos /proc/sys/kernel/kptr_restrict /proc/sys/kernel/yama/ptrace_scope"})
+	if r["stdout"] != "2\n2\n2\n1\n" {
+		t.Errorf("sysctls: %v", r)
+	}
+	r = alice.ok(t, "sandbox_exec", map[string]any{"command": "unshare --user --map-root-user true"})
+	if num(r["exit_code"]) == 0 {
+		t.Errorf("an agent created a user namespace: %v", r)
+	}
+	r = alice.ok(t, "sandbox_exec", map[string]any{"command": "awk '$2 == \"/workspace\" || $2 == \"/output\" {print $2, $4}' /proc/mounts"})
+	for _, line := range strings.Split(strings.TrimSpace(r["stdout"].(string)), "\n") {
+		if opts := strings.Split(line, ","); !slices.Contains(opts, "nosuid") || !slices.Contains(opts, "nodev") {
+			t.Errorf("share mounted without nosuid,nodev: %q", line)
+		}
+	}
+	if n := strings.Count(r["stdout"].(string), "\n"); n != 2 {
+		t.Errorf("want /workspace and /output in /proc/mounts: %v", r)
+	}
+
+	// Install only installs: apt's trailing "-" (remove, for every agent)
+	// and other manager syntax are refused before anything runs.
+	for _, pkg := range []string{"bash-", "coreutils-", "jq/bookworm", "-y"} {
+		if e := alice.fails(t, "sandbox_install", map[string]any{"packages": []string{pkg}}, envelope.InvalidArgs); e.Field != "packages" {
+			t.Errorf("install %q: %+v", pkg, e)
+		}
+	}
+
 	// Shared files: readable, but only their owner may delete them.
 	alice.ok(t, "sandbox_read_file", map[string]any{"path": "/workspace/shared/bob.txt"})
 	alice.fails(t, "sandbox_delete", map[string]any{"path": "/workspace/shared/bob.txt"}, envelope.Rejected)
@@ -535,8 +585,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 13 {
-			t.Fatalf("%s: %d tools after enabling, want 13", s.name, got)
+		if got := len(s.tools(t)); got != 14 {
+			t.Fatalf("%s: %d tools after enabling, want 14", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)
@@ -642,7 +692,8 @@ func removeAgent(t *testing.T, te *toolsEnv, bob *session) {
 	if _, err := bob.cs.ListTools(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Fatalf("a removed agent's session lists tools: %v", err)
 	}
-	check := fmt.Sprintf("id agent-bob 2>&1; ps -e -o uid= | awk '$1 == %s' | wc -l; test -f /workspace/agents/bob/secret.txt && echo home kept", strings.TrimSpace(uid))
+	// Zombies (killed, not yet reaped by PID 1) run nothing: not counted.
+	check := fmt.Sprintf("id agent-bob 2>&1; ps -e -o uid=,stat= | awk '$1 == %s && $2 !~ /^Z/' | wc -l; test -f /workspace/agents/bob/secret.txt && echo home kept", strings.TrimSpace(uid))
 	got, _, _ := sh(t, g, "", check)
 	if !strings.Contains(got, "no such user") || !strings.Contains(got, "\n0\n") || !strings.HasSuffix(got, "home kept\n") {
 		t.Fatalf("after removal: %q", got)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,12 +97,7 @@ func TestUISmoke(t *testing.T) {
 	bin := buildCLI(t)
 	c := cliRun{t: t, bin: bin, home: p.Root}
 
-	display := fmt.Sprintf(":%d", 90+os.Getpid()%9)
-	xvfb := exec.Command("Xvfb", display, "-screen", "0", "1280x900x24", "-nolisten", "tcp")
-	if err := xvfb.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { xvfb.Process.Kill(); xvfb.Wait() })
+	display := startXvfb(t)
 	xenv := append(os.Environ(), "DISPLAY="+display, "FYNE_SCALE=1", config.HomeEnv+"="+p.Root)
 
 	app := exec.Command(bin)
@@ -116,6 +112,10 @@ func TestUISmoke(t *testing.T) {
 		c.run("stop") // the app owns the VM: stop it before the app goes
 		app.Process.Kill()
 		app.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(appLog.Name())
+			t.Logf("app log:\n%s", b)
+		}
 	})
 
 	x := func(args ...string) string {
@@ -129,7 +129,9 @@ func TestUISmoke(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	var win string
-	waitFor(t, "the window", 60*time.Second, func() bool {
+	// Generous: on a loaded 2-core machine the first start of a cgo UI
+	// binary (fonts, GL under Xvfb) has taken over a minute.
+	waitFor(t, "the window", 3*time.Minute, func() bool {
 		if ids := strings.Fields(x("search", "--name", "Osaurus Sandbox")); len(ids) > 0 {
 			win = ids[0]
 		}
@@ -189,6 +191,49 @@ func TestUISmoke(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// startXvfb starts a virtual X server on a display it picks itself and
+// returns that display once the server accepts clients: Xvfb writes the
+// number to -displayfd only when it is ready, so there is no race with the
+// app's first connection and no clash with another server's display.
+func startXvfb(t *testing.T) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1280x900x24", "-nolisten", "tcp")
+	xvfb.ExtraFiles = []*os.File{w}
+	var stderr strings.Builder
+	xvfb.Stderr = &stderr
+	xvfb.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := xvfb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan struct{})
+	go func() { xvfb.Wait(); close(exited) }()
+	t.Cleanup(func() { xvfb.Process.Kill(); <-exited })
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(r, 16)) // "N\n", then EOF when Xvfb exits or closes it
+		got <- strings.TrimSpace(string(b))
+	}()
+	select {
+	case n := <-got:
+		if n == "" {
+			<-exited
+			t.Fatalf("Xvfb exited before it was ready: %s", stderr.String())
+		}
+		return ":" + n
+	case <-exited:
+		t.Fatalf("Xvfb exited before it was ready: %s", stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Xvfb did not report a display within 2 minutes: %s", stderr.String())
+	}
+	return ""
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {

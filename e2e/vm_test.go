@@ -253,11 +253,16 @@ func TestQEMUDeathFailsCallsFast(t *testing.T) {
 	var events []vm.Event
 	m := boot(t, bootOpts{events: func(e vm.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
 	errc := make(chan error, 1)
+	started := &firstWrite{ch: make(chan struct{})}
 	go func() {
-		_, err := m.Agent().Exec(context.Background(), agentproto.ExecRequest{Shell: "sleep 600"}, nil, nil, nil)
+		_, err := m.Agent().Exec(context.Background(), agentproto.ExecRequest{Shell: "echo started; sleep 600"}, nil, started, nil)
 		errc <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-started.ch: // the command runs in the guest: the call is in flight
+	case err := <-errc:
+		t.Fatalf("exec ended before QEMU was killed: %v", err)
+	}
 	if err := syscall.Kill(m.Info().Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -305,4 +310,16 @@ func TestVirtiofsdDeathStopsTheVM(t *testing.T) {
 	if last.State != vm.StateError || !strings.Contains(last.Err.Error(), "virtiofsd for /workspace exited") {
 		t.Fatalf("last event %+v, want an error naming the /workspace virtiofsd", last)
 	}
+}
+
+// firstWrite closes ch on the first write: an event to wait on instead of a
+// sleep.
+type firstWrite struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
 }

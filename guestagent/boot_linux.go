@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/bootparams"
+	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,6 +102,7 @@ func RunInit(agentVersion string) {
 		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
 		Logger:       b.log,
 		Debug:        params.Debug,
+		NetPolicy:    NewNetPolicy(b.log),
 	})
 	if err != nil {
 		b.fatal("%v", err)
@@ -321,10 +322,12 @@ func (b *boot) setupRoot(p bootparams.Params) {
 		b.warn("unmount /proc: %v", err)
 	}
 	if err := b.mount(mountSpec{"proc", "/proc", "proc", nodev, "hidepid=2"}, 0o555); err != nil {
-		b.warn("%v; mounting without hidepid", err)
-		if err := b.mount(mountSpec{"proc", "/proc", "proc", nodev, ""}, 0o555); err != nil {
-			b.warn("%v", err)
-		}
+		// Without it every agent sees every other agent's commands and
+		// environments (secrets included): no VM is better than that one.
+		b.fatal("%v: agents would see each other's processes, so the VM does not start", err)
+	}
+	if err := hardenKernel("/proc/sys"); err != nil {
+		b.fatal("kernel hardening: %v", err)
 	}
 	for _, m := range []struct {
 		mountSpec
@@ -358,7 +361,9 @@ func (b *boot) setupRoot(p bootparams.Params) {
 		}
 	}
 	for _, s := range p.Shares {
-		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", 0, ""}, 0o755); err != nil {
+		// Agents write these folders; a set-uid file or a device node in
+		// them must not be honoured.
+		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755); err != nil {
 			b.warn("share %s: %v", s.Tag, err)
 		}
 	}

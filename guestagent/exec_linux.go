@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,6 +37,8 @@ type command struct {
 	argv []string
 	env  []string
 	dir  string
+	// netns is the network namespace to start in (see netnsFor).
+	netns netns.NsHandle
 }
 
 // prepare resolves what every process start needs: argv, environment,
@@ -65,7 +68,12 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	if err != nil {
 		return nil, err
 	}
-	return &command{path: path, argv: argv, env: env, dir: dir}, nil
+	ns, netEnv, err := s.netnsFor(a, req)
+	if err != nil {
+		return nil, err
+	}
+	// The policy's variables come last so the request can't override them.
+	return &command{path: path, argv: argv, env: append(env, netEnv...), dir: dir, netns: ns}, nil
 }
 
 // buildEnv is the clean base environment plus extra; later entries win.
@@ -188,9 +196,9 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 			Credential: a.credential(),
 		},
 	}
-	pid, ch, err := s.reaper.Start(func() (int, error) {
+	pid, ch, err := s.reaper.Start(spawnIn(cmd.netns, func() (int, error) {
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
-	})
+	}))
 	if err != nil {
 		return 0, nil, mapErr(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
 	}

@@ -32,6 +32,7 @@ func (s *Service) ServeConn(ctx context.Context, conn io.ReadWriteCloser, transp
 		return err
 	}
 	defer peer.Close(nil)
+	s.startBridge(ctx, peer, transport)
 	return peer.Serve(WithTransport(ctx, transport), agentproto.ServiceMux(recovering{s}))
 }
 
@@ -103,6 +104,11 @@ func (s *Service) ServeVsock(ctx context.Context, port uint32) error {
 			}
 			s.log.Printf("vsock accept: %v", err)
 			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if !fromHost(conn.RemoteAddr()) {
+			s.log.Printf("vsock: refused a connection from %s: only the host may connect", conn.RemoteAddr())
+			conn.Close()
 			continue
 		}
 		go func() {

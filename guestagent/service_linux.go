@@ -49,6 +49,10 @@ type Config struct {
 	Logger *log.Logger
 	// Debug logs every call.
 	Debug bool
+	// NetPolicy, when set, runs every non-root process in its user's
+	// network namespace under the policy its request names. Only the
+	// VM's PID 1 sets it; a development agent leaves the host alone.
+	NetPolicy *NetPolicy
 }
 
 // Service implements agentproto.Service inside the guest.

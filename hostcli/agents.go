@@ -21,9 +21,11 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/control"
-	"github.com/osaurus/osaurus-sandbox/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 const agentUsage = `usage:
@@ -32,7 +34,9 @@ const agentUsage = `usage:
   osaurus-sandbox agent show NAME        settings and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network`
+keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network
+network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
+  it applies to the agent's next command`
 
 func (c *cli) openAgents() (*agents.Registry, error) { return agents.Open(c.paths.AgentsJSON()) }
 
@@ -107,12 +111,18 @@ func setAgent(a *agents.Agent, key, value string) error {
 	ae := &a.AutonomousExec
 	flag := map[string]*bool{
 		"enabled": &ae.Enabled, "pluginCreate": &ae.PluginCreate,
-		"backgroundProcesses": &ae.BackgroundProcesses, "network": &ae.Network,
+		"backgroundProcesses": &ae.BackgroundProcesses,
 	}
 	key = strings.TrimPrefix(key, "autonomousExec.")
 	switch {
 	case key == "name":
 		a.Name = value
+	case key == "network":
+		// The old boolean spellings still work: on means outbound.
+		if b, ok := map[string]bool{"true": true, "on": true, "false": false, "off": false}[strings.ToLower(value)]; ok {
+			value = netpolicy.Migrate(b)
+		}
+		return ae.SetNetwork(value)
 	case key == "maxCommandsPerTurn":
 		n, err := strconv.Atoi(value)
 		if err != nil {
@@ -145,7 +155,10 @@ func (c *cli) agentShow(reg *agents.Registry, ref string) int {
 	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s\n  home:                 %s\n", a.Name, a.ID, a.User(), a.Home())
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
-		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(ae.Network))
+		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)
+	if p, err := a.NetworkPolicy(); err == nil {
+		fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
+	}
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())
@@ -229,7 +242,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	guest := &relayGuest{paths: c.paths}
 	defer guest.close()
 	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: guest.get}),
+		Env:      tools.NewEnv(tools.Options{Guest: guest.get, Agents: reg, Redactor: secretStore, Plugins: c.installedPlugins(), Registry: pluginRegistry(c.paths)}),
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -318,13 +331,14 @@ func serveMCP(p config.Paths, m *sandbox.Manager, logf func(string, ...any)) (st
 		return func() {}
 	}
 	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: managerGuest(m)}),
+		Env:      tools.NewEnv(tools.Options{Guest: managerGuest(m), Agents: reg, Redactor: secretStore, Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: pluginRegistry(p)}),
 		Registry: reg,
 		Version:  Version,
 	}
 	h := mcpserver.NewHTTPHandler(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go mcpserver.Watch(ctx, reg, 2*time.Second, logf)
+	go mcpserver.WatchPlugins(ctx, cfg.Env, 2*time.Second)
 	go func() {
 		if err := mcpserver.Serve(ctx, ln, h); err != nil {
 			logf("mcp: %v", err)

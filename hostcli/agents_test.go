@@ -41,7 +41,11 @@ func TestAgentCommands(t *testing.T) {
 		{"maxCommandsPerTurn", "25", ExitOK, ""},
 		{"maxCommandsPerTurn", "0", ExitError, "maxCommandsPerTurn: 0, want 1–100"},
 		{"maxCommandsPerTurn", "many", ExitError, "want a whole number"},
-		{"network", "maybe", ExitError, "want true or false"},
+		{"network", "maybe", ExitError, `network: "maybe" is not a fully qualified name`},
+		{"network", "10.0.2.2", ExitError, "is an IP address"},
+		{"network", "https://example.com", ExitError, "want none, outbound, or a comma-separated list"},
+		{"network", "off", ExitOK, ""},
+		{"network", "Example.com, *.example.org", ExitOK, ""},
 		{"color", "blue", ExitError, "want one of name, enabled"},
 	} {
 		_, errOut, code := run(t, "agent", "set", "data-analyst", tt.key, tt.value)
@@ -55,7 +59,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
 		t.Fatalf("list --json: %q %v", out, err)
 	}
-	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 {
+	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 || ae.Network != "*.example.org,example.com" {
 		t.Fatalf("settings %+v", ae)
 	}
 	if out, _, _ = run(t, "agent", "list"); !strings.Contains(out, "Data Analyst  data-analyst  agent-data-analyst  on") {
@@ -67,6 +71,8 @@ func TestAgentCommands(t *testing.T) {
 	out, _, code = run(t, "agent", "show", "Data Analyst")
 	for _, want := range []string{
 		`"osaurus-sandbox-data-analyst": {`,
+		"network:              *.example.org,example.com (network)\n",
+		"network in force:     only *.example.org, example.com over HTTP and HTTPS, through the sandbox's proxy\n",
 		`"args": [` + "\n" + `        "mcp",`,
 		`"OSAURUS_SANDBOX_HOME": "` + home + `"`,
 		"claude mcp add --env OSAURUS_SANDBOX_HOME=" + home + " osaurus-sandbox-data-analyst -- ",

@@ -59,6 +59,16 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent remove NAME [--purge]
                         remove an agent and its Linux user (--purge: its home too)
   mcp --agent NAME      serve the agent's tools over stdio (what MCP clients run)
+  secret set AGENT KEY  store an agent's secret in the OS keychain (value from stdin)
+  secret list AGENT [--json]
+                        list an agent's secret names
+  secret remove AGENT KEY
+                        delete an agent's secret
+  logs --agent NAME     show what the agent logged with "osaurus-host log"
+
+Plugins (JSON recipes: packages, files and tools for agents):
+  plugin import SOURCE  from a file, an https:// URL or github.com/OWNER/REPO
+  plugin list [--json]  the library; also show, export, duplicate, update, remove
 
 Settings (sandbox.json):
   config get [KEY]      show one setting or all
@@ -113,7 +123,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"config":      c.config,
 		"serve":       c.serve,
 		"agent":       c.agent,
+		"secret":      c.secret,
 		"mcp":         c.mcp,
+		"plugin":      c.plugin,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {
@@ -237,6 +249,9 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if st.Reason != "" {
 		fmt.Fprintln(c.out, "reason:", st.Reason)
 	}
+	if st.State == sandbox.Running && st.AccelReason != "" {
+		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
+	}
 	return ExitOK
 }
 
@@ -319,8 +334,12 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 func (c *cli) logs(ctx context.Context, args []string) int {
 	fs := c.flags("logs")
 	follow := fs.Bool("f", false, "follow the log")
+	agent := fs.String("agent", "", "show this agent's log buffer (osaurus-host log) instead")
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
+	}
+	if *agent != "" {
+		return c.agentLogs(*agent)
 	}
 	f, err := os.Open(c.paths.ConsoleLog())
 	if err != nil {

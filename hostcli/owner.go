@@ -22,7 +22,7 @@ import (
 
 // NewManager builds the sandbox manager for a data dir; the GUI uses it too.
 func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
-	return sandbox.New(sandbox.Options{
+	o := sandbox.Options{
 		Paths:  p,
 		Driver: newDriver(p),
 		Manifest: func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error) {
@@ -30,7 +30,10 @@ func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
 		},
 		Agent: assets.GuestAgent,
 		Logf:  logf,
-	})
+	}
+	// The host API bridge: serves the guest's calls, installs osaurus-host.
+	o.OnGuest = NewBridge(p, logf).Attach
+	return sandbox.New(o)
 }
 
 // DiagEnv fills the diagnostics settings from sandbox.json.
@@ -38,6 +41,7 @@ func DiagEnv(p config.Paths) func(*diagnostics.Env) {
 	return func(env *diagnostics.Env) {
 		cfg, _ := config.LoadSandbox(p.SandboxJSON())
 		env.NATURL = natURL(cfg)
+		env.Bridge = diagnostics.CheckBridge
 	}
 }
 

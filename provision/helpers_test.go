@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/image/ext4"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/provision/ext4"
 	"github.com/osaurus/osaurus-sandbox/provision/provisiontest"
 )
 

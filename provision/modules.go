@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/image/kmod"
+	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 	"github.com/osaurus/osaurus-sandbox/provision/squashfs"
 )
 

@@ -18,11 +18,11 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/osaurus/osaurus-sandbox/image/ext4"
-	"github.com/osaurus/osaurus-sandbox/image/initramfs"
-	"github.com/osaurus/osaurus-sandbox/image/kmod"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/provision/ext4"
+	"github.com/osaurus/osaurus-sandbox/provision/initramfs"
+	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 )
 
 // ErrNotProvisioned: there is no complete provision in the layout.
@@ -403,6 +403,9 @@ func saveModules(dir string, mods []kmod.Module) error {
 	}
 	var order strings.Builder
 	for i, m := range mods {
+		if err := kmod.CheckName(m.Name); err != nil {
+			return err
+		}
 		name := fmt.Sprintf("%02d-%s.ko", i+1, m.Name)
 		if err := os.WriteFile(filepath.Join(tmp, name), m.Data, 0o644); err != nil {
 			return err

@@ -45,6 +45,10 @@ type Options struct {
 	// DiskSize of new root disks (default 8 GiB).
 	DiskSize int64
 	Logf     func(format string, args ...any)
+	// OnGuest is called with every new guest session (boot or re-attach)
+	// before the sandbox reports Running. The host API bridge hooks in
+	// here: it serves the guest's calls and installs osaurus-host.
+	OnGuest func(ctx context.Context, c *agentproto.Client)
 }
 
 // Manager owns the VM of one data dir. Its methods are safe for concurrent
@@ -95,7 +99,7 @@ func New(o Options) *Manager {
 	}
 	m := &Manager{o: o, subs: map[int]func(Status){}}
 	m.prov = &provision.Provisioner{
-		Layout:   o.Paths.Container(),
+		Layout:   provision.Layout{Dir: o.Paths.ContainerDir()},
 		Download: o.Download,
 		Agent:    o.Agent,
 		DiskSize: o.DiskSize,
@@ -311,12 +315,16 @@ func (m *Manager) boot(ctx context.Context) error {
 
 // adopt makes a booted or re-attached machine the current one.
 func (m *Manager) adopt(mach *vm.Machine) {
+	if m.o.OnGuest != nil {
+		m.o.OnGuest(context.Background(), mach.Agent())
+	}
 	info, g := mach.Info(), mach.Guest()
 	m.mu.Lock()
 	m.machine = mach
 	notify := m.setLocked(func(s *Status) {
 		s.State, s.Reason = Running, ""
 		s.Driver, s.Accel, s.Transport, s.Pid = info.Driver, info.Accel, info.Transport, info.Pid
+		s.AccelReason = info.AccelReason
 		s.Distro, s.Kernel, s.BootSecs = g.Distro, g.Kernel, g.BootSeconds
 		s.CooldownUntil = nil
 	})
@@ -452,7 +460,7 @@ func (m *Manager) Reset(ctx context.Context) error {
 	if err := m.stop(ctx); err != nil {
 		return err
 	}
-	l := m.o.Paths.Container()
+	l := m.prov.Layout
 	for _, p := range []string{l.StateFile(), l.RootDisk(), l.Initramfs(), l.Dir + "/kernel"} {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("reset: %w", err)
@@ -472,7 +480,7 @@ func (m *Manager) Remove(ctx context.Context) error {
 	if err := m.stop(ctx); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(m.o.Paths.Container().Dir); err != nil {
+	if err := os.RemoveAll(m.o.Paths.ContainerDir()); err != nil {
 		return fmt.Errorf("remove: %w", err)
 	}
 	m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, "" })
@@ -519,7 +527,7 @@ func (m *Manager) spec(cfg config.Sandbox) (vm.Spec, error) {
 			return vm.Spec{}, err
 		}
 	}
-	l := p.Container()
+	l := m.prov.Layout
 	return vm.Spec{
 		Kernel:    l.Kernel(),
 		Initramfs: l.Initramfs(),

@@ -86,7 +86,7 @@ var fakeAgent = []byte("agent binary")
 func provisioned(t *testing.T) config.Paths {
 	t.Helper()
 	p := config.Paths{Root: t.TempDir()}
-	l := p.Container()
+	l := provision.Layout{Dir: p.ContainerDir()}
 	os.MkdirAll(filepath.Dir(l.Kernel()), 0o755)
 	for _, f := range []string{l.Kernel(), l.Initramfs(), l.RootDisk()} {
 		os.WriteFile(f, []byte("x"), 0o644)
@@ -205,7 +205,7 @@ func TestResetAndRemoveKeepWorkspace(t *testing.T) {
 	if err := m.Reset(context.Background()); err == nil {
 		t.Fatal("reset provisioned while offline")
 	}
-	if _, err := os.Stat(p.Container().RootDisk()); !os.IsNotExist(err) {
+	if _, err := os.Stat(provision.Layout{Dir: p.ContainerDir()}.RootDisk()); !os.IsNotExist(err) {
 		t.Fatalf("root disk survived reset: %v", err)
 	}
 	if st := m.Status(); st.State != NotProvisioned {
@@ -214,7 +214,7 @@ func TestResetAndRemoveKeepWorkspace(t *testing.T) {
 	if err := m.Remove(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(p.Container().Dir); !os.IsNotExist(err) {
+	if _, err := os.Stat(p.ContainerDir()); !os.IsNotExist(err) {
 		t.Fatalf("container survived remove: %v", err)
 	}
 	for _, f := range []string{filepath.Join(p.Workspace(), "agents", "bob", "work.txt"), filepath.Join(p.Output(), "report.txt")} {

@@ -25,17 +25,20 @@ const (
 
 // Status is a snapshot for displays and `status --json`.
 type Status struct {
-	State     State     `json:"state"`
-	Reason    string    `json:"reason,omitempty"` // why Error, in plain words
-	Since     time.Time `json:"since"`
-	Driver    string    `json:"driver,omitempty"`
-	Accel     string    `json:"accel,omitempty"`
-	Transport string    `json:"transport,omitempty"`
-	Distro    string    `json:"distro,omitempty"`
-	Kernel    string    `json:"kernel,omitempty"`
-	Pid       int       `json:"pid,omitempty"`
-	BootSecs  float64   `json:"bootSeconds,omitempty"`
-	Restarts  int       `json:"restarts,omitempty"`
+	State  State     `json:"state"`
+	Reason string    `json:"reason,omitempty"` // why Error, in plain words
+	Since  time.Time `json:"since"`
+	Driver string    `json:"driver,omitempty"`
+	Accel  string    `json:"accel,omitempty"`
+	// AccelReason says why the accelerator isn't the best one (why "auto"
+	// runs under TCG).
+	AccelReason string  `json:"accelReason,omitempty"`
+	Transport   string  `json:"transport,omitempty"`
+	Distro      string  `json:"distro,omitempty"`
+	Kernel      string  `json:"kernel,omitempty"`
+	Pid         int     `json:"pid,omitempty"`
+	BootSecs    float64 `json:"bootSeconds,omitempty"`
+	Restarts    int     `json:"restarts,omitempty"`
 	// CooldownUntil is set while automatic restarts are paused.
 	CooldownUntil *time.Time `json:"cooldownUntil,omitempty"`
 	// Progress of a running provision.

@@ -21,7 +21,9 @@ esac
 
 # what each group of make targets needs
 run_pkgs=("$qemu" qemu-system-common gcc libgl1-mesa-dev xorg-dev libxkbcommon-dev libwayland-dev)
-test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick)
+# gnome-keyring and dbus-daemon (dbus-run-session) give the secrets tests a
+# real Secret Service.
+test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick gnome-keyring dbus-daemon dbus-bin)
 
 want=("${run_pkgs[@]}")
 [ "${1:-run}" = test ] && want+=("${test_pkgs[@]}")

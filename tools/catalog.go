@@ -39,9 +39,10 @@ const (
 type gate int
 
 const (
-	gateAlways     gate = iota // read-only tools
-	gateAutonomous             // autonomousExec.enabled
-	gateBackground             // enabled and backgroundProcesses
+	gateAlways       gate = iota // read-only tools
+	gateAutonomous               // autonomousExec.enabled
+	gateBackground               // enabled and backgroundProcesses
+	gatePluginCreate             // enabled and pluginCreate, with a plugin library
 )
 
 // tool is one entry of the catalog.
@@ -183,6 +184,21 @@ var catalog = []*tool{
 			Destructive: true, OpenWorld: true,
 		},
 		gate: gateAutonomous, service: serviceExec, command: true, bind: bind(execCommand),
+	},
+	{
+		Spec: Spec{
+			Name: "sandbox_plugin_register",
+			Description: "Register a plugin you wrote: put plugin.json (name, description, tools with id, description, parameters, run; " +
+				"optional dependencies, setup, secrets, permissions) and its scripts in ~/plugins/<plugin_id>/, then call this. " +
+				"Text files in the folder are packed into the plugin. It is checked, saved, installed for you and its tools " +
+				"({plugin_id}_{tool_id}) appear. Network access is restricted to the host names listed in permissions.network; " +
+				"setup and run may only reach hosts on the setup allowlist.",
+			InputSchema: object(
+				str("plugin_id", "The folder name under ~/plugins: the plugin name lowercased, spaces as hyphens.").must(),
+			),
+			OpenWorld: true,
+		},
+		gate: gatePluginCreate, service: serviceHTTP, bind: bind(registerPlugin),
 	},
 	{
 		Spec: Spec{

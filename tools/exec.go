@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -39,6 +40,25 @@ func (c *call) procEnv() []string {
 	}
 }
 
+// network is the policy the agent's processes run under, read from the
+// registry for every call so a change holds from the next command. A
+// setting that does not parse (a hand-edited file) fails closed.
+func (c *call) network() string {
+	a := c.agent
+	if reg := c.env.agents; reg != nil {
+		if err := reg.Reload(); err == nil {
+			if cur, err := reg.Get(a.ID); err == nil {
+				a = cur
+			}
+		}
+	}
+	p, err := a.NetworkPolicy()
+	if err != nil {
+		return netpolicy.SettingNone
+	}
+	return p.String()
+}
+
 // exec runs a process in the guest with a timeout enforced there (killing
 // the whole process group) and, as a backstop, on the host.
 func (c *call) exec(ctx context.Context, req agentproto.ExecRequest, timeout time.Duration, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
@@ -47,6 +67,9 @@ func (c *call) exec(ctx context.Context, req agentproto.ExecRequest, timeout tim
 	}
 	if req.Env == nil {
 		req.Env = c.procEnv()
+	}
+	if req.User != "" {
+		req.Network = c.network()
 	}
 	req.TimeoutMillis = timeout.Milliseconds()
 	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
@@ -206,7 +229,7 @@ func execBackground(ctx context.Context, c *call, a backgroundArgs) (any, error)
 		return nil, err
 	}
 	r, err := c.g.StartBackground(ctx, agentproto.StartBackgroundRequest{ExecRequest: agentproto.ExecRequest{
-		Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path, Env: c.procEnv(),
+		Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path, Env: c.procEnv(), Network: c.network(),
 	}})
 	if err != nil {
 		return nil, c.startError(err, "sh", "cwd")

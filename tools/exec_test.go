@@ -2,10 +2,12 @@ package tools
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -255,5 +257,49 @@ func BenchmarkCaptureWrite(b *testing.B) {
 	b.SetBytes(int64(len(chunk)))
 	for b.Loop() {
 		c.Write(chunk)
+	}
+}
+
+// TestExecCarriesNetworkPolicy: every process an agent starts carries its
+// network policy, read from the registry at that moment, so a change made
+// by another process holds from the next command; root's installs carry
+// none (they run in the VM's own network).
+func TestExecCarriesNetworkPolicy(t *testing.T) {
+	reg, err := agents.Open(filepath.Join(t.TempDir(), agents.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := reg.Add("Bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error {
+		a.AutonomousExec.Enabled, a.AutonomousExec.BackgroundProcesses = true, true
+		return a.AutonomousExec.SetNetwork("example.com")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *Options) { o.Agents = reg })
+	h.ts = h.env.Toolset(a) // a snapshot: the registry is what counts
+
+	ok(t, h.call("sandbox_exec", map[string]any{"command": "true"}))
+	if req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest); req.Network != "example.com" {
+		t.Fatalf("exec carries network %q, want example.com", req.Network)
+	}
+	// Another process (the CLI) changes the setting.
+	other, err := agents.Open(reg.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Update("bob", func(a *agents.Agent) error { return a.AutonomousExec.SetNetwork("none") }); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, h.call("sandbox_exec", map[string]any{"command": "true"}))
+	if req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest); req.Network != "none" {
+		t.Fatalf("next exec carries network %q, want none", req.Network)
+	}
+	ok(t, h.call("sandbox_exec_background", map[string]any{"command": "sleep 1"}))
+	if req := h.guest.last(t, agentproto.OpStartBg).(agentproto.StartBackgroundRequest); req.Network != "none" {
+		t.Fatalf("background start carries network %q, want none", req.Network)
 	}
 }

@@ -393,6 +393,7 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 	if a.Include != "" {
 		argv = append(argv, "--glob", a.Include)
 	}
+	argv = append(argv, ignoreRules(p)...)
 	argv = append(argv, "-e", a.Pattern, "--", target)
 
 	out := &prefix{max: 4 << 20}
@@ -569,4 +570,16 @@ func (p *prefix) Write(b []byte) (int, error) {
 	}
 	p.b = append(p.b, b...)
 	return n, nil
+}
+
+// ignoreRules keeps a search from obeying ignore files (.ignore, .rgignore,
+// .gitignore) that the calling agent doesn't own: anyone can plant one in
+// the shared area to hide files from another agent's searches. In the
+// agent's own home every ignore file is its own, but the ones above the
+// home are not.
+func ignoreRules(p sandboxpath.Resolved) []string {
+	if p.Root == sandboxpath.SharedDir {
+		return []string{"--no-ignore"}
+	}
+	return []string{"--no-ignore-parent", "--no-ignore-global"}
 }

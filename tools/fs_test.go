@@ -247,7 +247,7 @@ func TestSearchFiles(t *testing.T) {
 		r := ok(t, e)
 		req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest)
 		want := []string{"rg", "-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview",
-			"-i", "-C", "10", "--glob", "*.go", "-e", "-func", "--", "."}
+			"-i", "-C", "10", "--glob", "*.go", "--no-ignore-parent", "--no-ignore-global", "-e", "-func", "--", "."}
 		if !slices.Equal(req.Argv, want) || req.Cwd != "/workspace/agents/bob" || req.User != "agent-bob" {
 			t.Fatalf("rg request %+v", req)
 		}
@@ -279,6 +279,10 @@ func TestSearchFiles(t *testing.T) {
 		req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest)
 		if req.Cwd != "/workspace/shared" || req.Argv[len(req.Argv)-1] != "./notes.md" || req.Root != "/workspace/shared" {
 			t.Fatalf("request %+v", req)
+		}
+		// Ignore files in the shared area are anyone's: none is obeyed.
+		if !slices.Contains(req.Argv, "--no-ignore") {
+			t.Fatalf("a shared-area search obeys ignore files: %q", req.Argv)
 		}
 	})
 	t.Run("no matches", func(t *testing.T) {

@@ -12,11 +12,16 @@ import (
 )
 
 // Package names are passed as separate arguments (never through a shell);
-// these patterns also keep them from being read as options.
+// these patterns also keep them from being read as options. Each follows
+// its package manager's naming rules, and none allows a name that the
+// manager would read as anything but "install this": apt-get install reads
+// a trailing "-" as "remove" (for every agent), so a system package name
+// ends in a letter, digit or "+", as Debian's names do.
 var (
-	systemPkgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+._-]*(=[A-Za-z0-9.+~:_-]+)?$`)
-	pipPkgRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+(,(==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+)*)?$`)
-	npmPkgRE    = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*+_ |-]+)?$`)
+	aptPkgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*[a-z0-9+](=[A-Za-z0-9.+~:_-]*[A-Za-z0-9+~])?$`)
+	apkPkgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+._-]*[a-z0-9+_]((=|~|>=|<=|>|<)[A-Za-z0-9.+_~-]*[A-Za-z0-9+_])?$`)
+	pipPkgRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+(,(==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+)*)?$`)
+	npmPkgRE = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*+_ |-]+)?$`)
 )
 
 // staleIndex matches package-manager output that a refreshed index may
@@ -69,9 +74,8 @@ func (c *call) pmRun(ctx context.Context, id agentproto.Identity, argv []string,
 }
 
 func installSystem(ctx context.Context, c *call, a packagesArgs) (any, error) {
-	if err := checkPackages(a.Packages, systemPkgRE, "jq or curl=7.88.1-10"); err != nil {
-		return nil, err
-	}
+	// Admission first: which package manager, so which naming rules, is
+	// the running guest's.
 	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
@@ -81,9 +85,15 @@ func installSystem(ctx context.Context, c *call, a packagesArgs) (any, error) {
 	var install, update []string
 	switch pm := c.g.Info.PackageMgr; pm {
 	case "apk":
+		if err := checkPackages(a.Packages, apkPkgRE, "jq or curl=8.5.0-r0"); err != nil {
+			return nil, err
+		}
 		install = append([]string{"apk", "add", "--no-cache"}, a.Packages...)
 		update = []string{"apk", "update"}
 	case "apt":
+		if err := checkPackages(a.Packages, aptPkgRE, "jq or curl=7.88.1-10"); err != nil {
+			return nil, err
+		}
 		// Wait for dpkg's lock rather than failing: another process (an
 		// MCP server of another client) may be installing right now.
 		install = append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=60"}, a.Packages...)

@@ -187,12 +187,15 @@ func TestPackageNames(t *testing.T) {
 		ok   []string
 		bad  []string
 	}{
-		{"system", []string{"jq", "g++", "python3.11", "libssl3", "curl=7.88.1-10+deb12u8"}, []string{"-y", "Jq", "a b", "x;y", "", "../x", "pkg=", "$(id)"}},
+		{"apt", []string{"jq", "g++", "python3.11", "libssl3", "libstdc++6", "curl=7.88.1-10+deb12u8", "node-semver"},
+			[]string{"-y", "Jq", "a b", "x;y", "", "../x", "pkg=", "$(id)", "jq-", "bash-", "curl=7.88-", "x", "jq/bookworm", "jq:amd64", "under_score"}},
+		{"apk", []string{"jq", "g++", "py3-requests", "curl=8.5.0-r0", "musl-dev", "so_name"},
+			[]string{"-U", "jq-", "!jq", "jq@edge", "a b", "curl=", "../x", "$(id)"}},
 		{"pip", []string{"requests", "Django>=4,<5", "uvicorn[standard]", "numpy==2.1.0", "zope.interface"}, []string{"-e", "git+https://x", "a b", "--index-url=x", "./local", "x;y"}},
 		{"npm", []string{"typescript", "@types/node", "@types/node@^20", "left-pad@1.3.0", "lodash.merge"}, []string{"-g", "../x", "git+ssh://x", "a b", "x;y", "@/x"}},
 	}
 	res := map[string]func(string) bool{
-		"system": systemPkgRE.MatchString, "pip": pipPkgRE.MatchString, "npm": npmPkgRE.MatchString,
+		"apt": aptPkgRE.MatchString, "apk": apkPkgRE.MatchString, "pip": pipPkgRE.MatchString, "npm": npmPkgRE.MatchString,
 	}
 	for _, tt := range tests {
 		for _, p := range tt.ok {

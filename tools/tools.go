@@ -46,9 +46,10 @@ type Spec struct {
 type GuestFunc func(ctx context.Context) (*agentproto.Client, error)
 
 // Redactor scrubs secret values from tool output before a model sees it.
-// The secrets store plugs in here.
+// The secrets store plugs in here; agent is the agent's slug, the name its
+// secrets are stored under.
 type Redactor interface {
-	Redact(agentID, text string) string
+	Redact(agent, text string) string
 }
 
 // Options configure an Env.
@@ -60,6 +61,18 @@ type Options struct {
 	Rate *limit.RateLimiter
 	// Redactor, when set, scrubs every string of every result.
 	Redactor Redactor
+	// Agents, when set, is re-read before every process start for the
+	// agent's network policy, so a change made by another process (the
+	// CLI, the window) holds from the agent's next command. Without it
+	// the toolset's snapshot is used.
+	Agents *agents.Registry
+	// Plugins, when set, adds the tools of the plugins each agent
+	// installed; Secrets gives those plugins their secrets.
+	Plugins InstalledPlugins
+	Secrets PluginSecrets
+	// Registry, when set (with Plugins), offers sandbox_plugin_register
+	// to agents with autonomous exec and pluginCreate.
+	Registry *PluginRegistry
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -69,6 +82,13 @@ type Env struct {
 	exec     *limit.ExecLimiter
 	rate     *limit.RateLimiter
 	redactor Redactor
+	agents   *agents.Registry
+	plugins  InstalledPlugins
+	secrets  PluginSecrets
+	registry *PluginRegistry
+	subsMu   sync.Mutex
+	subs     map[int]func() // SubscribePlugins
+	nextSub  int
 	// install serialises package installs across agents (a channel so a
 	// waiting call can give up when its ctx ends).
 	install chan struct{}
@@ -87,7 +107,7 @@ func NewEnv(o Options) *Env {
 	if o.Rate == nil {
 		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
 	}
-	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, install: make(chan struct{}, 1)}
+	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry, install: make(chan struct{}, 1)}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -120,7 +140,7 @@ func (t *Toolset) List() []Spec {
 			out = append(out, d.Spec)
 		}
 	}
-	return out
+	return append(out, t.pluginSpecs()...)
 }
 
 // Names is every tool name this package defines, enabled or not.
@@ -140,16 +160,31 @@ func (t *Toolset) Call(ctx context.Context, name string, args json.RawMessage) s
 // Run runs a tool and returns its envelope.
 func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) envelope.Envelope {
 	d := lookup(name)
+	var run func(context.Context, *call) (any, error)
 	if d == nil {
-		return envelope.Failf(name, envelope.ToolNotFound, "there is no tool %q; the sandbox tools of this agent are: %s",
-			name, strings.Join(t.names(), ", "))
-	}
-	if why := t.allowed(d); why != "" {
-		return envelope.Fail(name, envelope.ToolNotFound, why)
-	}
-	run, err := d.bind(args, d.InputSchema)
-	if err != nil {
-		return envelope.FromError(name, err)
+		p, tl, err := t.pluginTool(name)
+		if err != nil {
+			return envelope.FromError(name, err)
+		}
+		if p == nil {
+			return envelope.Failf(name, envelope.ToolNotFound, "there is no tool %q; the sandbox tools of this agent are: %s",
+				name, strings.Join(t.names(), ", "))
+		}
+		d = &tool{Spec: Spec{Name: name}, gate: gateAutonomous, service: serviceExec, command: true}
+		if why := t.allowed(d); why != "" {
+			return envelope.Fail(name, envelope.ToolNotFound, why)
+		}
+		if run, err = t.pluginBinder(p, tl, args); err != nil {
+			return envelope.FromError(name, err)
+		}
+	} else {
+		if why := t.allowed(d); why != "" {
+			return envelope.Fail(name, envelope.ToolNotFound, why)
+		}
+		var err error
+		if run, err = d.bind(args, d.InputSchema); err != nil {
+			return envelope.FromError(name, err)
+		}
 	}
 	c := &call{tool: d, agent: t.agent, env: t.env}
 	result, err := run(ctx, c)
@@ -167,7 +202,7 @@ func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) en
 		return envelope.FromError(name, err)
 	}
 	if r := t.env.redactor; r != nil {
-		id := t.agent.ID
+		id := t.agent.Slug
 		result = redact(result, func(s string) string { return r.Redact(id, s) })
 		for i, w := range c.warnings {
 			c.warnings[i] = r.Redact(id, w)
@@ -216,6 +251,14 @@ func (t *Toolset) allowed(d *tool) string {
 			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off. "+
 				"Only the read-only sandbox tools can be used; the user can turn it on with "+
 				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gatePluginCreate:
+		switch {
+		case t.env.registry == nil || t.env.plugins == nil:
+			return fmt.Sprintf("%s is not available: this server has no plugin library.", d.Name)
+		case !ae.Enabled || !ae.PluginCreate:
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec and pluginCreate; the user can run "+
+				"`osaurus-sandbox agent set %s pluginCreate true` (and `enabled true`).", d.Name, t.agent.Name, t.agent.Slug)
 		}
 	case gateBackground:
 		if !ae.Enabled || !ae.BackgroundProcesses {

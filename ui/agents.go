@@ -12,7 +12,8 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 // agentsTab lists agents and edits the selected one.
@@ -30,7 +31,7 @@ type agentsTab struct {
 	MaxCmds    *widget.Entry
 	Background *widget.Check
 	PluginOK   *widget.Check
-	Network    *widget.Check
+	Network    *widget.SelectEntry
 	SaveAgent  *widget.Button
 	RemoveBtn  *widget.Button
 	Desktop    *widget.Entry
@@ -68,7 +69,9 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.MaxCmds = widget.NewEntry()
 	t.Background = widget.NewCheck("Background processes", nil)
 	t.PluginOK = widget.NewCheck("May create plugins", nil)
-	t.Network = widget.NewCheck("Network access", nil)
+	// none, outbound, or a domain list typed in (validated on Save).
+	t.Network = widget.NewSelectEntry([]string{netpolicy.SettingOutbound, netpolicy.SettingNone})
+	t.Network.SetPlaceHolder("none, outbound or example.com,*.example.com")
 	t.SaveAgent = widget.NewButton("Save", t.onSave)
 	t.RemoveBtn = widget.NewButton("Remove…", t.onRemove)
 	t.RemoveBtn.Importance = widget.DangerImportance
@@ -88,7 +91,8 @@ func (t *agentsTab) content() fyne.CanvasObject {
 	editor := container.NewVBox(
 		t.Name, t.Enabled,
 		widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
-		t.Background, t.PluginOK, t.Network,
+		t.Background, t.PluginOK,
+		widget.NewForm(widget.NewFormItem("Network", t.Network)),
 		container.NewHBox(t.SaveAgent, t.RemoveBtn),
 		widget.NewLabel("MCP: Claude Desktop (claude_desktop_config.json)"), t.Desktop,
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
@@ -135,7 +139,7 @@ func (t *agentsTab) showSelected() {
 	t.MaxCmds.SetText(strconv.Itoa(ae.MaxCommandsPerTurn))
 	t.Background.SetChecked(ae.BackgroundProcesses)
 	t.PluginOK.SetChecked(ae.PluginCreate)
-	t.Network.SetChecked(ae.Network)
+	t.Network.SetText(string(ae.Network))
 	token, _ := t.reg.Token(a.ID)
 	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
 	t.Desktop.SetText(c.ClaudeDesktop())
@@ -163,9 +167,9 @@ func (t *agentsTab) onSave() {
 	_, err = t.reg.Update(t.selected, func(a *agents.Agent) error {
 		a.AutonomousExec = agents.AutonomousExec{
 			Enabled: t.Enabled.Checked, MaxCommandsPerTurn: n,
-			BackgroundProcesses: t.Background.Checked, PluginCreate: t.PluginOK.Checked, Network: t.Network.Checked,
+			BackgroundProcesses: t.Background.Checked, PluginCreate: t.PluginOK.Checked,
 		}
-		return nil
+		return a.AutonomousExec.SetNetwork(t.Network.Text)
 	})
 	if err != nil {
 		showError(t.win, "Invalid setting", err)

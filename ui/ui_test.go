@@ -321,6 +321,21 @@ func TestAgentAddEditRemove(t *testing.T) {
 	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 {
 		t.Fatalf("edit not saved: %+v", a.AutonomousExec)
 	}
+	// The network policy: the field shows the setting; a domain list is
+	// stored in canonical form, an address is refused.
+	if at.Network.Text != "outbound" {
+		t.Fatalf("network shown as %q", at.Network.Text)
+	}
+	at.Network.SetText("10.0.2.2")
+	test.Tap(at.SaveAgent)
+	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.Network != "outbound" {
+		t.Fatalf("invalid network saved: %q", a.AutonomousExec.Network)
+	}
+	at.Network.SetText("B.example.com, *.example.org")
+	test.Tap(at.SaveAgent)
+	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.Network != "*.example.org,b.example.com" || at.Network.Text != "*.example.org,b.example.com" {
+		t.Fatalf("network saved as %q, shown as %q", a.AutonomousExec.Network, at.Network.Text)
+	}
 	removed := make(chan string, 1)
 	at.onRemoved = func(_ context.Context, a agents.Agent) (string, error) {
 		removed <- a.User()

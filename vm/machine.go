@@ -79,8 +79,12 @@ func Boot(ctx context.Context, d Driver, spec Spec, opts Options) (*Machine, err
 		}
 		proc.Kill()
 		<-proc.Done()
-		if errors.Is(err, ErrBootTimeout) && ctx.Err() == nil {
-			if fb, ok := d.(Fallbacker); ok && fb.Fallback(proc) {
+		// Any failure to reach the agent may be the accelerator's fault
+		// (QEMU aborting under KVM, a KVM guest that hangs), except a
+		// cancelled start or an agent that answered in the wrong protocol.
+		if ctx.Err() == nil && !errors.Is(err, agentproto.ErrVersion) {
+			if fb, ok := d.(Fallbacker); ok && fb.Fallback(proc, err) {
+				emit(Event{State: StateStarting, Err: fmt.Errorf("%s attempt failed, trying again: %w", proc.Info().Accel, err)})
 				continue
 			}
 		}

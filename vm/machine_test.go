@@ -14,11 +14,13 @@ import (
 // fakeProcess stands in for a hypervisor; its "guest" is an agentproto
 // server on the other end of a pipe, or nothing at all when mute.
 type fakeProcess struct {
-	accel string
-	mute  bool
-	done  chan struct{}
-	once  sync.Once
-	err   error
+	// waiting, when set, is closed once the guest holds a Wait call.
+	waiting chan struct{}
+	accel   string
+	mute    bool
+	done    chan struct{}
+	once    sync.Once
+	err     error
 }
 
 func (p *fakeProcess) DialAgent(ctx context.Context) (net.Conn, error) {
@@ -36,6 +38,9 @@ func (p *fakeProcess) DialAgent(ctx context.Context) (net.Conn, error) {
 			return &agentproto.HelloResponse{Major: agentproto.VersionMajor, Distro: "fake"}, nil
 		}))
 		m.Handle(agentproto.OpWait, agentproto.Unary(func(ctx context.Context, _ *agentproto.WaitRequest) (*agentproto.ExitStatus, error) {
+			if p.waiting != nil {
+				close(p.waiting)
+			}
 			<-ctx.Done() // a call that never finishes on its own
 			return nil, ctx.Err()
 		}))
@@ -60,6 +65,11 @@ type fakeDriver struct {
 	mu        sync.Mutex
 	attempts  []string
 	kvmBroken bool
+	// abort makes a KVM attempt die at once (QEMU aborting under KVM)
+	// instead of hanging with a mute guest.
+	abort   bool
+	cause   error         // what Fallback was told
+	waiting chan struct{} // handed to the processes it starts
 }
 
 func (d *fakeDriver) Name() string { return "fake" }
@@ -71,15 +81,19 @@ func (d *fakeDriver) Start(ctx context.Context, spec Spec) (Process, error) {
 		accel = AccelTCG
 	}
 	d.attempts = append(d.attempts, accel)
-	return &fakeProcess{accel: accel, mute: accel == AccelKVM, done: make(chan struct{})}, nil
+	p := &fakeProcess{accel: accel, mute: accel == AccelKVM, done: make(chan struct{}), waiting: d.waiting}
+	if accel == AccelKVM && d.abort {
+		p.once.Do(func() { p.err = errors.New("qemu exited: signal: aborted"); close(p.done) })
+	}
+	return p, nil
 }
-func (d *fakeDriver) Fallback(failed Process) bool {
+func (d *fakeDriver) Fallback(failed Process, cause error) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if failed.Info().Accel != AccelKVM {
 		return false
 	}
-	d.kvmBroken = true
+	d.kvmBroken, d.cause = true, cause
 	return true
 }
 
@@ -87,32 +101,60 @@ func validSpec() Spec {
 	return Spec{Kernel: "k", Initramfs: "i", RootDisk: "r", RunDir: "d", CPUs: 1, MemoryMiB: 512, Network: NetworkNone}
 }
 
-func TestBootFallsBackWhenGuestNeverAnswers(t *testing.T) {
+func TestBootFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		abort bool
+		cause error
+	}{
+		{"guest never answers", false, ErrBootTimeout},
+		{"hypervisor aborts", true, ErrVMDied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDriver{abort: tc.abort}
+			var mu sync.Mutex
+			var events []Event
+			m, err := Boot(context.Background(), d, validSpec(), Options{OnEvent: func(e Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Kill()
+			if got := m.Info().Accel; got != AccelTCG {
+				t.Fatalf("booted on %s, want the tcg fallback", got)
+			}
+			if len(d.attempts) != 2 || d.attempts[0] != AccelKVM {
+				t.Fatalf("attempts = %v, want [kvm tcg]", d.attempts)
+			}
+			if !errors.Is(d.cause, tc.cause) {
+				t.Fatalf("Fallback told %v, want %v", d.cause, tc.cause)
+			}
+			if m.Guest().Distro != "fake" {
+				t.Fatalf("handshake info not kept: %+v", m.Guest())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// starting, starting again (with the failed attempt's cause), running.
+			if len(events) != 3 || events[0].State != StateStarting || events[1].State != StateStarting ||
+				!errors.Is(events[1].Err, tc.cause) || events[2].State != StateRunning {
+				t.Fatalf("events = %+v", events)
+			}
+		})
+	}
+}
+
+func TestBootCancelledDoesNotFallBack(t *testing.T) {
 	d := &fakeDriver{}
-	var mu sync.Mutex
-	var states []State
-	m, err := Boot(context.Background(), d, validSpec(), Options{OnEvent: func(e Event) {
-		mu.Lock()
-		states = append(states, e.State)
-		mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Boot(ctx, d, validSpec(), Options{}); err == nil {
+		t.Fatal("a cancelled boot succeeded")
 	}
-	defer m.Kill()
-	if got := m.Info().Accel; got != AccelTCG {
-		t.Fatalf("booted on %s, want the tcg fallback", got)
-	}
-	if len(d.attempts) != 2 || d.attempts[0] != AccelKVM {
-		t.Fatalf("attempts = %v, want [kvm tcg]", d.attempts)
-	}
-	if m.Guest().Distro != "fake" {
-		t.Fatalf("handshake info not kept: %+v", m.Guest())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(states) != 2 || states[0] != StateStarting || states[1] != StateRunning {
-		t.Fatalf("events = %v", states)
+	if d.kvmBroken {
+		t.Fatal("a cancelled boot marked KVM broken")
 	}
 }
 
@@ -126,7 +168,8 @@ func TestBootTimeoutWithoutFallback(t *testing.T) {
 }
 
 func TestInFlightCallsFailWhenVMDies(t *testing.T) {
-	d := &fakeDriver{kvmBroken: true}
+	waiting := make(chan struct{})
+	d := &fakeDriver{kvmBroken: true, waiting: waiting}
 	events := make(chan Event, 8)
 	m, err := Boot(context.Background(), d, validSpec(), Options{OnEvent: func(e Event) { events <- e }})
 	if err != nil {
@@ -137,8 +180,8 @@ func TestInFlightCallsFailWhenVMDies(t *testing.T) {
 		_, err := m.Agent().Wait(context.Background(), agentproto.WaitRequest{Pid: 42, TimeoutMillis: 60_000})
 		callErr <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the call get in flight
-	m.proc.Kill()                      // the VM dies behind the machine's back
+	<-waiting     // the call is in flight in the guest
+	m.proc.Kill() // the VM dies behind the machine's back
 	select {
 	case err := <-callErr:
 		if !errors.Is(err, ErrVMDied) || !errors.Is(err, agentproto.ErrSessionEnded) {

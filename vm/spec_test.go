@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/bootparams"
+	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 )
 
 func TestBootParamsNetwork(t *testing.T) {

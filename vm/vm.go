@@ -14,7 +14,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/bootparams"
+	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 )
 
 // Sentinel errors.
@@ -147,6 +147,9 @@ type ProcessInfo struct {
 	// BootTimeout is how long to wait for the agent's first answer before
 	// declaring the boot failed. It depends on the accelerator.
 	BootTimeout time.Duration
+	// AccelReason says, when the accelerator is not the one asked for or
+	// the best the host offers, why (for example why "auto" chose TCG).
+	AccelReason string
 }
 
 // Process is a running VM as a driver sees it.
@@ -173,11 +176,13 @@ type Driver interface {
 }
 
 // Fallbacker is implemented by drivers that can retry a boot on a slower
-// but surer configuration when the guest never answered (QEMU: KVM → TCG).
-// Fallback is told which attempt failed and reports whether to try again;
-// the driver remembers the outcome for later boots.
+// but surer configuration when an attempt failed to reach the guest agent,
+// whatever the reason: the hypervisor aborted, exited or the guest hung
+// (QEMU: KVM → TCG). Fallback is told which attempt failed and why, and
+// reports whether to try again; the driver remembers the outcome, with the
+// cause, for later boots.
 type Fallbacker interface {
-	Fallback(failed Process) bool
+	Fallback(failed Process, cause error) bool
 }
 
 // Attacher is implemented by drivers that can adopt a VM left running by an

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/osaurus/osaurus-sandbox/hostcli"
+	// Before the UI toolkit reads the locale; see the package comment.
+	_ "github.com/osaurus/osaurus-sandbox/internal/localefix"
 )
 
 func main() {

@@ -37,8 +37,18 @@ func main() {
 		}
 	case len(os.Args) == 2 && os.Args[1] == "version":
 		fmt.Println(version)
+	case len(os.Args) == 2 && os.Args[1] == "netrules":
+		// The network policy as the kernel holds it, for support and tests.
+		rules, err := guestagent.InstalledRules()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
+			os.Exit(1)
+		}
+		for _, r := range rules {
+			fmt.Println(r)
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: sandbox-agent serve-stdio | version\n(with no arguments it must run as PID 1 of the sandbox VM)")
+		fmt.Fprintln(os.Stderr, "usage: sandbox-agent serve-stdio | version | netrules\n(with no arguments it must run as PID 1 of the sandbox VM)")
 		os.Exit(2)
 	}
 }

@@ -3,6 +3,7 @@
 package qemu
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -119,29 +120,30 @@ func TestKernelCmdline(t *testing.T) {
 
 func TestChooseAccel(t *testing.T) {
 	d := New(Config{StateDir: t.TempDir()})
-	if a, auto := d.chooseAccel(vm.Spec{Accel: vm.AccelTCG}); a != vm.AccelTCG || auto {
+	d.kvmOpens = func() bool { return true }
+	if a, auto, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelTCG}); a != vm.AccelTCG || auto {
 		t.Errorf("explicit tcg: got %s auto=%v", a, auto)
 	}
-	if a, auto := d.chooseAccel(vm.Spec{Accel: vm.AccelKVM}); a != vm.AccelKVM || auto {
+	if a, auto, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelKVM}); a != vm.AccelKVM || auto {
 		t.Errorf("explicit kvm: got %s auto=%v", a, auto)
 	}
 	// A KVM attempt that failed under auto is remembered across drivers.
 	failed := &process{autoAccel: true, plan: plan{accel: vm.AccelKVM}}
-	if !d.Fallback(failed) {
+	if !d.Fallback(failed, errors.New("qemu exited: signal: aborted")) {
 		t.Fatal("fallback from an automatic KVM attempt refused")
 	}
-	if a, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto}); a != vm.AccelTCG {
-		t.Errorf("after fallback auto picked %s", a)
+	if a, _, why := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto}); a != vm.AccelTCG || !strings.Contains(why, "signal: aborted") {
+		t.Errorf("after fallback auto picked %s (reason %q)", a, why)
 	}
 	d2 := New(Config{StateDir: d.cfg.StateDir})
-	if a, _ := d2.chooseAccel(vm.Spec{}); a != vm.AccelTCG {
+	if a, _, _ := d2.chooseAccel(vm.Spec{}); a != vm.AccelTCG {
 		t.Errorf("a new driver forgot the KVM failure: picked %s", a)
 	}
 	// Explicit TCG or an explicit KVM choice never falls back.
-	if d.Fallback(&process{autoAccel: false, plan: plan{accel: vm.AccelKVM}}) {
+	if d.Fallback(&process{autoAccel: false, plan: plan{accel: vm.AccelKVM}}, errors.New("x")) {
 		t.Error("fell back from an explicit kvm choice")
 	}
-	if d.Fallback(&process{autoAccel: true, plan: plan{accel: vm.AccelTCG}}) {
+	if d.Fallback(&process{autoAccel: true, plan: plan{accel: vm.AccelTCG}}, errors.New("x")) {
 		t.Error("fell back from tcg")
 	}
 }

@@ -59,6 +59,12 @@ func (d *Driver) Attach(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 	if pl.vsockCID != 0 {
 		transport = "vsock"
 	}
+	var reason string
+	if pl.accel == vm.AccelTCG {
+		d.mu.Lock()
+		reason = d.broke.Reason
+		d.mu.Unlock()
+	}
 	p := &process{
 		plan:    pl,
 		qemu:    qp,
@@ -68,6 +74,7 @@ func (d *Driver) Attach(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 			Driver: "qemu", Accel: pl.accel, Transport: transport, Pid: pid,
 			// The guest is already up; only the new session is awaited.
 			BootTimeout: min(timeout, 30*time.Second),
+			AccelReason: reason,
 		},
 	}
 	var fsPids []int

@@ -40,14 +40,20 @@ type Config struct {
 	TCGBootTimeout time.Duration
 	// KillWithParent makes QEMU and virtiofsd die with this process (tests).
 	KillWithParent bool
+	// NoVsock keeps the agent on virtio-serial even where the host offers
+	// vhost-vsock (tests whose stand-in QEMU speaks only a unix socket).
+	NoVsock bool
 }
 
 // Driver boots VMs under QEMU.
 type Driver struct {
 	cfg Config
 
-	mu        sync.Mutex
-	kvmBroken bool // learned this run or read from accel.json
+	// kvmOpens reports whether /dev/kvm can be opened; tests replace it.
+	kvmOpens func() bool
+
+	mu    sync.Mutex
+	broke accelRecord // KVMBroken: learned this run or read from accel.json
 }
 
 // New returns a driver. It doesn't look for the binaries yet; Start does,
@@ -59,8 +65,8 @@ func New(cfg Config) *Driver {
 	if cfg.TCGBootTimeout == 0 {
 		cfg.TCGBootTimeout = 3 * time.Minute
 	}
-	d := &Driver{cfg: cfg}
-	d.kvmBroken = d.loadAccel().KVMBroken
+	d := &Driver{cfg: cfg, kvmOpens: kvmUsable}
+	d.broke = d.loadAccel()
 	return d
 }
 
@@ -123,48 +129,67 @@ func kvmUsable() bool {
 }
 
 // chooseAccel decides the accelerator for spec; auto reports whether the
-// choice was automatic (and so may fall back).
-func (d *Driver) chooseAccel(spec vm.Spec) (accel string, auto bool) {
+// choice was automatic (and so may fall back), reason why auto chose TCG.
+func (d *Driver) chooseAccel(spec vm.Spec) (accel string, auto bool, reason string) {
 	switch spec.Accel {
 	case vm.AccelKVM, vm.AccelTCG:
-		return spec.Accel, false
+		return spec.Accel, false, ""
 	}
 	d.mu.Lock()
-	broken := d.kvmBroken
+	broke := d.broke
 	d.mu.Unlock()
-	if !broken && kvmUsable() {
-		return vm.AccelKVM, true
+	switch {
+	case broke.KVMBroken:
+		return vm.AccelTCG, true, broke.Reason
+	case !d.kvmOpens():
+		return vm.AccelTCG, true, "/dev/kvm is missing or can't be opened by this user"
 	}
-	return vm.AccelTCG, true
+	return vm.AccelKVM, true, ""
 }
 
-// Fallback implements vm.Fallbacker: an automatic KVM attempt whose guest
-// never answered is remembered as broken and retried under TCG.
-func (d *Driver) Fallback(failed vm.Process) bool {
+// Fallback implements vm.Fallbacker: an automatic KVM attempt that failed
+// to reach the agent, however it failed, is remembered as broken (for this
+// host kernel) and retried under TCG.
+func (d *Driver) Fallback(failed vm.Process, cause error) bool {
 	p, ok := failed.(*process)
 	if !ok || !p.autoAccel || p.plan.accel != vm.AccelKVM {
 		return false
 	}
+	rec := accelRecord{
+		KVMBroken: true,
+		Reason:    "a KVM attempt failed: " + oneLine(cause),
+		HostKern:  hostKernel(),
+		At:        time.Now().UTC(),
+	}
 	d.mu.Lock()
-	d.kvmBroken = true
+	d.broke = rec
 	d.mu.Unlock()
 	if path := d.accelPath(); path != "" {
-		b, _ := json.MarshalIndent(accelRecord{
-			KVMBroken: true,
-			Reason:    fmt.Sprintf("a KVM guest did not reach its agent within %s", d.cfg.KVMBootTimeout),
-			HostKern:  hostKernel(),
-			At:        time.Now().UTC(),
-		}, "", "  ")
+		b, _ := json.MarshalIndent(rec, "", "  ")
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-			atomicfile.WriteFile(path, b, 0o644)
+			// Best effort: without the record the next boot tries KVM
+			// again and falls back again.
+			_ = atomicfile.WriteFile(path, b, 0o644)
 		}
 	}
 	return true
 }
 
+// oneLine shortens an error to its first line, bounded, for status lines.
+func oneLine(err error) string {
+	if err == nil {
+		return "unknown cause"
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
 // AccelDecision reports what "auto" would pick now, for status displays.
 func (d *Driver) AccelDecision() string {
-	a, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto})
+	a, _, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto})
 	return a
 }
 
@@ -196,7 +221,10 @@ var virtiofsdCandidates = []string{
 }
 
 // vsockCID picks a guest context id when the host can do vhost-vsock.
-func vsockCID() uint32 {
+func (d *Driver) vsockCID() uint32 {
+	if d.cfg.NoVsock {
+		return 0
+	}
 	f, err := os.OpenFile("/dev/vhost-vsock", os.O_RDWR, 0)
 	if err != nil {
 		return 0
@@ -242,11 +270,11 @@ func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 	if len(l.agentSock) >= 104 {
 		return nil, fmt.Errorf("vm spec: run dir %s: path too long for a unix socket; use a shorter data dir", spec.RunDir)
 	}
-	accel, auto := d.chooseAccel(spec)
+	accel, auto, reason := d.chooseAccel(spec)
 	pl := plan{
 		arch:      runtime.GOARCH,
 		accel:     accel,
-		vsockCID:  vsockCID(),
+		vsockCID:  d.vsockCID(),
 		layout:    l,
 		consoleTT: "ttyS0",
 	}
@@ -266,6 +294,7 @@ func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 		spec:           spec,
 		plan:           pl,
 		autoAccel:      auto,
+		accelReason:    reason,
 		bootTimeout:    timeout,
 		killWithParent: d.cfg.KillWithParent,
 	})

@@ -27,6 +27,7 @@ type processConfig struct {
 	spec            vm.Spec
 	plan            plan
 	autoAccel       bool
+	accelReason     string
 	bootTimeout     time.Duration
 	killWithParent  bool
 }
@@ -99,6 +100,7 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 		Transport:   transport,
 		Pid:         cmd.Process.Pid,
 		BootTimeout: c.bootTimeout,
+		AccelReason: c.accelReason,
 	}
 
 	qemuExited := make(chan struct{})

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/bootparams"
 	"github.com/osaurus/osaurus-sandbox/vm"
+	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 )
 
 // A Mac like an M1 with 8 cores and 16 GiB, as the framework reports it.

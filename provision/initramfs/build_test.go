@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/image/kmod"
+	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 )
 
 func testSpec() Spec {

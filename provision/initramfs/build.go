@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/image/kmod"
+	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 )
 
 // Paths inside the image shared with the guest agent. See Build.
@@ -109,8 +109,8 @@ func build(cw *Writer, spec Spec) error {
 	width := max(2, len(fmt.Sprint(len(spec.Modules))))
 	var order strings.Builder
 	for i, m := range spec.Modules {
-		if m.Name == "" || strings.ContainsAny(m.Name, "/\n\x00") {
-			return fmt.Errorf("initramfs: invalid module name %q", m.Name)
+		if err := kmod.CheckName(m.Name); err != nil {
+			return fmt.Errorf("initramfs: %w", err)
 		}
 		file := fmt.Sprintf("%0*d-%s.ko", width, i+1, m.Name)
 		if err := cw.AddFile(ModulesDir+"/"+file, 0o644, m.Data); err != nil {

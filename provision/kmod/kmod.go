@@ -57,8 +57,33 @@ func GuestModules() []string {
 // skipped when it doesn't: the root filesystem's driver and the crc32c
 // implementation ext4 asks for only as a soft dependency (which Resolve
 // does not follow).
+//
+// The network policy's modules are here too: veth for each agent's own
+// network namespace, nftables with NAT and reject for its rules. A kernel
+// without them still boots; the guest agent then refuses any policy but
+// none, saying why.
 func OptionalGuestModules() []string {
-	return []string{"crc32c_generic", "ext4"}
+	return []string{"crc32c_generic", "ext4",
+		"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet"}
+}
+
+// ErrBadName: a module name from an image is not a kernel module name.
+var ErrBadName = errors.New("invalid module name")
+
+// CheckName accepts what the kernel does as a module name (letters,
+// digits, '_' and '-', at most 55 bytes) and nothing else. Module names
+// come from images, which may be hostile, and become file names on the
+// host, so nothing that could be a path or a control character gets by.
+func CheckName(name string) error {
+	if name == "" || len(name) > 55 {
+		return fmt.Errorf("%w: %q: want 1 to 55 characters", ErrBadName, name)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q: only letters, digits, '_' and '-' are allowed", ErrBadName, name)
+		}
+	}
+	return nil
 }
 
 // NormalizeName returns the canonical spelling of a module name: the kernel
@@ -124,6 +149,13 @@ func (r *resolver) add(name string, chain []string) error {
 		r.state[name] = done
 		return nil
 	}
+	// Dependency names come from the image's .modinfo.
+	if err := CheckName(name); err != nil {
+		if len(chain) > 0 {
+			return fmt.Errorf("a dependency of %s: %w", chain[len(chain)-1], err)
+		}
+		return err
+	}
 	p, err := r.idx.lookup(name)
 	if err != nil {
 		if len(chain) > 0 {
@@ -143,6 +175,9 @@ func (r *resolver) add(name string, chain []string) error {
 	}
 	canonical := name
 	if info.name != "" {
+		if err := CheckName(info.name); err != nil {
+			return fmt.Errorf("%s: .modinfo: %w", p, err)
+		}
 		canonical = NormalizeName(info.name)
 	}
 	chain = append(chain, name)

@@ -72,7 +72,8 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	})
 	s.srv.AddReceivingMiddleware(s.unlisted)
 	s.sync()
-	s.unsub = cfg.Registry.Subscribe(s.sync)
+	unsubAgents, unsubPlugins := cfg.Registry.Subscribe(s.sync), cfg.Env.SubscribePlugins(s.sync)
+	s.unsub = func() { unsubAgents(); unsubPlugins() }
 	return s, nil
 }
 
@@ -201,6 +202,21 @@ func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, lo
 	}
 }
 
+// WatchPlugins re-reads the installed plugins every interval until ctx
+// ends, so installs made by another process reach this one's servers.
+func WatchPlugins(ctx context.Context, env *tools.Env, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			env.RefreshPlugins()
+		}
+	}
+}
+
 // ServeStdio serves agent ref over a stream pair (os.Stdin and os.Stdout
 // for `osaurus-sandbox mcp`) until the client disconnects or ctx ends.
 func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) error {
@@ -212,6 +228,7 @@ func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Watch(ctx, cfg.Registry, 2*time.Second, nil)
+	go WatchPlugins(ctx, cfg.Env, 2*time.Second)
 	err = s.srv.Run(ctx, t)
 	if errors.Is(err, context.Canceled) {
 		return nil

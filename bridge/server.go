@@ -1,0 +1,304 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools/limit"
+)
+
+// MaxBody bounds a request body; larger ones get 413.
+const MaxBody = 8 << 20
+
+// IdentityHeader is the header the bridge sets on every request it serves
+// to the agent name it read from the kernel. A value the caller sent is
+// overwritten, never trusted.
+const IdentityHeader = "X-Osaurus-Agent"
+
+// Errors a store reports; the server maps them to status codes.
+var (
+	// ErrNotFound: the key does not exist for this agent (404).
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the backing service can't be reached (503).
+	ErrUnavailable = errors.New("service unavailable")
+)
+
+// Secrets reads an agent's secrets. Scrub replaces the agent's secret
+// values in text (for log lines).
+type Secrets interface {
+	Get(agent, key string) (string, error)
+	Scrub(agent, text string) string
+}
+
+// Options configure a Server.
+type Options struct {
+	// Secrets, when nil, makes the secrets route answer 503.
+	Secrets Secrets
+	// Config holds per-agent key/value config; nil → 503.
+	Config *ConfigStore
+	// Log receives POST /api/log lines; nil → 503.
+	Log *LogStore
+	// Rate is the shared limiter; bridge calls count as service "bridge".
+	Rate *limit.RateLimiter
+	// HostCLI returns osaurus-host for a guest architecture; Attach copies
+	// it into the guest. Nil leaves the guest as it is.
+	HostCLI func(arch string) ([]byte, error)
+	Logf    func(format string, args ...any)
+}
+
+// Server is the host API bridge.
+type Server struct {
+	o    Options
+	mux  *http.ServeMux
+	ln   *listener
+	srv  *http.Server
+	once sync.Once
+}
+
+// New returns a Server; it serves once Handle gets its first connection.
+func New(o Options) *Server {
+	if o.Rate == nil {
+		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	s := &Server{o: o, ln: newListener()}
+	m := http.NewServeMux()
+	m.HandleFunc("GET /api/ping", s.ping)
+	m.HandleFunc("GET /api/secrets/{name}", s.getSecret)
+	m.HandleFunc("GET /api/config/{key}", s.getConfig)
+	m.HandleFunc("POST /api/config/{key}", s.setConfig)
+	m.HandleFunc("POST /api/log", s.log)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	s.mux = m
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if rc, ok := c.(*relayedConn); ok {
+				return context.WithValue(ctx, callerKey{}, rc.caller)
+			}
+			return ctx
+		},
+		ErrorLog: nil,
+	}
+	return s
+}
+
+// Mux returns the agentproto routes the host serves to the guest: the
+// bridge call. The owner of the VM serves it on the guest session.
+func (s *Server) Mux() *agentproto.Mux {
+	m := agentproto.NewMux()
+	m.Handle(agentproto.OpBridge, s.Handle)
+	return m
+}
+
+// Handle serves one relayed guest connection until the HTTP server is
+// done with it.
+func (s *Server) Handle(ctx context.Context, c *agentproto.Call) error {
+	var req agentproto.BridgeRequest
+	if err := c.Decode(&req); err != nil {
+		return err
+	}
+	s.once.Do(func() { go s.srv.Serve(s.ln) })
+	conn, err := c.Accept()
+	if err != nil {
+		return err
+	}
+	rc := &relayedConn{Conn: conn, caller: req, done: make(chan struct{})}
+	if !s.ln.offer(ctx, rc) {
+		rc.Close()
+		return agentproto.ErrHijacked
+	}
+	select {
+	case <-rc.done:
+	case <-ctx.Done():
+		rc.Close()
+	}
+	return agentproto.ErrHijacked
+}
+
+// Close stops serving.
+func (s *Server) Close() error {
+	s.ln.Close()
+	return s.srv.Close()
+}
+
+// Handler is the HTTP side: identity, limits and routes. Tests may serve
+// it directly with a caller in the request context.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, _ := CallerOf(r.Context())
+		r.Header.Del(IdentityHeader)
+		if caller.Agent == "" {
+			who := caller.User
+			if who == "" {
+				who = "uid " + strconv.Itoa(caller.UID)
+			}
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s is not an agent user; the bridge serves only agent users (agent-<name>)", who))
+			return
+		}
+		r.Header.Set(IdentityHeader, caller.Agent)
+		if err := s.o.Rate.Allow(caller.Agent, "bridge"); err != nil {
+			var rej *limit.Rejected
+			if errors.As(err, &rej) {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(rej.RetryAfter.Seconds()))))
+			}
+			writeError(w, http.StatusTooManyRequests, err.Error())
+			return
+		}
+		if r.ContentLength > MaxBody {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d", r.ContentLength, MaxBody))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+func agentOf(r *http.Request) string { return r.Header.Get(IdentityHeader) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// storeError answers a store's error with its status and a hint.
+func storeError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, secrets.ErrNotFound), errors.Is(err, secrets.ErrInvalid):
+		writeError(w, http.StatusNotFound, what+" not found")
+	case errors.Is(err, ErrUnavailable), errors.Is(err, secrets.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, what+": "+err.Error())
+	}
+}
+
+// decodeBody reads a JSON body, answering 413 or 400 itself.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	err := json.NewDecoder(r.Body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over the limit of %d bytes", MaxBody))
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+	default:
+		return true
+	}
+	return false
+}
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "agent": agentOf(r)})
+}
+
+func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
+	if s.o.Secrets == nil {
+		writeError(w, http.StatusServiceUnavailable, "secrets are not available in this app; set them with `osaurus-sandbox secret set AGENT KEY` in an app that has a keychain")
+		return
+	}
+	name := r.PathValue("name")
+	v, err := s.o.Secrets.Get(agentOf(r), name)
+	if err != nil {
+		storeError(w, "secret "+strconv.Quote(name), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"value": v})
+}
+
+func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
+	if s.o.Config == nil {
+		writeError(w, http.StatusServiceUnavailable, "config storage is not available in this app")
+		return
+	}
+	v, ok, err := s.o.Config.Get(agentOf(r), r.PathValue("key"))
+	switch {
+	case err != nil:
+		storeError(w, "config", err)
+	case !ok:
+		writeJSON(w, http.StatusOK, map[string]string{})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"value": v})
+	}
+}
+
+func (s *Server) setConfig(w http.ResponseWriter, r *http.Request) {
+	if s.o.Config == nil {
+		writeError(w, http.StatusServiceUnavailable, "config storage is not available in this app")
+		return
+	}
+	var body struct {
+		Value *string `json:"value"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if body.Value == nil {
+		writeError(w, http.StatusBadRequest, `request body needs "value" (a string)`)
+		return
+	}
+	if err := s.o.Config.Set(agentOf(r), r.PathValue("key"), *body.Value); err != nil {
+		var bad *BadKeyError
+		if errors.As(err, &bad) {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		storeError(w, "config", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{})
+}
+
+func (s *Server) log(w http.ResponseWriter, r *http.Request) {
+	if s.o.Log == nil {
+		writeError(w, http.StatusServiceUnavailable, "the log buffer is not available in this app")
+		return
+	}
+	var body struct {
+		Level   string `json:"level"`
+		Message string `json:"message"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if strings.TrimSpace(body.Message) == "" {
+		writeError(w, http.StatusBadRequest, `request body needs a non-empty "message"`)
+		return
+	}
+	agent := agentOf(r)
+	msg := body.Message
+	if s.o.Secrets != nil {
+		msg = s.o.Secrets.Scrub(agent, msg)
+	}
+	if err := s.o.Log.Append(agent, body.Level, msg); err != nil {
+		var bad *BadKeyError
+		if errors.As(err, &bad) {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		storeError(w, "log", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{})
+}

@@ -1,0 +1,191 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools/limit"
+)
+
+// mapSecrets is the Secrets interface over a map; the keychain itself is
+// tested in package secrets.
+type mapSecrets map[string]map[string]string
+
+func (m mapSecrets) Get(agent, key string) (string, error) {
+	if v, ok := m[agent][key]; ok {
+		return v, nil
+	}
+	return "", secrets.ErrNotFound
+}
+
+func (m mapSecrets) Scrub(agent, text string) string { return secrets.ScrubValues(m[agent], text) }
+
+// relay connects a bridge server to a "guest" over a real agentproto
+// session (net.Pipe) and returns an HTTP client whose connections are
+// relayed calls carrying caller as identity, as the guest agent sends them.
+func relay(t *testing.T, s *bridge.Server, caller agentproto.BridgeRequest) *http.Client {
+	t.Helper()
+	a, b := net.Pipe()
+	host, err := agentproto.NewClientPeer(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest, err := agentproto.NewServerPeer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); host.Serve(ctx, s.Mux()) }()
+	t.Cleanup(func() { cancel(); host.Close(nil); guest.Close(nil); <-done })
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			// The opening ctx ends at once: the conn must outlive it.
+			octx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			return guest.OpenConn(octx, agentproto.OpBridge, caller)
+		},
+	}}
+}
+
+func newServer(t *testing.T, rate map[string]int) *bridge.Server {
+	dir := t.TempDir()
+	s := bridge.New(bridge.Options{
+		Secrets: mapSecrets{"alice": {"API_KEY": "sk-alice-123456"}},
+		Config:  &bridge.ConfigStore{Dir: filepath.Join(dir, "config")},
+		Log:     &bridge.LogStore{Dir: filepath.Join(dir, "logs")},
+		Rate:    limit.NewRateLimiter(limit.RateOptions{Limits: rate}),
+	})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func do(t *testing.T, c *http.Client, method, path, body string, hdr ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://bridge"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+	}
+	return resp.StatusCode, m
+}
+
+func TestRoutes(t *testing.T) {
+	s := newServer(t, nil)
+	alice := relay(t, s, agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"})
+	big := strings.Repeat("a", bridge.MaxBody+1)
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     int
+		field, value             string
+	}{
+		{"ping", "GET", "/api/ping", "", 200, "agent", "alice"},
+		{"own secret", "GET", "/api/secrets/API_KEY", "", 200, "value", "sk-alice-123456"},
+		{"absent secret", "GET", "/api/secrets/NOPE", "", 404, "error", `secret "NOPE" not found`},
+		{"config unset", "GET", "/api/config/k", "", 200, "", ""},
+		{"config set", "POST", "/api/config/k", `{"value":"v1"}`, 200, "", ""},
+		{"config get", "GET", "/api/config/k", "", 200, "value", "v1"},
+		{"config bad body", "POST", "/api/config/k", `{"value":1}`, 400, "", ""},
+		{"config no value", "POST", "/api/config/k", `{}`, 400, "", ""},
+		{"config bad key", "POST", "/api/config/a%20b", `{"value":"x"}`, 400, "", ""},
+		{"log", "POST", "/api/log", `{"level":"info","message":"key sk-alice-123456"}`, 200, "", ""},
+		{"log empty", "POST", "/api/log", `{"level":"info"}`, 400, "", ""},
+		{"log bad level", "POST", "/api/log", `{"level":"loud","message":"x"}`, 400, "", ""},
+		{"too big", "POST", "/api/log", big, 413, "", ""},
+		{"later route", "POST", "/api/inference/chat", `{}`, 404, "", ""},
+		{"unknown", "GET", "/nope", "", 404, "error", "no route GET /nope"},
+		{"wrong method", "DELETE", "/api/config/k", "", 404, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, m := do(t, alice, tc.method, tc.path, tc.body)
+			if code != tc.want {
+				t.Fatalf("HTTP %d %v, want %d", code, m, tc.want)
+			}
+			if code >= 400 && m["error"] == nil {
+				t.Errorf("error answer without \"error\": %v", m)
+			}
+			if tc.field != "" && m[tc.field] != tc.value {
+				t.Errorf("%s = %v, want %q", tc.field, m[tc.field], tc.value)
+			}
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	s := newServer(t, nil)
+	bob := relay(t, s, agentproto.BridgeRequest{UID: 1002, User: "agent-bob", Agent: "bob"})
+	// The header naming alice is overwritten with the relayed identity.
+	if code, m := do(t, bob, "GET", "/api/secrets/API_KEY", "", bridge.IdentityHeader, "alice"); code != 404 {
+		t.Errorf("bob claiming alice read her secret: %d %v", code, m)
+	}
+	if _, m := do(t, bob, "GET", "/api/ping", "", bridge.IdentityHeader, "alice"); m["agent"] != "bob" {
+		t.Errorf("ping: %v", m)
+	}
+	root := relay(t, s, agentproto.BridgeRequest{UID: 0, User: "root"})
+	if code, m := do(t, root, "GET", "/api/ping", "", bridge.IdentityHeader, "alice"); code != 403 || !strings.Contains(m["error"].(string), "root is not an agent user") {
+		t.Errorf("root: %d %v", code, m)
+	}
+}
+
+func TestRateLimitAndScrubbedLog(t *testing.T) {
+	dir := t.TempDir()
+	logs := &bridge.LogStore{Dir: dir}
+	s := bridge.New(bridge.Options{
+		Secrets: mapSecrets{"alice": {"API_KEY": "sk-alice-123456"}},
+		Log:     logs,
+		Rate:    limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{"bridge": 2}}),
+	})
+	t.Cleanup(func() { s.Close() })
+	alice := relay(t, s, agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"})
+	do(t, alice, "POST", "/api/log", `{"level":"warn","message":"key sk-alice-123456\nforged line"}`)
+	do(t, alice, "GET", "/api/ping", "")
+	req, _ := http.NewRequest("GET", "http://bridge/api/ping", nil)
+	resp, err := alice.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("third call with a quota of 2: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	b, err := os.ReadFile(logs.LogFile("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); strings.Contains(got, "sk-alice") || !strings.Contains(got, `warn key [REDACTED:API_KEY]\nforged line`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("log file: %q", got)
+	}
+}
+
+func TestMissingServices(t *testing.T) {
+	s := bridge.New(bridge.Options{})
+	t.Cleanup(func() { s.Close() })
+	c := relay(t, s, agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"})
+	for _, p := range []string{"/api/secrets/X", "/api/config/x"} {
+		if code, m := do(t, c, "GET", p, ""); code != 503 || m["error"] == nil {
+			t.Errorf("%s without a store: %d %v", p, code, m)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+)
+
+var (
+	agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	keyRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+)
+
+// BadKeyError is a config key or agent name the store refuses.
+type BadKeyError struct{ What, Value, Fix string }
+
+func (e *BadKeyError) Error() string {
+	fix := e.Fix
+	if fix == "" {
+		fix = "use 1-128 letters, digits, '_', '.' or '-'"
+	}
+	return fmt.Sprintf("%s %q is not valid: %s", e.What, e.Value, fix)
+}
+
+func checkAgent(agent string) error {
+	if !agentRE.MatchString(agent) {
+		return &BadKeyError{What: "agent name", Value: agent}
+	}
+	return nil
+}
+
+// ConfigStore is per-agent key/value config, one JSON file per agent,
+// replaced atomically on every write.
+type ConfigStore struct {
+	Dir string
+	mu  sync.Mutex
+}
+
+func (c *ConfigStore) file(agent string) string { return filepath.Join(c.Dir, agent+".json") }
+
+func (c *ConfigStore) load(agent string) (map[string]string, error) {
+	b, err := os.ReadFile(c.file(agent))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w (fix or delete the file)", c.file(agent), err)
+	}
+	return m, nil
+}
+
+// Get returns an agent's config value and whether it is set.
+func (c *ConfigStore) Get(agent, key string) (string, bool, error) {
+	if err := checkAgent(agent); err != nil {
+		return "", false, err
+	}
+	if !keyRE.MatchString(key) {
+		return "", false, &BadKeyError{What: "config key", Value: key}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.load(agent)
+	if err != nil {
+		return "", false, err
+	}
+	v, ok := m[key]
+	return v, ok, nil
+}
+
+// Set stores an agent's config value.
+func (c *ConfigStore) Set(agent, key, value string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if !keyRE.MatchString(key) {
+		return &BadKeyError{What: "config key", Value: key}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.load(agent)
+	if err != nil {
+		return err
+	}
+	m[key] = value
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(c.file(agent), append(b, '\n'), 0o600)
+}
+
+// LogStore is the per-agent log buffer: one file per agent, trimmed to
+// its newest half once it passes MaxBytes, so it is shared by every
+// process (the app appends, `osaurus-sandbox logs` reads).
+type LogStore struct {
+	Dir      string
+	MaxBytes int64 // default 1 MiB
+	mu       sync.Mutex
+}
+
+// LogFile is where an agent's log buffer lives.
+func (l *LogStore) LogFile(agent string) string { return filepath.Join(l.Dir, agent+".log") }
+
+// Append adds one line (already scrubbed of secrets).
+func (l *LogStore) Append(agent, level, msg string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	switch level = strings.ToLower(strings.TrimSpace(level)); level {
+	case "":
+		level = "info"
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		return &BadKeyError{What: "log level", Value: level, Fix: "use debug, info, warn or error"}
+	}
+	// One entry per line: a message can't forge further entries.
+	msg = strings.ReplaceAll(strings.ReplaceAll(msg, "\r", `\r`), "\n", `\n`)
+	line := fmt.Sprintf("%s %s %s\n", time.Now().UTC().Format(time.RFC3339), level, msg)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.LogFile(agent), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(line)
+	st, serr := f.Stat()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return err
+	}
+	max := l.MaxBytes
+	if max <= 0 {
+		max = 1 << 20
+	}
+	if st.Size() > max {
+		return l.trim(agent, max/2)
+	}
+	return nil
+}
+
+func (l *LogStore) trim(agent string, keep int64) error {
+	b, err := os.ReadFile(l.LogFile(agent))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) > keep {
+		b = b[int64(len(b))-keep:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return atomicfile.WriteFile(l.LogFile(agent), b, 0o600)
+}
+
+// Read returns an agent's log buffer.
+func (l *LogStore) Read(agent string) (string, error) {
+	if err := checkAgent(agent); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(l.LogFile(agent))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return string(b), err
+}

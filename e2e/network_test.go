@@ -1,0 +1,335 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+)
+
+// TestNetworkPolicy attacks the per-agent network policy on the real
+// guest, through the real tool path (MCP → tools → guest agent), with the
+// policy changed by the real CLI. Traffic stays on this machine: the
+// host's loopback (reached through QEMU's gateway 10.0.2.2: the target
+// that must be blocked), addresses inside the VM, and the package mirror
+// the guest already uses. What can't be tried without leaving the machine
+// (private and metadata ranges) is checked on the rules the kernel holds.
+func TestNetworkPolicy(t *testing.T) {
+	te := newToolsEnv(t)
+	g := te.m.Agent()
+	cli := cliRun{t, te.bin, te.home}
+
+	// A server on the host's loopback: stands for the app's own ports and
+	// whatever else the user runs locally. The MCP server (te.url) is one
+	// too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "host secret") })}
+	go hostSrv.Serve(ln)
+	t.Cleanup(func() { hostSrv.Close() })
+	hostPort := ln.Addr().(*net.TCPAddr).Port
+	mcpPort := strings.Split(strings.TrimPrefix(te.url, "http://127.0.0.1:"), "/")[0]
+
+	// Inside the VM, as root: a web server on an address of the VM's own
+	// (192.0.2.10, a documentation address, on lo: nothing leaves the VM),
+	// and names for the proxy to resolve (the guest's resolver reads
+	// /etc/hosts). loop.osaurus.test resolves to loopback: the proxy must
+	// refuse it even when listed.
+	if out, errOut, st := sh(t, g, "", `set -e
+ip addr add 192.0.2.10/32 dev lo
+printf '192.0.2.10 allowed.osaurus.test api.wild.osaurus.test other.osaurus.test\n127.0.0.1 loop.osaurus.test\n' >>/etc/hosts
+mkdir -p /srv/www && echo inside-vm >/srv/www/index.html
+cd /srv/www && setsid python3 -m http.server --bind 192.0.2.10 80 </dev/null >/tmp/www.log 2>&1 &
+for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep 0.1; done; exit 1`); st.Code != 0 {
+		t.Fatalf("VM web server: %s %s %+v", out, errOut, st)
+	}
+	// Root still reaches the host: the policy is the agents'.
+	if out, _, st := sh(t, g, "", fmt.Sprintf("curl -sS --max-time 20 http://10.0.2.2:%d/", hostPort)); st.Code != 0 || out != "host secret" {
+		t.Fatalf("root to the host: %q %+v", out, st)
+	}
+	mirror, _, st := sh(t, g, "", `awk '/^deb /{print $2; exit}' /etc/apt/sources.list`)
+	mirror = strings.TrimRight(strings.TrimSpace(mirror), "/")
+	if st.Code != 0 || !strings.HasPrefix(mirror, "http") {
+		t.Fatalf("the guest's package mirror: %q", mirror)
+	}
+
+	// The mirror's address as the VM resolves it, so the agents' attempts
+	// below fail on the connection itself, not only on DNS.
+	mu, err := url.Parse(mirror)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorPort := mu.Port()
+	if mirrorPort == "" {
+		mirrorPort = map[string]string{"http": "80", "https": "443"}[mu.Scheme]
+	}
+	mirrorIP, _, st := sh(t, g, "", "getent ahostsv4 "+mu.Hostname()+" | awk 'NR==1{print $1}'")
+	if mirrorIP = strings.TrimSpace(mirrorIP); st.Code != 0 || mirrorIP == "" {
+		t.Fatalf("resolving the mirror in the VM: %+v", st)
+	}
+	resolved := "--resolve " + mu.Hostname() + ":" + mirrorPort + ":" + mirrorIP + " "
+
+	bg := autonomous(100, true)
+	policy := func(setting string) func(*agents.AutonomousExec) {
+		return func(ae *agents.AutonomousExec) { bg(ae); ae.Network = agents.NetworkSetting(setting) }
+	}
+	te.addAgent(t, "Out", bg) // the default: outbound
+	te.addAgent(t, "Peer", bg)
+	te.addAgent(t, "Off", policy("none"))
+	te.addAgent(t, "Lister", policy("allowed.osaurus.test,*.wild.osaurus.test,loop.osaurus.test"))
+	out, peer, off, lister := te.http(t, "out"), te.http(t, "peer"), te.http(t, "off"), te.http(t, "lister")
+
+	run := func(s *session, cmd string) (string, int) {
+		t.Helper()
+		r := s.ok(t, "sandbox_exec", map[string]any{"command": cmd, "timeout": 60})
+		return fmt.Sprint(r["stdout"]) + fmt.Sprint(r["stderr"]), num(r["exit_code"])
+	}
+	mustFail := func(s *session, what, cmd string) {
+		t.Helper()
+		o, code := run(s, cmd)
+		if code == 0 {
+			t.Errorf("%s: %s reached it: %q", s.name, what, o)
+		}
+		t.Logf("%s: %s: refused (exit %d): %s", s.name, what, code, strings.TrimSpace(o))
+	}
+	curl := "curl -sS --max-time 15 "
+	curlF := curl + "--fail-with-body " // a proxy's 403 is a failure, with its reason
+
+	t.Run("outbound", func(t *testing.T) {
+		// The package mirror (through the VM's resolver and NAT) works...
+		if o, code := run(out, curl+"-o /dev/null -w '%{http_code}' "+mirror+"/dists/bookworm/Release"); code != 0 || o != "200" {
+			t.Fatalf("outbound agent to the package mirror: %q exit %d", o, code)
+		}
+		// ...the host does not: neither a local server nor the app's MCP port.
+		mustFail(out, "the host's loopback server via 10.0.2.2", fmt.Sprintf(curl+"http://10.0.2.2:%d/", hostPort))
+		mustFail(out, "the app's MCP port via 10.0.2.2", curl+"http://10.0.2.2:"+mcpPort+"/mcp")
+		mustFail(out, "a server on the VM's own address", curl+"http://192.0.2.10/")
+		mustFail(out, "QEMU's resolver as an HTTP server", curl+"http://10.0.2.3/")
+		if o, _ := run(out, "cat /etc/resolv.conf; echo; env | grep -i _proxy || true"); strings.Contains(strings.ToLower(o), "_proxy=") {
+			t.Errorf("outbound agent got a proxy: %q", o)
+		}
+	})
+
+	t.Run("other agents' loopback", func(t *testing.T) {
+		out.ok(t, "sandbox_exec_background", map[string]any{"command": "exec python3 -m http.server --bind 127.0.0.1 8765"})
+		if o, code := run(out, "for i in $(seq 100); do curl -s http://127.0.0.1:8765/ >/dev/null && echo up && exit 0; sleep 0.1; done; exit 1"); code != 0 {
+			t.Fatalf("the agent's own loopback server: %q", o)
+		}
+		mustFail(peer, "another agent's loopback server", curl+"http://127.0.0.1:8765/")
+		addr, code := run(out, "ip -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1")
+		addr = strings.TrimSpace(addr)
+		if code != 0 || !strings.HasPrefix(addr, "10.213.") {
+			t.Fatalf("agent address %q", addr)
+		}
+		out.ok(t, "sandbox_exec_background", map[string]any{"command": "exec python3 -m http.server --bind 0.0.0.0 8766"})
+		if o, code := run(out, "for i in $(seq 100); do curl -s http://127.0.0.1:8766/ >/dev/null && echo up && exit 0; sleep 0.1; done; exit 1"); code != 0 {
+			t.Fatalf("the agent's own server: %q", o)
+		}
+		mustFail(peer, "another agent's namespace address", curl+"http://"+addr+":8766/")
+		if _, _, st := sh(t, g, "", curl+"http://127.0.0.1:8765/"); st.Code == 0 {
+			t.Error("the agent's loopback server is visible on the VM's own loopback")
+		}
+	})
+
+	t.Run("none", func(t *testing.T) {
+		if o, _ := run(off, "ip -o link show | awk -F': ' '{print $2}'"); strings.TrimSpace(o) != "lo" {
+			t.Errorf("agent with network none has interfaces: %q", o)
+		}
+		mustFail(off, "the host", fmt.Sprintf(curl+"http://10.0.2.2:%d/", hostPort))
+		mustFail(off, "the VM", curl+"http://192.0.2.10/")
+		mustFail(off, "the package mirror", curl+mirror+"/dists/bookworm/Release")
+		mustFail(off, "the package mirror by address", curl+resolved+mirror+"/dists/bookworm/Release")
+	})
+
+	t.Run("domain list", func(t *testing.T) {
+		if o, code := run(lister, curl+"http://allowed.osaurus.test/"); code != 0 || o != "inside-vm\n" {
+			t.Fatalf("listed name through the proxy: %q exit %d", o, code)
+		}
+		if o, code := run(lister, curl+"http://api.wild.osaurus.test/"); code != 0 || o != "inside-vm\n" {
+			t.Fatalf("wildcard name through the proxy: %q exit %d", o, code)
+		}
+		// CONNECT (what HTTPS uses) to a listed name on port 80.
+		if o, code := run(lister, curl+"-p http://allowed.osaurus.test:80/"); code != 0 || o != "inside-vm\n" {
+			t.Fatalf("CONNECT to a listed name: %q exit %d", o, code)
+		}
+		for _, tc := range []struct{ what, cmd, reason string }{
+			{"an unlisted name", curlF + "http://other.osaurus.test/", "not in the agent's network policy"},
+			{"the wildcard's apex", curlF + "http://wild.osaurus.test/", "not in the agent's network policy"},
+			{"an IP literal", curlF + "http://192.0.2.10/", "not in the agent's network policy"},
+			{"the host by IP", fmt.Sprintf(curlF+"http://10.0.2.2:%d/", hostPort), "not in the agent's network policy"},
+			{"a listed name resolving to loopback", curlF + "http://loop.osaurus.test/", "resolves only to addresses no agent may reach"},
+			{"a listed name on another port", curlF + "http://allowed.osaurus.test:8080/", "only ports 80 and 443"},
+			{"CONNECT to an unlisted name", curlF + "-p http://other.osaurus.test:80/", "CONNECT"},
+		} {
+			o, code := run(lister, tc.cmd)
+			if code == 0 || !strings.Contains(o, tc.reason) {
+				t.Errorf("%s: exit %d %q, want refused (%q)", tc.what, code, o, tc.reason)
+			}
+		}
+		// Direct connections, without the proxy, go nowhere.
+		mustFail(lister, "the VM's server without the proxy", "env -u HTTP_PROXY -u http_proxy "+curl+"--noproxy '*' http://192.0.2.10/")
+		mustFail(lister, "the host without the proxy", fmt.Sprintf("unset HTTP_PROXY http_proxy; "+curl+"--noproxy '*' http://10.0.2.2:%d/", hostPort))
+		mustFail(lister, "the mirror without the proxy", "unset HTTP_PROXY http_proxy; "+curl+"--noproxy '*' "+resolved+mirror+"/dists/bookworm/Release")
+	})
+
+	t.Run("the agent can't undo it", func(t *testing.T) {
+		for _, cmd := range []string{
+			"ip link set eth0 down", "ip addr add 10.213.0.6/30 dev eth0", "ip route replace default dev lo",
+			"ip link add dummy0 type dummy", "ip netns add mine",
+		} {
+			if o, code := run(out, cmd); code == 0 || !strings.Contains(o, "Operation not permitted") && !strings.Contains(o, "ermission denied") {
+				t.Errorf("as the agent, %q: exit %d %q, want refused", cmd, code, o)
+			}
+		}
+		// A namespace of its own (through a user namespace) has no network.
+		if o, code := run(out, "unshare -rn sh -c 'ip -o link show | wc -l; curl -sS --max-time 5 http://10.0.2.2:"+fmt.Sprint(hostPort)+"/'"); code == 0 {
+			t.Errorf("a user+network namespace reached the host: %q", o)
+		}
+		// The rules can't even be read from the agent's namespace.
+		bin := agentBinary(t)
+		if o, code := run(out, bin+" netrules"); code == 0 {
+			t.Errorf("the agent read or reached the rules: %q", o)
+		}
+	})
+
+	rules := installedRules(t, g)
+	t.Run("installed rules", func(t *testing.T) {
+		for _, p := range netpolicy.Denied() {
+			want := "denied: daddr " + p.String() + " -> reject"
+			if !contains(rules, want) {
+				t.Errorf("missing %q", want)
+			}
+		}
+		for _, re := range []string{
+			`^forward: iif osn\* -> jump agent_forward$`,
+			`^input: iif osn\* -> jump agent_input$`,
+			`^postrouting: saddr 10\.213\.0\.0/16 oif != osn\* -> masquerade$`,
+			`^agent_forward: iif osn\d+ daddr 10\.0\.2\.3/32 l4proto udp dport 53 -> accept$`,
+			`^agent_forward: l4proto udp dport 53 -> reject$`,
+			`^agent_forward: l4proto tcp dport 53 -> reject$`,
+			`^agent_forward: -> jump denied$`,
+			`^agent_forward: -> reject$`,
+			`^agent_input: iif osn\d+ daddr 10\.213\.\d+\.\d+/32 l4proto tcp dport 3128 -> accept$`,
+			`^agent_input: -> reject$`,
+		} {
+			if !matches(rules, re) {
+				t.Errorf("no rule matches %s", re)
+			}
+		}
+		// Exactly the outbound agents (Out, Peer) are let out; the order is
+		// DNS, the denied ranges, then the per-agent accepts.
+		if n := count(rules, `^agent_forward: iif osn\d+ -> accept$`); n != 2 {
+			t.Errorf("%d agents let out, want 2 (Out and Peer)", n)
+		}
+		if n := count(rules, `^agent_input: iif osn\d+ .* -> accept$`); n != 1 {
+			t.Errorf("%d agents may reach a proxy, want 1 (Lister)", n)
+		}
+		if !before(rules, "agent_forward: -> jump denied", `^agent_forward: iif osn\d+ -> accept$`) {
+			t.Error("an agent accept comes before the denied ranges")
+		}
+		t.Logf("installed rules:\n%s", strings.Join(rules, "\n"))
+	})
+
+	t.Run("agent set takes effect on the next command", func(t *testing.T) {
+		if _, errOut, code := cli.run("agent", "set", "Out", "network", "none"); code != 0 {
+			t.Fatalf("agent set: %s", errOut)
+		}
+		mustFail(out, "the package mirror after network none", curl+"-o /dev/null "+resolved+mirror+"/dists/bookworm/Release")
+		if n := count(installedRules(t, g), `^agent_forward: iif osn\d+ -> accept$`); n != 1 {
+			t.Errorf("after none: %d agents let out, want 1", n)
+		}
+		if _, errOut, code := cli.run("agent", "set", "Out", "network", "allowed.osaurus.test"); code != 0 {
+			t.Fatalf("agent set: %s", errOut)
+		}
+		if o, code := run(out, curl+"http://allowed.osaurus.test/"); code != 0 || o != "inside-vm\n" {
+			t.Fatalf("after switching to a domain list: %q exit %d", o, code)
+		}
+		_, errOut, code := cli.run("agent", "set", "Out", "network", "10.0.2.2")
+		if code == 0 || !strings.Contains(errOut, "network:") || !strings.Contains(errOut, "IP address") {
+			t.Errorf("agent set to an address: exit %d %q, want a refusal naming the field", code, errOut)
+		}
+		if _, errOut, code := cli.run("agent", "set", "Out", "network", "outbound"); code != 0 {
+			t.Fatalf("agent set: %s", errOut)
+		}
+		if o, code := run(out, curl+"-o /dev/null -w '%{http_code}' "+mirror+"/dists/bookworm/Release"); code != 0 || o != "200" {
+			t.Fatalf("back to outbound: %q exit %d", o, code)
+		}
+	})
+}
+
+// agentBinary puts the guest agent binary in /workspace, where the guest
+// can run it (`sandbox-agent netrules` reads the rules back), and returns
+// its path in the guest.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	b, err := assets.GuestAgent("amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(env.dataDir, "workspace", "sandbox-agent")
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "/workspace/sandbox-agent"
+}
+
+// installedRules reads the policy back from the guest kernel, as root.
+func installedRules(t *testing.T, g *agentproto.Client) []string {
+	t.Helper()
+	o, errOut, st := sh(t, g, "", agentBinary(t)+" netrules")
+	if st.Code != 0 {
+		t.Fatalf("netrules: %s %s", o, errOut)
+	}
+	return strings.Split(strings.TrimSpace(o), "\n")
+}
+
+func contains(lines []string, s string) bool {
+	for _, l := range lines {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+func count(lines []string, re string) int {
+	r := regexp.MustCompile(re)
+	n := 0
+	for _, l := range lines {
+		if r.MatchString(l) {
+			n++
+		}
+	}
+	return n
+}
+
+func matches(lines []string, re string) bool { return count(lines, re) > 0 }
+
+// before reports whether line first comes before every line matching re.
+func before(lines []string, first, re string) bool {
+	r := regexp.MustCompile(re)
+	seen := false
+	for _, l := range lines {
+		if l == first {
+			seen = true
+		}
+		if r.MatchString(l) && !seen {
+			return false
+		}
+	}
+	return seen
+}

@@ -1,0 +1,184 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"golang.org/x/sys/unix"
+)
+
+// BridgeSocket is where processes in the guest reach the host API bridge.
+const BridgeSocket = "/run/osaurus-bridge.sock"
+
+// bridgeRelay relays connections to the guest's bridge socket to the host
+// over whichever agent session is current. There is no TCP path to the
+// host and no token: the identity attached to each connection is the
+// connecting process's uid as the kernel reports it.
+type bridgeRelay struct {
+	once sync.Once
+	mu   sync.Mutex
+	peer *agentproto.Peer
+}
+
+// bridge is package state rather than a Service field so the exec and
+// account code stay untouched; there is one socket per guest anyway.
+var bridge bridgeRelay
+
+// startBridge makes peer the session new bridge connections are relayed
+// over and, the first time, starts listening on the socket. The stdio
+// transport (development, tests on a host) never listens: it is not the
+// guest's init and must not claim /run.
+func (s *Service) startBridge(ctx context.Context, peer *agentproto.Peer, transport string) {
+	if transport == TransportStdio {
+		return
+	}
+	bridge.mu.Lock()
+	bridge.peer = peer
+	bridge.mu.Unlock()
+	bridge.once.Do(func() {
+		go func() {
+			if err := s.listenBridge(context.WithoutCancel(ctx), BridgeSocket); err != nil {
+				s.log.Printf("host bridge: %v", err)
+			}
+		}()
+	})
+}
+
+func (s *Service) listenBridge(ctx context.Context, path string) error {
+	os.Remove(path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", path, err)
+	}
+	defer l.Close()
+	// Every agent user may connect; who they are is read per connection.
+	if err := os.Chmod(path, 0o666); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Printf("host bridge accept: %v", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		go s.relayBridge(ctx, c)
+	}
+}
+
+func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	req, err := peerIdentity(c, s.users.withDefaults().Passwd)
+	if err != nil {
+		writeHTTPError(c, http.StatusInternalServerError, "reading the caller's identity: "+err.Error())
+		return
+	}
+	bridge.mu.Lock()
+	peer := bridge.peer
+	bridge.mu.Unlock()
+	if peer == nil || peer.Err() != nil {
+		writeHTTPError(c, http.StatusServiceUnavailable, "the host is not connected to this guest; start the sandbox from the app or `osaurus-sandbox start`")
+		return
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	hc, err := peer.OpenConn(octx, agentproto.OpBridge, req)
+	cancel()
+	if err != nil {
+		writeHTTPError(c, http.StatusServiceUnavailable, "the host API bridge is not available: "+err.Error())
+		return
+	}
+	defer hc.Close()
+	done := make(chan struct{})
+	go func() {
+		// caller → host; the caller hanging up ends the relay.
+		io.Copy(hc, c)
+		hc.Close()
+		close(done)
+	}()
+	io.Copy(c, hc)
+	c.Close()
+	<-done
+}
+
+// peerIdentity reads the connecting process's uid from the kernel and
+// names it from the account file.
+func peerIdentity(c *net.UnixConn, passwd string) (agentproto.BridgeRequest, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return agentproto.BridgeRequest{}, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return agentproto.BridgeRequest{}, err
+	}
+	if cerr != nil {
+		return agentproto.BridgeRequest{}, fmt.Errorf("SO_PEERCRED: %w", cerr)
+	}
+	req := agentproto.BridgeRequest{UID: int(cred.Uid), User: userOfUID(passwd, int(cred.Uid))}
+	req.Agent = AgentOfUser(req.User, req.UID)
+	return req, nil
+}
+
+// AgentOfUser maps a Linux user to the agent it belongs to: "agent-<name>"
+// with a non-system uid. Root and system users belong to no agent.
+func AgentOfUser(user string, uid int) string {
+	name, ok := strings.CutPrefix(user, "agent-")
+	if !ok || name == "" || uid < 1000 || uid == 65534 {
+		return ""
+	}
+	return name
+}
+
+// userOfUID returns the name of uid in the passwd file, or "".
+func userOfUID(passwd string, uid int) string {
+	f, err := os.Open(passwd)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) < 3 {
+			continue
+		}
+		if n, err := strconv.Atoi(fields[2]); err == nil && n == uid {
+			return fields[0]
+		}
+	}
+	return ""
+}
+
+// writeHTTPError answers a caller the guest cannot relay, in the bridge's
+// own shape, so osaurus-host and curl show the reason.
+// The request is read first: closing a socket with unread data would make
+// the caller see a reset instead of the answer.
+func writeHTTPError(c *net.UnixConn, code int, msg string) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if r, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	}
+	w := c
+	body, _ := json.Marshal(map[string]string{"error": msg})
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		code, http.StatusText(code), len(body), body)
+}

@@ -1,0 +1,335 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+)
+
+// agentSubnet holds every agent's veth pair: agent i gets the /30 at
+// offset 4*i, the root end .1 and the agent's end .2. It is inside
+// 10.0.0.0/8, which no agent reaches, so agents can't reach each other
+// over it either.
+var agentSubnet = netip.MustParsePrefix("10.213.0.0/16")
+
+const maxAgentNets = 1<<14 - 1
+
+// ErrNetPolicy: the guest can't enforce a network policy (a kernel
+// without veth or nftables); only "none" can run.
+var ErrNetPolicy = errors.New("network policy can't be enforced")
+
+// NetPolicy gives each agent user its own network namespace and keeps the
+// guest's nftables rules in step with the agents' policies. The host
+// sends the policy with every process start (agentproto ExecRequest.Network);
+// a change takes effect for that process and every later one.
+//
+// Enforcement lives in the root namespace, where agents have no rights:
+// they can't change their addresses, routes or the rules, and a
+// namespace an agent creates itself (through a user namespace) has no
+// network at all.
+type NetPolicy struct {
+	log *log.Logger
+
+	mu      sync.Mutex
+	nets    map[string]*agentNet // by user name
+	byAddr  map[netip.Addr]*agentNet
+	next    int
+	setup   bool  // table, forwarding and proxy are up
+	setupOK error // why they are not, once tried
+	proxy   *egressProxy
+}
+
+// agentNet is one agent user's namespace.
+type agentNet struct {
+	user   string
+	index  int
+	ns     netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
+	veth   string
+	gw     netip.Addr
+	addr   netip.Addr
+	linked bool // the veth pair exists
+	policy netpolicy.Policy
+}
+
+// NewNetPolicy returns the policy keeper of the guest.
+func NewNetPolicy(lg *log.Logger) *NetPolicy {
+	if lg == nil {
+		lg = log.New(os.Stderr, "", 0)
+	}
+	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1}
+	n.proxy = newEgressProxy(n.policyOf, lg)
+	return n
+}
+
+// policyOf is the proxy's view: the agent whose namespace address is addr.
+func (n *NetPolicy) policyOf(addr netip.Addr) (netpolicy.Policy, string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	an := n.byAddr[addr.Unmap()]
+	if an == nil {
+		return netpolicy.Policy{}, "", false
+	}
+	return an.policy, an.user, true
+}
+
+// Prepare applies setting for user and returns the namespace its process
+// must start in and the environment to add (the proxy for a domain list).
+// The returned handle belongs to n: don't close it.
+func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, error) {
+	pol, err := netpolicy.Parse("network", setting)
+	if err != nil {
+		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	an, err := n.netFor(user)
+	if err != nil {
+		return netns.None(), nil, err
+	}
+	if pol.Mode != netpolicy.None {
+		if err := n.ensureSetup(); err != nil {
+			return netns.None(), nil, fmt.Errorf("%w (%v); the agent can run only with network none", ErrNetPolicy, err)
+		}
+		if err := n.link(an); err != nil {
+			return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+		}
+	}
+	if pol.String() != an.policy.String() || !n.setup && pol.Mode != netpolicy.None {
+		old := an.policy
+		an.policy = pol
+		if n.setup {
+			if err := installRules(n.ruleSet()); err != nil {
+				an.policy = old
+				return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+			}
+		}
+		n.log.Printf("network: %s: %s", user, pol)
+	}
+	var env []string
+	if pol.Mode == netpolicy.Domains {
+		url := "http://" + net.JoinHostPort(an.gw.String(), fmt.Sprint(ProxyPort))
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env = append(env, k+"="+url)
+		}
+		env = append(env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	}
+	return an.ns, env, nil
+}
+
+// netFor returns user's namespace, creating it (with only lo, up) first.
+func (n *NetPolicy) netFor(user string) (*agentNet, error) {
+	if an := n.nets[user]; an != nil {
+		return an, nil
+	}
+	if n.next > maxAgentNets {
+		return nil, fmt.Errorf("%w: more than %d agent networks", ErrNetPolicy, maxAgentNets)
+	}
+	ns, err := newNetns()
+	if err != nil {
+		return nil, fmt.Errorf("%w: network namespace for %s: %v", ErrNetPolicy, user, err)
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err == nil {
+		var lo netlink.Link
+		if lo, err = h.LinkByName("lo"); err == nil {
+			err = h.LinkSetUp(lo)
+		}
+		h.Close()
+	}
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("%w: loopback for %s: %v", ErrNetPolicy, user, err)
+	}
+	i := n.next
+	n.next++
+	base := agentSubnet.Addr().As4()
+	off := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(4*i)
+	an := &agentNet{
+		user: user, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
+		gw: u32Addr(off + 1), addr: u32Addr(off + 2),
+	}
+	n.nets[user] = an
+	n.byAddr[an.addr] = an
+	return an, nil
+}
+
+func u32Addr(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// newNetns creates a network namespace on a throwaway thread, so no Go
+// thread is ever left in the wrong namespace: the locked thread ends with
+// its goroutine.
+func newNetns() (netns.NsHandle, error) {
+	type result struct {
+		ns  netns.NsHandle
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with us
+		ns, err := netns.New()
+		ch <- result{ns, err}
+	}()
+	r := <-ch
+	return r.ns, r.err
+}
+
+// link creates an's veth pair: the agent's end becomes eth0 in its
+// namespace with a default route through the root end.
+func (n *NetPolicy) link(an *agentNet) error {
+	if an.linked {
+		return nil
+	}
+	peer := an.veth + "p"
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: an.veth}, PeerName: peer, PeerNamespace: netlink.NsFd(int(an.ns))}
+	if err := netlink.LinkAdd(v); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("veth pair for %s: %w", an.user, err)
+	}
+	root, err := netlink.LinkByName(an.veth)
+	if err != nil {
+		return fmt.Errorf("veth %s: %w", an.veth, err)
+	}
+	if err := netlink.AddrReplace(root, &netlink.Addr{IPNet: ipNet(an.gw, 30)}); err != nil {
+		return fmt.Errorf("address of %s: %w", an.veth, err)
+	}
+	if err := netlink.LinkSetUp(root); err != nil {
+		return fmt.Errorf("%s up: %w", an.veth, err)
+	}
+	h, err := netlink.NewHandleAt(an.ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	in, err := h.LinkByName(peer)
+	if err != nil {
+		return fmt.Errorf("veth end in %s's namespace: %w", an.user, err)
+	}
+	if err := h.LinkSetName(in, "eth0"); err != nil {
+		return fmt.Errorf("naming eth0 for %s: %w", an.user, err)
+	}
+	if err := h.AddrReplace(in, &netlink.Addr{IPNet: ipNet(an.addr, 30)}); err != nil {
+		return fmt.Errorf("address for %s: %w", an.user, err)
+	}
+	if err := h.LinkSetUp(in); err != nil {
+		return fmt.Errorf("eth0 up for %s: %w", an.user, err)
+	}
+	gw := an.gw.AsSlice()
+	if err := h.RouteReplace(&netlink.Route{LinkIndex: in.Attrs().Index, Gw: gw}); err != nil {
+		return fmt.Errorf("default route for %s: %w", an.user, err)
+	}
+	an.linked = true
+	return nil
+}
+
+func ipNet(a netip.Addr, bits int) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, 32)}
+}
+
+// ensureSetup installs the table, turns on forwarding and starts the
+// proxy, once. A failure is remembered: it won't heal without a reboot
+// (a missing kernel module).
+func (n *NetPolicy) ensureSetup() error {
+	if n.setup {
+		return nil
+	}
+	if n.setupOK != nil {
+		return n.setupOK
+	}
+	err := func() error {
+		if err := installRules(n.ruleSet()); err != nil {
+			return err
+		}
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
+			return fmt.Errorf("enabling forwarding: %w", err)
+		}
+		ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", ProxyPort))
+		if err != nil {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+		go func() {
+			// serve returns only when the listener fails; PID 1 never
+			// closes it.
+			n.log.Printf("network: egress proxy stopped: %v", n.proxy.serve(ln))
+		}()
+		return nil
+	}()
+	if err != nil {
+		n.setupOK = err
+		n.log.Printf("network: policy enforcement unavailable: %v", err)
+		return err
+	}
+	n.setup = true
+	return nil
+}
+
+// ruleSet is the rules for the agents' current policies.
+func (n *NetPolicy) ruleSet() ruleSet {
+	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet}
+	for i := 1; i < n.next; i++ {
+		for _, an := range n.nets {
+			if an.index == i {
+				rs.agents = append(rs.agents, agentRule{veth: an.veth, gw: an.gw, policy: an.policy})
+			}
+		}
+	}
+	return rs
+}
+
+// resolvers are the IPv4 name servers of resolv.conf: the VM's resolver,
+// the only DNS server agents may ask.
+func resolvers(path string) []netip.Addr {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []netip.Addr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			if a, err := netip.ParseAddr(fields[1]); err == nil && a.Is4() {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// forkInNetns runs fork (a ForkExec) on a thread that joined ns, so the
+// child starts there. The thread is locked and never unlocked: it ends
+// with its goroutine instead of going back to the pool in ns.
+func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
+	type result struct {
+		pid int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
+			ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)}
+			return
+		}
+		pid, err := fork()
+		ch <- result{pid, err}
+	}()
+	r := <-ch
+	return r.pid, r.err
+}

@@ -1,0 +1,436 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/tools"
+)
+
+const pluginUsage = `usage:
+  osaurus-sandbox plugin import SOURCE [--yes]   a file, an https:// URL, or github.com/OWNER/REPO[/tree/REF/PATH | /blob/REF/PATH/plugin.json]
+  osaurus-sandbox plugin update ID [--yes]       import again from where it came from (a new version)
+  osaurus-sandbox plugin list [--json]
+  osaurus-sandbox plugin show ID [--json]        the recipe, its tools and its versions
+  osaurus-sandbox plugin export ID [FILE]        the recipe as JSON (stdout without FILE)
+  osaurus-sandbox plugin duplicate ID            a copy under a new name and id
+  osaurus-sandbox plugin install ID --agent NAME  install for an agent (the VM must be running)
+  osaurus-sandbox plugin uninstall ID --agent NAME
+  osaurus-sandbox plugin remove ID               uninstall from every agent, then delete
+--yes accepts the warning shown when setup or a tool reaches hosts outside the setup allowlist.`
+
+// pluginHTTPClient is the client imports use; nil means the importer's
+// default. Tests point it at their loopback TLS server.
+var pluginHTTPClient *http.Client
+
+// splitFlags separates --flags (allowed anywhere, unlike package flag)
+// from positional arguments.
+func splitFlags(args []string, allowed ...string) ([]string, map[string]bool, error) {
+	set := map[string]bool{}
+	var pos []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name := strings.TrimLeft(a, "-")
+		ok := false
+		for _, f := range allowed {
+			ok = ok || f == name
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("unknown flag %s", a)
+		}
+		set[name] = true
+	}
+	return pos, set, nil
+}
+
+func (c *cli) plugin(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(c.err, pluginUsage)
+		return ExitUsage
+	}
+	sub := args[0]
+	var agentRef string
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == "--agent" && i+1 < len(rest) {
+			agentRef = rest[i+1]
+			rest = append(slices.Clone(rest[:i]), rest[i+2:]...)
+			break
+		}
+	}
+	pos, flags, err := splitFlags(rest, "json", "yes")
+	if err != nil {
+		fmt.Fprintf(c.err, "osaurus-sandbox plugin %s: %v\n%s\n", sub, err, pluginUsage)
+		return ExitUsage
+	}
+	lib, err := plugins.OpenLibrary(c.paths.PluginsDir())
+	if err != nil {
+		return c.fail(err)
+	}
+	lib.Uninstaller = &cliUninstaller{c: c}
+	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
+	if err != nil {
+		return c.fail(err)
+	}
+	im := &plugins.Importer{Client: pluginHTTPClient, GitHubAPI: cfg.GitHubAPIURL, GitHubRaw: cfg.GitHubRawURL}
+	switch {
+	case sub == "import" && len(pos) == 1:
+		p, origin, err := im.Import(ctx, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		if code := c.confirmHosts(p, cfg, flags["yes"]); code != ExitOK {
+			return code
+		}
+		e, changed, err := lib.Save(ctx, p, origin)
+		if err != nil {
+			return c.fail(err)
+		}
+		c.printSaved(e, changed)
+		return ExitOK
+	case sub == "update" && len(pos) == 1:
+		code := ExitOK
+		e, changed, err := im.Reimport(ctx, lib, pos[0], func(p *plugins.Plugin) error {
+			if code = c.confirmHosts(p, cfg, flags["yes"]); code != ExitOK {
+				return errDeclined
+			}
+			return nil
+		})
+		if errors.Is(err, errDeclined) {
+			return code
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		c.printSaved(e, changed)
+		return ExitOK
+	case sub == "list" && len(pos) == 0:
+		return c.pluginList(lib, flags["json"])
+	case sub == "show" && len(pos) == 1:
+		return c.pluginShow(lib, pos[0], flags["json"])
+	case sub == "export" && (len(pos) == 1 || len(pos) == 2):
+		b, err := lib.Export(pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		if len(pos) == 1 {
+			c.out.Write(b)
+			return ExitOK
+		}
+		if err := atomicfile.WriteFile(pos[1], b, 0o644); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "exported %s to %s\n", pos[0], pos[1])
+		return ExitOK
+	case sub == "duplicate" && len(pos) == 1:
+		e, err := lib.Duplicate(ctx, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "duplicated %s as %s (%q)\n", pos[0], e.ID, e.Current().Recipe.Name)
+		return ExitOK
+	case (sub == "install" || sub == "uninstall") && len(pos) == 1 && agentRef != "":
+		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install")
+	case sub == "remove" && len(pos) == 1:
+		if err := lib.Remove(ctx, pos[0]); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "removed %s\n", pos[0])
+		return ExitOK
+	}
+	fmt.Fprintln(c.err, pluginUsage)
+	return ExitUsage
+}
+
+// confirmHosts warns when setup or a tool's run reaches hosts outside the
+// allowlist: a user-imported plugin may do so, but only knowingly.
+func (c *cli) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, yes bool) int {
+	allow := plugins.NewAllowlist(cfg.SetupAllowlist())
+	outside := plugins.CheckHosts(p, allow)
+	if len(outside) == 0 {
+		return ExitOK
+	}
+	fmt.Fprintf(c.err, "Warning: %s reaches hosts outside the setup allowlist:\n", p.ID())
+	for _, pr := range outside {
+		fmt.Fprintf(c.err, "  %s: %s\n", pr.Field, pr.Message)
+	}
+	if yes {
+		fmt.Fprintln(c.err, "Accepted (--yes).")
+		return ExitOK
+	}
+	fmt.Fprintln(c.err, "Nothing was imported. Read the recipe, and if you trust it, run again with --yes.")
+	return ExitDeclined
+}
+
+func (c *cli) printSaved(e *plugins.Entry, changed bool) {
+	cur := e.Current()
+	if !changed {
+		fmt.Fprintf(c.out, "%s is unchanged (version %d)\n", e.ID, cur.Number)
+		return
+	}
+	verb := "imported"
+	if len(e.Versions) > 1 {
+		verb = "updated"
+	}
+	fmt.Fprintf(c.out, "%s %s as library version %d from %s", verb, e.ID, cur.Number, cur.Origin.Location)
+	if cur.Origin.Commit != "" {
+		fmt.Fprintf(c.out, " at commit %s", cur.Origin.Commit)
+	}
+	fmt.Fprintln(c.out)
+	for _, t := range cur.Recipe.Tools {
+		fmt.Fprintf(c.out, "  tool %s\n", cur.Recipe.ToolName(t.ID))
+	}
+}
+
+// pluginSummary is one row of `plugin list --json`.
+type pluginSummary struct {
+	ID            string         `json:"id"`
+	Name          string         `json:"name"`
+	Version       string         `json:"version,omitempty"`
+	Description   string         `json:"description"`
+	LibraryVer    int            `json:"libraryVersion"`
+	Origin        plugins.Origin `json:"origin"`
+	Tools         []string       `json:"tools"`
+	CreatedByAgnt bool           `json:"createdByAgent,omitempty"`
+}
+
+func summarize(e *plugins.Entry) pluginSummary {
+	cur := e.Current()
+	s := pluginSummary{ID: e.ID, Name: cur.Recipe.Name, Version: cur.Recipe.Version, Description: cur.Recipe.Description,
+		LibraryVer: cur.Number, Origin: cur.Origin, Tools: []string{}, CreatedByAgnt: cur.Recipe.Metadata["created_by"] == "agent"}
+	for _, t := range cur.Recipe.Tools {
+		s.Tools = append(s.Tools, cur.Recipe.ToolName(t.ID))
+	}
+	return s
+}
+
+func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
+	list, err := lib.List()
+	rows := []pluginSummary{}
+	for _, e := range list {
+		rows = append(rows, summarize(e))
+	}
+	if asJSON {
+		json.NewEncoder(c.out).Encode(rows)
+	} else if len(rows) == 0 && err == nil {
+		fmt.Fprintln(c.out, "no plugins; import one with `osaurus-sandbox plugin import SOURCE`")
+	} else {
+		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tNAME\tVERSION\tLIBRARY VERSION\tTOOLS\tSOURCE")
+		for _, r := range rows {
+			src := r.Origin.Location
+			if r.Origin.Kind == plugins.OriginDuplicate {
+				src = "copy of " + src
+			}
+			if r.CreatedByAgnt {
+				src = "agent " + r.Origin.Agent
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.Name, orDash(r.Version), r.LibraryVer, len(r.Tools), orDash(src))
+		}
+		w.Flush()
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
+	e, err := lib.Get(id)
+	if err != nil {
+		return c.fail(err)
+	}
+	if asJSON {
+		json.NewEncoder(c.out).Encode(e)
+		return ExitOK
+	}
+	cur := e.Current()
+	p := cur.Recipe
+	fmt.Fprintf(c.out, "%s (%s)\n  %s\n", p.Name, e.ID, p.Description)
+	for _, kv := range [][2]string{{"version", p.Version}, {"author", p.Author}, {"source", p.Source}} {
+		if kv[1] != "" {
+			fmt.Fprintf(c.out, "  %s: %s\n", kv[0], kv[1])
+		}
+	}
+	if len(p.Dependencies) > 0 {
+		fmt.Fprintf(c.out, "  packages: %s\n", strings.Join(p.Dependencies, " "))
+	}
+	if p.Setup != "" {
+		fmt.Fprintf(c.out, "  setup: %s\n", p.Setup)
+	}
+	if len(p.Secrets) > 0 {
+		fmt.Fprintf(c.out, "  secrets: %s\n", strings.Join(p.Secrets, ", "))
+	}
+	if p.Permissions != nil {
+		fmt.Fprintf(c.out, "  network: %s, inference: %v\n", orDash(p.Permissions.Network), p.Permissions.Inference)
+	}
+	fmt.Fprintf(c.out, "  files: %d\n", len(p.Files))
+	for _, t := range p.Tools {
+		var params []string
+		for name, prm := range t.Parameters {
+			s := name + " " + prm.Type
+			if len(prm.Default) > 0 {
+				s += " = " + string(prm.Default)
+			}
+			params = append(params, s)
+		}
+		fmt.Fprintf(c.out, "  tool %s(%s): %s\n", p.ToolName(t.ID), strings.Join(slices.Sorted(slices.Values(params)), ", "), t.Description)
+	}
+	fmt.Fprintln(c.out, "versions:")
+	for _, v := range e.Versions {
+		fmt.Fprintf(c.out, "  %d  %s  %s %s", v.Number, v.SavedAt.Format("2006-01-02 15:04:05Z"), v.Origin.Kind, v.Origin.Location)
+		if v.Origin.Commit != "" {
+			fmt.Fprintf(c.out, " @ %s", v.Origin.Commit)
+		}
+		fmt.Fprintln(c.out)
+	}
+	for _, pr := range plugins.CheckHosts(p, plugins.NewAllowlist(mustSandbox(c).SetupAllowlist())) {
+		fmt.Fprintf(c.out, "warning: %s: %s\n", pr.Field, pr.Message)
+	}
+	return ExitOK
+}
+
+func mustSandbox(c *cli) config.Sandbox {
+	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
+	if err != nil {
+		return config.Defaults()
+	}
+	return cfg
+}
+
+var errDeclined = errors.New("declined")
+
+func (c *cli) installedPlugins() *plugins.Installed {
+	return plugins.NewInstalled(c.paths.AgentStateDir())
+}
+
+// pluginEnv is a tools environment on the running VM, through the owner.
+func (c *cli) pluginEnv(ctx context.Context) (*tools.Env, error) {
+	g, err := c.runningGuest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w (start it with `osaurus-sandbox start`)", err)
+	}
+	return tools.NewEnv(tools.Options{
+		Guest:   func(context.Context) (*agentproto.Client, error) { return g, nil },
+		Plugins: c.installedPlugins(),
+	}), nil
+}
+
+func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {
+	reg, err := c.openAgents()
+	if err != nil {
+		return c.fail(err)
+	}
+	a, err := reg.Get(agentRef)
+	if err != nil {
+		return c.fail(err)
+	}
+	if !install {
+		env, err := c.pluginEnv(ctx)
+		if err != nil {
+			// The record can go without the VM; the folder waits for it.
+			if ferr := c.installedPlugins().Forget(ctx, a.ID, id); ferr != nil {
+				return c.fail(ferr)
+			}
+			fmt.Fprintf(c.out, "uninstalled %s from %s; its folder %s/plugins/%s is removed next time (%v)\n", id, a.Name, a.Home(), id, err)
+			return ExitOK
+		}
+		if err := env.Toolset(a).UninstallPlugin(ctx, id); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "uninstalled %s from %s\n", id, a.Name)
+		return ExitOK
+	}
+	e, err := lib.Get(id)
+	if err != nil {
+		return c.fail(err)
+	}
+	env, err := c.pluginEnv(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	cur := e.Current()
+	err = env.Toolset(a).InstallPlugin(ctx, cur.Recipe, cur.Number, func(s tools.InstallStep) {
+		fmt.Fprintf(c.err, "  %s...\n", s)
+	})
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.out, "installed %s (library version %d) for %s\n", id, cur.Number, a.Name)
+	if !a.AutonomousExec.Enabled {
+		fmt.Fprintf(c.out, "its tools appear once autonomous exec is on: `osaurus-sandbox agent set %s enabled true`\n", a.Slug)
+	}
+	for _, t := range cur.Recipe.Tools {
+		fmt.Fprintf(c.out, "  tool %s\n", cur.Recipe.ToolName(t.ID))
+	}
+	return ExitOK
+}
+
+// cliUninstaller uninstalls a plugin from every agent before the library
+// deletes it. With the VM stopped the records go (so no agent lists the
+// tools) and the folders stay in the homes until the next install.
+type cliUninstaller struct{ c *cli }
+
+func (u *cliUninstaller) UninstallEverywhere(ctx context.Context, pluginID string) error {
+	store := u.c.installedPlugins()
+	ids, err := store.Agents(pluginID)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	reg, err := u.c.openAgents()
+	if err != nil {
+		return err
+	}
+	env, envErr := u.c.pluginEnv(ctx)
+	for _, id := range ids {
+		a, err := reg.Get(id)
+		if err != nil || envErr != nil {
+			// A removed agent, or no VM: drop the record.
+			if err := store.Forget(ctx, id, pluginID); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := env.Toolset(a).UninstallPlugin(ctx, pluginID); err != nil {
+			return fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		fmt.Fprintf(u.c.out, "uninstalled %s from %s\n", pluginID, a.Name)
+	}
+	return nil
+}
+
+// pluginRegistry lets agents register plugins into the library, under the
+// allowlist currently in sandbox.json. nil when the library can't open.
+func pluginRegistry(p config.Paths) *tools.PluginRegistry {
+	lib, err := plugins.OpenLibrary(p.PluginsDir())
+	if err != nil {
+		return nil
+	}
+	return &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
+		cfg, err := config.LoadSandbox(p.SandboxJSON())
+		if err != nil {
+			cfg = config.Defaults()
+		}
+		return plugins.NewAllowlist(cfg.SetupAllowlist())
+	}}
+}

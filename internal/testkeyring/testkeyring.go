@@ -1,0 +1,68 @@
+// Package testkeyring starts a real Secret Service for tests: a private
+// D-Bus session (dbus-run-session) with gnome-keyring-daemon holding an
+// unlocked login keyring in a temporary home, so keychain code is tested
+// against the real thing without touching the user's keyring.
+package testkeyring
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const hint = "install the test dependencies with `make deps-test` (scripts/install-deps.sh test: gnome-keyring, dbus-daemon, dbus-bin)"
+
+// Start runs the keyring for the rest of the test and points this
+// process's D-Bus session (DBUS_SESSION_BUS_ADDRESS) at it. Tests using it
+// can't run in parallel with tests that need another session bus.
+func Start(t testing.TB) {
+	t.Helper()
+	for _, bin := range []string{"dbus-run-session", "gnome-keyring-daemon"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s not found: %s", bin, hint)
+		}
+	}
+	home := t.TempDir()
+	run := filepath.Join(home, "run")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's parent returns once the keyring is unlocked and on the
+	// bus; only then is the address printed, so reading it is the
+	// readiness signal. cat keeps the session alive until stdin closes.
+	cmd := exec.Command("dbus-run-session", "--", "sh", "-c",
+		`printf %s test-keyring-password | gnome-keyring-daemon --unlock --components=secrets >/dev/null || exit 1
+echo "$DBUS_SESSION_BUS_ADDRESS"
+exec cat >/dev/null`)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"),
+		"XDG_RUNTIME_DIR="+run, "XDG_CONFIG_HOME="+filepath.Join(home, "config"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("dbus-run-session: %v (%s)", err, hint)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Logf("keyring session ended: %v %s", err, stderr.String())
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr := strings.TrimSpace(line)
+	if err != nil || addr == "" {
+		stdin.Close()
+		t.Fatalf("the keyring session did not start: %v; stderr: %s (%s)", err, stderr.String(), hint)
+	}
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", addr)
+}

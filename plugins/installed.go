@@ -1,0 +1,160 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+)
+
+// Installation is one plugin installed for one agent: the recipe as it
+// was installed (so its tools keep working as installed when the library
+// moves on) and the library version it came from.
+type Installation struct {
+	LibraryVersion int       `json:"libraryVersion"`
+	InstalledAt    time.Time `json:"installedAt"`
+	Recipe         *Plugin   `json:"recipe"`
+}
+
+type installedFile struct {
+	Plugins map[string]Installation `json:"plugins"`
+}
+
+// Installed keeps each agent's installed.json on the host, under
+// <data>/agents/<agentID>/sandbox-plugins/, outside the VM's disk, so
+// installs survive restarts, Reset and re-provisioning (Osaurus lost
+// them on container restart, its issue #660).
+type Installed struct {
+	dir string // <data>/agents
+}
+
+// NewInstalled uses dir (the data folder's agents/ directory).
+func NewInstalled(dir string) *Installed { return &Installed{dir: dir} }
+
+var agentIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+func (s *Installed) path(agentID string) (string, error) {
+	if !agentIDRe.MatchString(agentID) {
+		return "", fmt.Errorf("installed plugins: %q is not an agent id", agentID)
+	}
+	return filepath.Join(s.dir, agentID, "sandbox-plugins", "installed.json"), nil
+}
+
+func (s *Installed) read(agentID string) (installedFile, error) {
+	f := installedFile{Plugins: map[string]Installation{}}
+	p, err := s.path(agentID)
+	if err != nil {
+		return f, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return f, fmt.Errorf("%s: damaged: %w (uninstall and install the agent's plugins again)", p, err)
+	}
+	if f.Plugins == nil {
+		f.Plugins = map[string]Installation{}
+	}
+	return f, nil
+}
+
+// List returns the agent's installations by plugin id.
+func (s *Installed) List(agentID string) (map[string]Installation, error) {
+	f, err := s.read(agentID)
+	return f.Plugins, err
+}
+
+// Installed returns the recipes the agent installed, sorted by id.
+func (s *Installed) Installed(agentID string) ([]*Plugin, error) {
+	f, err := s.read(agentID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Plugin
+	for _, id := range sortedKeys(f.Plugins) {
+		if r := f.Plugins[id].Recipe; r != nil && r.ID() == id {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *Installed) update(ctx context.Context, agentID string, change func(*installedFile)) error {
+	p, err := s.path(agentID)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	unlock, err := lockFile(lctx, p+".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := s.read(agentID)
+	if err != nil {
+		return err
+	}
+	change(&f)
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(p, append(b, '\n'), 0o600)
+}
+
+// Record marks p installed for the agent.
+func (s *Installed) Record(ctx context.Context, agentID string, p *Plugin, libraryVersion int) error {
+	p = p.Clone()
+	return s.update(ctx, agentID, func(f *installedFile) {
+		f.Plugins[p.ID()] = Installation{LibraryVersion: libraryVersion, InstalledAt: time.Now().UTC(), Recipe: p}
+	})
+}
+
+// Forget removes the agent's record of the plugin.
+func (s *Installed) Forget(ctx context.Context, agentID, pluginID string) error {
+	return s.update(ctx, agentID, func(f *installedFile) { delete(f.Plugins, pluginID) })
+}
+
+// Agents lists the agents that installed pluginID, sorted.
+func (s *Installed) Agents(pluginID string) ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() || !agentIDRe.MatchString(e.Name()) {
+			continue
+		}
+		f, err := s.read(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := f.Plugins[pluginID]; ok {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

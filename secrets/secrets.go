@@ -1,0 +1,321 @@
+package secrets
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/zalando/go-keyring"
+)
+
+// Service is the keychain service name every entry is stored under.
+const Service = "osaurus-sandbox"
+
+// MinScrubLen is the shortest value Scrub replaces: shorter ones would
+// redact ordinary words.
+const MinScrubLen = 6
+
+var (
+	// ErrNotFound: the agent has no secret of that name.
+	ErrNotFound = errors.New("secret not found")
+	// ErrUnavailable: the keychain can't be reached.
+	ErrUnavailable = errors.New("the OS keychain is not available")
+	// ErrInvalid: a bad agent name, key or value.
+	ErrInvalid = errors.New("invalid secret")
+)
+
+var (
+	agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	keyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+// Backend is the keychain; tests of other packages may pass an in-memory
+// one, the app uses Keychain.
+type Backend interface {
+	Set(service, user, value string) error
+	Get(service, user string) (string, error)
+	Delete(service, user string) error
+}
+
+// Keychain is the OS keychain through go-keyring.
+type Keychain struct{}
+
+func (Keychain) Set(service, user, value string) error    { return keyring.Set(service, user, value) }
+func (Keychain) Get(service, user string) (string, error) { return keyring.Get(service, user) }
+func (Keychain) Delete(service, user string) error        { return keyring.Delete(service, user) }
+
+// Store is the per-agent secret store.
+type Store struct {
+	B  Backend
+	mu sync.Mutex // serialises index updates within this process
+
+	knownMu sync.Mutex
+	known   map[string]map[string]string // agent → the values last read or set here
+}
+
+// New returns a store on the OS keychain.
+func New() *Store { return &Store{B: Keychain{}} }
+
+func entry(agent, key string) string { return agent + "/" + key }
+func indexEntry(agent string) string { return agent + "/" }
+
+// CheckKey validates a secret name: an environment variable name.
+func CheckKey(key string) error {
+	if !keyRE.MatchString(key) {
+		return fmt.Errorf("%w: key %q: use letters, digits and '_' (not starting with a digit), at most 128", ErrInvalid, key)
+	}
+	return nil
+}
+
+func checkAgent(agent string) error {
+	if !agentRE.MatchString(agent) {
+		return fmt.Errorf("%w: agent name %q: use the agent's short name (lower-case letters, digits, '-' or '_')", ErrInvalid, agent)
+	}
+	return nil
+}
+
+// hint says how to get a keychain on this OS.
+func hint() string {
+	if runtime.GOOS == "linux" {
+		return "no Secret Service answers on the session D-Bus; run a keyring daemon (e.g. gnome-keyring) in your desktop session"
+	}
+	return "the login keychain is locked or unavailable; unlock it in Keychain Access"
+}
+
+func (s *Store) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, keyring.ErrNotFound) {
+		return ErrNotFound
+	}
+	return fmt.Errorf("%w: %v (%s)", ErrUnavailable, err, hint())
+}
+
+// Set stores an agent's secret.
+func (s *Store) Set(agent, key, value string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	if value == "" {
+		return fmt.Errorf("%w: the value of %s is empty", ErrInvalid, key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.B.Set(Service, entry(agent, key), value); err != nil {
+		return s.wrap(err)
+	}
+	s.remember(agent, map[string]string{key: value})
+	names, err := s.list(agent)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(names, key) {
+		return s.writeIndex(agent, append(names, key))
+	}
+	return nil
+}
+
+// Get returns an agent's secret, ErrNotFound when it has none of that name.
+func (s *Store) Get(agent, key string) (string, error) {
+	if err := checkAgent(agent); err != nil {
+		return "", err
+	}
+	if err := CheckKey(key); err != nil {
+		return "", ErrNotFound // a name that can't exist is simply absent
+	}
+	v, err := s.B.Get(Service, entry(agent, key))
+	return v, s.wrap(err)
+}
+
+// Remove deletes an agent's secret; removing an absent one is ErrNotFound.
+func (s *Store) Remove(agent, key string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	derr := s.wrap(s.B.Delete(Service, entry(agent, key)))
+	if derr != nil && !errors.Is(derr, ErrNotFound) {
+		return derr
+	}
+	names, err := s.list(agent)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(names, key); i >= 0 {
+		if err := s.writeIndex(agent, slices.Delete(names, i, i+1)); err != nil {
+			return err
+		}
+		return nil
+	}
+	return derr
+}
+
+// List returns the names of an agent's secrets, sorted.
+func (s *Store) List(agent string) ([]string, error) {
+	if err := checkAgent(agent); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.list(agent)
+}
+
+func (s *Store) list(agent string) ([]string, error) {
+	b, err := s.B.Get(Service, indexEntry(agent))
+	if errors.Is(err, keyring.ErrNotFound) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(b), &names); err != nil {
+		return nil, fmt.Errorf("%w: the index of %s's secrets in the keychain is corrupt: %v", ErrUnavailable, agent, err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (s *Store) writeIndex(agent string, names []string) error {
+	if len(names) == 0 {
+		err := s.B.Delete(Service, indexEntry(agent))
+		if errors.Is(err, keyring.ErrNotFound) {
+			return nil
+		}
+		return s.wrap(err)
+	}
+	sort.Strings(names)
+	b, _ := json.Marshal(names)
+	return s.wrap(s.B.Set(Service, indexEntry(agent), string(b)))
+}
+
+// Values returns an agent's secrets by name.
+func (s *Store) Values(agent string) (map[string]string, error) {
+	names, err := s.List(agent)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		v, err := s.Get(agent, n)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// remember keeps values this process has seen, for Scrub to fall back on.
+func (s *Store) remember(agent string, vals map[string]string) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	if s.known == nil {
+		s.known = map[string]map[string]string{}
+	}
+	if s.known[agent] == nil {
+		s.known[agent] = map[string]string{}
+	}
+	for k, v := range vals {
+		s.known[agent][k] = v
+	}
+}
+
+// Scrub replaces the agent's secret values in text. When the keychain
+// can't be read right now, the values this process read or stored before
+// are still replaced; a machine without any keychain has no secrets to
+// hide, so its output passes unchanged rather than every result of every
+// agent being withheld.
+func (s *Store) Scrub(agent, text string) string {
+	if text == "" || checkAgent(agent) != nil {
+		return text
+	}
+	vals, err := s.Values(agent)
+	if err == nil {
+		s.remember(agent, vals)
+	}
+	s.knownMu.Lock()
+	all := make(map[string]string, len(vals)+len(s.known[agent]))
+	for k, v := range s.known[agent] {
+		all[k] = v
+	}
+	s.knownMu.Unlock()
+	for k, v := range vals {
+		all[k] = v
+	}
+	return ScrubValues(all, text)
+}
+
+// Redact is Scrub under the tools package's Redactor interface.
+func (s *Store) Redact(agent, text string) string { return s.Scrub(agent, text) }
+
+// minPartial is the shortest piece of a cut value Scrub replaces: one or
+// two characters would redact ordinary text next to every cut and reveal
+// next to nothing.
+const minPartial = 3
+
+// omittedRE is the marker tools put between the head and tail of
+// truncated output.
+var omittedRE = regexp.MustCompile(`\n\n\[\.\.\. \d+ bytes omitted of \d+ \.\.\.\]\n\n`)
+
+// ScrubValues replaces each value (6+ characters) with [REDACTED:KEY].
+// Around a truncation marker it also replaces a value's beginning that
+// ends the head and its end that starts the tail, so a secret cut in two
+// by truncation is not shown in halves.
+func ScrubValues(vals map[string]string, text string) string {
+	keys := make([]string, 0, len(vals))
+	for k, v := range vals {
+		if len(v) >= MinScrubLen {
+			keys = append(keys, k)
+		}
+	}
+	// Longer values first, so a value containing another is replaced whole.
+	sort.Slice(keys, func(i, j int) bool {
+		if len(vals[keys[i]]) != len(vals[keys[j]]) {
+			return len(vals[keys[i]]) > len(vals[keys[j]])
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		text = strings.ReplaceAll(text, vals[k], "[REDACTED:"+k+"]")
+	}
+	loc := omittedRE.FindStringIndex(text)
+	if loc == nil {
+		return text
+	}
+	head, marker, tail := text[:loc[0]], text[loc[0]:loc[1]], text[loc[1]:]
+	for _, k := range keys {
+		v := vals[k]
+		// The longest proper prefix of v that ends the head.
+		for n := len(v) - 1; n >= minPartial; n-- {
+			if strings.HasSuffix(head, v[:n]) {
+				head = head[:len(head)-n] + "[REDACTED:" + k + "]"
+				break
+			}
+		}
+		for n := len(v) - 1; n >= minPartial; n-- {
+			if strings.HasPrefix(tail, v[len(v)-n:]) {
+				tail = "[REDACTED:" + k + "]" + tail[n:]
+				break
+			}
+		}
+	}
+	return head + marker + tail
+}

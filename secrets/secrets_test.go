@@ -1,0 +1,116 @@
+package secrets_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/zalando/go-keyring"
+)
+
+// TestKeychain runs the store against a real Secret Service.
+func TestKeychain(t *testing.T) {
+	testkeyring.Start(t)
+	s := secrets.New()
+	if err := s.Set("alice", "OPENAI_API_KEY", "sk-alice-123456"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("alice", "OTHER", "other-value"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Get("alice", "OPENAI_API_KEY"); err != nil || v != "sk-alice-123456" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if _, err := s.Get("bob", "OPENAI_API_KEY"); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("bob's Get: %v, want ErrNotFound", err)
+	}
+	if names, err := s.List("alice"); err != nil || !slices.Equal(names, []string{"OPENAI_API_KEY", "OTHER"}) {
+		t.Fatalf("List = %v, %v", names, err)
+	}
+	if got := s.Scrub("alice", "key=sk-alice-123456 other=other-value"); got != "key=[REDACTED:OPENAI_API_KEY] other=[REDACTED:OTHER]" {
+		t.Errorf("Scrub = %q", got)
+	}
+	if got := s.Scrub("bob", "key=sk-alice-123456"); got != "key=sk-alice-123456" {
+		t.Errorf("bob's Scrub touched alice's value: %q", got)
+	}
+	if err := s.Remove("alice", "OTHER"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("alice", "OTHER"); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("second Remove: %v, want ErrNotFound", err)
+	}
+	if names, _ := s.List("alice"); !slices.Equal(names, []string{"OPENAI_API_KEY"}) {
+		t.Fatalf("List after remove = %v", names)
+	}
+}
+
+func TestScrubValues(t *testing.T) {
+	vals := map[string]string{"KEY": "sk-test-123456", "SHORT": "abc", "LONG": "sk-test-123456-and-more"}
+	// A cut prefix shared by two values is redacted under the longer one's
+	// name; either way nothing of it shows.
+	marker := "\n\n[... 100 bytes omitted of 200 ...]\n\n"
+	for _, tc := range []struct{ name, in, want string }{
+		{"whole", "a sk-test-123456 b", "a [REDACTED:KEY] b"},
+		{"longer value first", "x sk-test-123456-and-more", "x [REDACTED:LONG]"},
+		{"short values stay", "abc abc", "abc abc"},
+		{"split across the cut", "out: sk-te" + marker + "3456 end", "out: [REDACTED:LONG]" + marker + "[REDACTED:KEY] end"},
+		{"no marker, no partials", "ends with sk-te", "ends with sk-te"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := secrets.ScrubValues(vals, tc.in); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// flaky is a keychain that answers until it is switched off.
+type flaky struct {
+	m   map[string]string
+	off bool
+}
+
+var errDown = errors.New("no Secret Service")
+
+func (f *flaky) Set(_, user, v string) error {
+	if f.off {
+		return errDown
+	}
+	f.m[user] = v
+	return nil
+}
+
+func (f *flaky) Get(_, user string) (string, error) {
+	if f.off {
+		return "", errDown
+	}
+	if v, ok := f.m[user]; ok {
+		return v, nil
+	}
+	return "", keyring.ErrNotFound
+}
+
+func (f *flaky) Delete(_, user string) error { delete(f.m, user); return nil }
+
+// TestScrubWithoutKeychain: a keychain that goes away still has the values
+// seen before scrubbed, and a machine without one passes output through.
+func TestScrubWithoutKeychain(t *testing.T) {
+	f := &flaky{m: map[string]string{}}
+	s := &secrets.Store{B: f}
+	if err := s.Set("alice", "KEY", "sk-alice-123456"); err != nil {
+		t.Fatal(err)
+	}
+	f.off = true
+	if got := s.Scrub("alice", "x sk-alice-123456"); got != "x [REDACTED:KEY]" {
+		t.Errorf("keychain down: %q", got)
+	}
+	if _, err := s.Get("alice", "KEY"); !errors.Is(err, secrets.ErrUnavailable) {
+		t.Errorf("Get with the keychain down: %v, want ErrUnavailable", err)
+	}
+	none := &secrets.Store{B: &flaky{off: true}}
+	if got := none.Scrub("bob", "plain output"); got != "plain output" {
+		t.Errorf("no keychain: %q", got)
+	}
+}

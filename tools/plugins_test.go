@@ -1,0 +1,63 @@
+package tools
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+const greeter = `{"name": "Greeter", "description": "Greets",
+ "tools": [{"id": "greet", "description": "Greets someone", "run": "echo hello $PARAM_WHO",
+   "parameters": {"who": {"type": "string"}, "times": {"type": "integer", "default": 1}}}]}`
+
+// Listing and argument checks need no guest; running is tested on the
+// real guest in e2e.
+func TestPluginToolsListedAndChecked(t *testing.T) {
+	store := plugins.NewInstalled(t.TempDir())
+	h := newHarness(t, func(o *Options) { o.Plugins = store })
+	p, err := plugins.DecodeBytes([]byte(greeter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Record(context.Background(), h.ts.Agent().ID, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	var spec *Spec
+	for _, s := range h.ts.List() {
+		if s.Name == "greeter_greet" {
+			spec = &s
+		}
+	}
+	if spec == nil || spec.InputSchema["additionalProperties"] != false || !strings.Contains(spec.Description, "from the plugin Greeter") {
+		t.Fatalf("greeter_greet not listed right: %+v", spec)
+	}
+	failed(t, h.call("greeter_greet", map[string]any{}), envelope.InvalidArgs, "who")
+	failed(t, h.call("greeter_greet", map[string]any{"who": "x", "times": "2"}), envelope.InvalidArgs, "times")
+	failed(t, h.call("greeter_greet", map[string]any{"who": "x", "colour": 1}), envelope.InvalidArgs, "colour")
+	failed(t, h.call("greeter_nope", map[string]any{}), envelope.ToolNotFound, "")
+	if len(h.guest.ops()) != 0 {
+		t.Fatalf("bad calls reached the guest: %v", h.guest.ops())
+	}
+
+	// Not listed, and refused, without autonomous exec.
+	off := h.env.Toolset(testAgent("bob", false, false))
+	for _, s := range off.List() {
+		if strings.HasPrefix(s.Name, "greeter_") {
+			t.Fatalf("%s listed with autonomous exec off", s.Name)
+		}
+	}
+	e, _ := envelope.Parse(off.Call(context.Background(), "greeter_greet", []byte(`{"who":"x"}`)))
+	if e.OK || e.Kind != envelope.ToolNotFound || !strings.Contains(e.Message, "autonomous exec") {
+		t.Fatalf("%+v", e)
+	}
+	// Another agent didn't install it.
+	other := h.env.Toolset(testAgent("carol", true, false))
+	for _, s := range other.List() {
+		if strings.HasPrefix(s.Name, "greeter_") {
+			t.Fatal("listed to an agent that didn't install it")
+		}
+	}
+}
