@@ -24,7 +24,17 @@ type file = provisiontest.File
 var agent = []byte("#!/bin/sh\n# stands in for the guest agent\n")
 
 func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// A guard against hangs, not a speed limit: on a loaded 2-core machine
+	// pulling the whole test guest has taken over ten minutes, so the
+	// guard follows go test's own -timeout, leaving time to report.
+	deadline, ok := time.Time{}, false
+	if d, has := t.(interface{ Deadline() (time.Time, bool) }); has {
+		deadline, ok = d.Deadline()
+	}
+	if !ok {
+		deadline = time.Now().Add(30 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-time.Minute))
 	t.Cleanup(cancel)
 	return ctx
 }
