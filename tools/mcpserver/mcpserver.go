@@ -83,14 +83,16 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 		Logger:       cfg.Logger,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		// A new session is a new conversation: start a new turn for the
-		// exec limiter.
-		// The turn ends before the session's first tool call, not in the
-		// notification's handler, which may still run when that call does.
+		// exec limiter. A client of the 2025 protocol starts one with the
+		// initialized notification; a stateless (SEP-2575) client has no
+		// handshake and starts with server/discover (see sessionStart).
+		// The turn ends before the session's next tool call, not in the
+		// handler, which may still run when that call does.
 		InitializedHandler: func(context.Context, *mcp.InitializedRequest) {
 			s.newTurn.Store(true)
 		},
 	})
-	s.srv.AddReceivingMiddleware(s.unlisted)
+	s.srv.AddReceivingMiddleware(s.unlisted, s.sessionStart)
 	s.sync()
 	unsubAgents, unsubPlugins := cfg.Registry.Subscribe(s.sync), cfg.Env.SubscribePlugins(s.sync)
 	s.unsub = func() { unsubAgents(); unsubPlugins() }
@@ -110,6 +112,21 @@ func (s *AgentServer) unlisted(next mcp.MethodHandler) mcp.MethodHandler {
 			if !listed {
 				return s.handler(r.Params.Name)(ctx, r)
 			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// methodDiscover is how a stateless (SEP-2575) client opens a connection;
+// it sends no initialize or initialized.
+const methodDiscover = "server/discover"
+
+// sessionStart marks a stateless client's server/discover as the start of
+// a session, as initialized is for a client of the 2025 protocol.
+func (s *AgentServer) sessionStart(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodDiscover {
+			s.newTurn.Store(true)
 		}
 		return next(ctx, method, req)
 	}
@@ -247,6 +264,10 @@ func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) er
 		return err
 	}
 	defer s.Close()
+	// The stream is one client's one session, whatever its protocol
+	// (a stateless client may skip server/discover): its first tool call
+	// starts a new turn.
+	s.newTurn.Store(true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Watch(ctx, cfg.Registry, 2*time.Second, nil)
