@@ -17,7 +17,7 @@ import (
 )
 
 // buildCLI compiles the app binary once per test run.
-func buildCLI(t *testing.T) string {
+func buildCLI(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "osaurus-sandbox")
 	cmd := exec.Command("go", "build", "-o", bin, "../cmd/osaurus-sandbox")

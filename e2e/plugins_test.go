@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -251,7 +252,17 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 		t.Fatal(err)
 	}
 	t.Setenv("SSL_CERT_FILE", pem) // the binary trusts only the test server
-	fakeOwner(t, config.Paths{Root: data}, m)
+	paths := config.Paths{Root: data}
+	reg, err := agents.Open(paths.AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The owner runs the stdio server's calls, with the app's plugin store.
+	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
+		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
+		Agents:  reg,
+		Plugins: plugins.NewInstalled(paths.AgentStateDir()),
+	}), Registry: reg})
 	cli := cliRun{t: t, bin: buildCLI(t), home: data}
 
 	out := cli.ok("plugin", "import", srv.URL+"/greeter.json")

@@ -20,7 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -51,8 +51,6 @@ func newToolsEnv(t *testing.T) *toolsEnv {
 	if te.reg, err = agents.Open(paths.AgentsJSON()); err != nil {
 		t.Fatal(err)
 	}
-	fakeOwner(t, paths, m)
-
 	// As the app's: with the plugin library, so both transports list
 	// sandbox_plugin_register to agents that may register plugins.
 	lib, err := plugins.OpenLibrary(paths.PluginsDir())
@@ -67,6 +65,9 @@ func newToolsEnv(t *testing.T) *toolsEnv {
 			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
 		}},
 	})
+	// One tool host, as in the app: the stdio servers' calls (through the
+	// control socket) and HTTP share its limits.
+	serveOwner(t, paths, m, &owner.ToolHost{Env: env, Registry: te.reg})
 	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: te.reg, Version: "e2e"})
 	ln, err := mcpserver.Listen("127.0.0.1:0")
 	if err != nil {
@@ -110,42 +111,46 @@ func trustHostCAs(t *testing.T, g *agentproto.Client) {
 	}
 }
 
-// fakeOwner stands in for the app: it answers status with "running" and
-// relays every other call to the VM, like control.Server does.
-func fakeOwner(t *testing.T, p config.Paths, m *vm.Machine) {
-	ln, err := control.Listen(p)
+// e2eOwner is the owner's Controller over the shared booted VM: the real
+// control server and tool host, with the lifecycle left out (the tests
+// share one VM and don't use it).
+type e2eOwner struct {
+	owner.Controller // nil: lifecycle calls would panic
+	m                *vm.Machine
+	host             *owner.ToolHost
+}
+
+func (o e2eOwner) Status(context.Context) (owner.Status, error) {
+	return owner.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"}, nil
+}
+
+func (o e2eOwner) Guest(context.Context) (*agentproto.Client, error) {
+	g := o.m.Agent()
+	if err := g.Peer.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w; start it first", agentproto.ErrUnavailable, err)
+	}
+	return g, nil
+}
+
+func (o e2eOwner) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
+	return o.host.RunTool(ctx, agentID, tool, args)
+}
+
+func (o e2eOwner) EndTurn(ctx context.Context, agentID string) error {
+	o.host.EndTurn(ctx, agentID)
+	return nil
+}
+
+// serveOwner serves the control socket of p as the app would.
+func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, host *owner.ToolHost) {
+	ln, err := owner.Listen(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := agentproto.NewMux()
-	mux.Handle(control.OpStatus, func(ctx context.Context, c *agentproto.Call) error {
-		return c.Respond(control.StatusReply{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"})
-	})
-	mux.HandleDefault(func(ctx context.Context, c *agentproto.Call) error {
-		g := m.Agent()
-		if err := g.Peer.Err(); err != nil {
-			return fmt.Errorf("%w: %w; start it first", agentproto.ErrUnavailable, err)
-		}
-		return g.Peer.Forward(ctx, c)
-	})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				peer, err := agentproto.NewServerPeer(conn)
-				if err != nil {
-					return
-				}
-				defer peer.Close(nil)
-				peer.Serve(ctx, mux)
-			}()
-		}
-	}()
-	t.Cleanup(func() { cancel(); ln.Close() })
+	done := make(chan struct{})
+	go func() { defer close(done); (&owner.Server{Ctl: e2eOwner{m: m, host: host}}).Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }
 
 func (te *toolsEnv) addAgent(t *testing.T, name string, fn func(*agents.AutonomousExec)) agents.Agent {
@@ -218,7 +223,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 type testLog struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 }
 
@@ -310,6 +315,7 @@ func TestToolsOverMCP(t *testing.T) {
 
 	t.Run("every tool over stdio", func(t *testing.T) { everyTool(t, alice, "alice", "jq") })
 	t.Run("every tool over HTTP", func(t *testing.T) { everyTool(t, bob, "bob", "tree") })
+	t.Run("concurrent calls", func(t *testing.T) { concurrentCalls(t, alice) })
 	t.Run("isolation", func(t *testing.T) { isolation(t, alice, bob) })
 	t.Run("gating", func(t *testing.T) { gating(t, te) })
 	t.Run("limiters", func(t *testing.T) { limiters(t, te) })
@@ -597,10 +603,40 @@ func gating(t *testing.T, te *toolsEnv) {
 	}
 }
 
+// concurrentCalls: one stdio client's calls run at the same time (through
+// the stdio server, the owner's socket and the tool host). The first
+// reads from a FIFO that only the second writes to, so run one after the
+// other they would never finish.
+func concurrentCalls(t *testing.T, s *session) {
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec",
+			Arguments: map[string]any{"command": "rm -f rendezvous && mkfifo rendezvous && cat rendezvous", "timeout": 120}})
+		first <- result{res, err}
+	}()
+	s.ok(t, "sandbox_exec", map[string]any{"command": "until [ -p rendezvous ]; do sleep 0.1; done; echo met > rendezvous", "timeout": 120})
+	r := <-first
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	e, err := envelope.Parse(r.res.Content[0].(*mcp.TextContent).Text)
+	if out, _ := e.Result.(map[string]any); err != nil || !e.OK || out["stdout"] != "met\n" {
+		t.Fatalf("the reader: %+v %v", e, err)
+	}
+}
+
 func limiters(t *testing.T, te *toolsEnv) {
 	te.addAgent(t, "Dave", autonomous(2, false))
-	for _, s := range []*session{te.http(t, "dave"), te.stdio(t, "dave")} {
-		// A new session starts a new turn.
+	// One command count per agent, whatever the transport: each session is
+	// opened after the previous one's commands, and starts a new turn.
+	for _, open := range []func() *session{func() *session { return te.http(t, "dave") }, func() *session { return te.stdio(t, "dave") }} {
+		s := open()
 		s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
 		s.ok(t, "sandbox_read_file", map[string]any{"path": "/workspace/shared/bob.txt"}) // not a command
 		s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
@@ -620,6 +656,21 @@ func limiters(t *testing.T, te *toolsEnv) {
 	}
 	e := s.fails(t, "sandbox_list_directory", nil, envelope.Rejected)
 	if !strings.Contains(e.Message, "rate limit reached") {
+		t.Fatal(e.Message)
+	}
+
+	// One rate window per agent, whatever the transport or process: a
+	// stdio client that reconnects (a new process) gets no fresh quota.
+	te.addAgent(t, "Fay", nil)
+	for i, s := range []*session{te.stdio(t, "fay"), te.http(t, "fay")} {
+		for j := range 60 {
+			if e := s.call(t, "sandbox_list_directory", nil); !e.OK {
+				t.Fatalf("%s: call %d: %+v", s.name, i*60+j+1, e)
+			}
+		}
+	}
+	again := te.stdio(t, "fay")
+	if e := again.fails(t, "sandbox_list_directory", nil, envelope.Rejected); !strings.Contains(e.Message, "rate limit reached") {
 		t.Fatal(e.Message)
 	}
 }

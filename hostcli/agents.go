@@ -3,27 +3,22 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/control"
-	"github.com/osaurus/osaurus-sandbox/netpolicy"
-	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
@@ -185,7 +180,12 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
-	g, err := c.runningGuest(ctx)
+	cl, err := owner.Dial(ctx, c.paths)
+	var g *agentproto.Client
+	if err == nil {
+		defer cl.Close()
+		g, err = cl.Guest(ctx)
+	}
 	if err != nil {
 		if purge {
 			// The workspace is a host folder: the home can go without the VM.
@@ -209,23 +209,6 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 	return ExitOK
 }
 
-// runningGuest returns the guest through the owner when the VM runs.
-func (c *cli) runningGuest(ctx context.Context) (*agentproto.Client, error) {
-	cl, err := control.Dial(ctx, c.paths)
-	if err != nil {
-		return nil, err
-	}
-	st, err := cl.Status(ctx)
-	if err == nil && st.State != sandbox.Running {
-		err = sandbox.ErrNotRunning
-	}
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
-	return cl.Guest(ctx)
-}
-
 // mcp serves an agent's tools over stdin and stdout. Nothing else may be
 // written to stdout: it carries the protocol.
 func (c *cli) mcp(ctx context.Context, args []string) int {
@@ -239,10 +222,16 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	guest := &relayGuest{paths: c.paths}
-	defer guest.close()
+	// Tools run in the owner (started on the first call when none runs),
+	// under the limits every process shares. The connection is made on
+	// the first call: MCP clients start their servers eagerly.
+	ctl := owner.NewLazy(c.paths)
+	defer ctl.Close()
 	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: guest.get, Agents: reg, Redactor: secretStore, Plugins: c.installedPlugins(), Registry: pluginRegistry(c.paths)}),
+		// Env lists the agent's tools here (its installed plugins' too);
+		// the owner runs them.
+		Env:      tools.NewEnv(tools.Options{Plugins: c.installedPlugins(), Registry: owner.PluginRegistry(c.paths)}),
+		Runner:   owner.Runner{Ctl: ctl},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -258,119 +247,3 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// relayGuest reaches the guest through the owner process, starting the
-// owner and the VM when needed, on the first tool call rather than at
-// startup: an MCP client starts its servers eagerly.
-type relayGuest struct {
-	paths config.Paths
-
-	mu sync.Mutex
-	cl *control.Client
-	g  *agentproto.Client
-}
-
-func (r *relayGuest) get(ctx context.Context) (*agentproto.Client, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.g != nil && r.g.Peer.Err() != nil {
-		r.close() // the owner went away
-	}
-	if r.cl == nil {
-		cl, err := connect(ctx, r.paths)
-		if err != nil {
-			return nil, err
-		}
-		r.cl = cl
-	}
-	st, err := r.cl.Status(ctx)
-	if err != nil {
-		r.close()
-		return nil, err
-	}
-	switch st.State {
-	case sandbox.Running:
-	case sandbox.NotProvisioned, sandbox.Provisioning:
-		return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; run `osaurus-sandbox start` once", sandbox.ErrNotRunning)
-	default:
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		if _, err := r.cl.Lifecycle(sctx, control.OpStart, nil); err != nil {
-			return nil, fmt.Errorf("starting the sandbox VM: %w", err)
-		}
-	}
-	if r.g == nil {
-		g, err := r.cl.Guest(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.g = g
-	}
-	return r.g, nil
-}
-
-func (r *relayGuest) close() {
-	if r.cl != nil {
-		r.cl.Close()
-	}
-	r.cl, r.g = nil, nil
-}
-
-// serveMCP starts the MCP HTTP server of the owner process on
-// mcpserver.DefaultAddr. Tool calls start the VM when it is stopped. A
-// busy port is logged, not fatal: the VM works without MCP over HTTP.
-func serveMCP(p config.Paths, m *sandbox.Manager, logf func(string, ...any)) (stop func()) {
-	reg, err := agents.Open(p.AgentsJSON())
-	if err != nil {
-		logf("mcp: %v", err)
-		return func() {}
-	}
-	ln, err := mcpserver.Listen(mcpserver.DefaultAddr)
-	if err != nil {
-		logf("mcp: not serving HTTP: %v", err)
-		return func() {}
-	}
-	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: managerGuest(m), Agents: reg, Redactor: secretStore, Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: pluginRegistry(p)}),
-		Registry: reg,
-		Version:  Version,
-	}
-	h := mcpserver.NewHTTPHandler(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	go mcpserver.Watch(ctx, reg, 2*time.Second, logf)
-	go mcpserver.WatchPlugins(ctx, cfg.Env, 2*time.Second)
-	go func() {
-		if err := mcpserver.Serve(ctx, ln, h); err != nil {
-			logf("mcp: %v", err)
-		}
-	}()
-	logf("mcp: serving agents at http://%s%s", mcpserver.DefaultAddr, mcpserver.Path)
-	return func() { cancel(); h.Close() }
-}
-
-// managerGuest is the owner's guest: the running VM's agent, starting the
-// VM first when it is stopped (not when it needs provisioning, which
-// downloads hundreds of megabytes).
-func managerGuest(m *sandbox.Manager) tools.GuestFunc {
-	return func(ctx context.Context) (*agentproto.Client, error) {
-		if g, err := m.Agent(); err == nil {
-			return g, nil
-		}
-		if st := m.Status().State; st == sandbox.NotProvisioned || st == sandbox.Provisioning {
-			return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; provision it in the app or with `osaurus-sandbox start`", sandbox.ErrNotRunning)
-		}
-		// The boot continues when this call gives up: a second call, or
-		// the user, will want the VM anyway.
-		done := make(chan error, 1)
-		go func() { done <- m.Start(context.WithoutCancel(ctx)) }()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, sandbox.ErrBusy) {
-				return nil, fmt.Errorf("starting the sandbox VM: %w", err)
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return m.Agent()
-	}
-}

@@ -6,41 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
-	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"golang.org/x/term"
 )
-
-// Where the bridge keeps per-agent state on the host.
-func bridgeConfig(p config.Paths) *bridge.ConfigStore {
-	return &bridge.ConfigStore{Dir: filepath.Join(p.Root, "bridge", "config")}
-}
-
-func bridgeLog(p config.Paths) *bridge.LogStore {
-	return &bridge.LogStore{Dir: filepath.Join(p.Logs(), "agents")}
-}
-
-// secretStore is the OS keychain store every part of the app shares.
-var secretStore = secrets.New()
-
-// NewBridge builds the host API bridge of a data dir. The VM's owner
-// passes its Attach to the sandbox manager (Options.OnGuest).
-func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
-	return bridge.New(bridge.Options{
-		Secrets: secretStore,
-		Config:  bridgeConfig(p),
-		Log:     bridgeLog(p),
-		HostCLI: assets.HostCLI,
-		Logf:    logf,
-	})
-}
 
 const secretUsage = `usage:
   osaurus-sandbox secret set AGENT KEY      the value is read from stdin (not echoed on a terminal)
@@ -70,13 +43,13 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		if err := secretStore.Set(a.Slug, args[2], v); err != nil {
+		if err := owner.Secrets.Set(a.Slug, args[2], v); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "stored %s for %s\n", args[2], a.Slug)
 		return ExitOK
 	case args[0] == "list" && (len(args) == 2 || len(args) == 3 && args[2] == "--json"):
-		names, err := secretStore.List(a.Slug)
+		names, err := owner.Secrets.List(a.Slug)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -92,7 +65,7 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	case args[0] == "remove" && len(args) == 3:
-		if err := secretStore.Remove(a.Slug, args[2]); err != nil {
+		if err := owner.Secrets.Remove(a.Slug, args[2]); err != nil {
 			if errors.Is(err, secrets.ErrNotFound) {
 				return c.fail(fmt.Errorf("%s has no secret %s (see `osaurus-sandbox secret list %s`)", a.Slug, args[2], a.Slug))
 			}
@@ -138,7 +111,7 @@ func (c *cli) agentLogs(name string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	s, err := bridgeLog(c.paths).Read(a.Slug)
+	s, err := owner.BridgeLog(c.paths).Read(a.Slug)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/control"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -111,11 +111,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr}
 	cmd, rest := args[0], args[1:]
 	run, ok := map[string]func(context.Context, []string) int{
-		"provision":   c.lifecycle(control.OpProvision, "Provisioning"),
-		"start":       c.lifecycle(control.OpStart, "Starting"),
+		"provision":   c.lifecycle(owner.OpProvision, "Provisioning"),
+		"start":       c.lifecycle(owner.OpStart, "Starting"),
 		"stop":        c.stop,
-		"reset":       c.confirmed(control.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
-		"remove":      c.confirmed(control.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
+		"reset":       c.confirmed(owner.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
+		"remove":      c.confirmed(owner.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
 		"status":      c.status,
 		"diagnostics": c.diagnostics,
 		"exec":        c.exec,
@@ -156,12 +156,12 @@ func (c *cli) flags(name string) *flag.FlagSet {
 }
 
 // lifecycle runs a lifecycle op through the owner with a progress line.
-func (c *cli) lifecycle(op, verb string) func(context.Context, []string) int {
+func (c *cli) lifecycle(op owner.Op, verb string) func(context.Context, []string) int {
 	return func(ctx context.Context, args []string) int {
-		if fs := c.flags(op); fs.Parse(args) != nil || fs.NArg() > 0 {
+		if fs := c.flags(string(op)); fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
-		cl, err := connect(ctx, c.paths)
+		cl, err := owner.Connect(ctx, c.paths)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -177,9 +177,9 @@ func (c *cli) lifecycle(op, verb string) func(context.Context, []string) int {
 	}
 }
 
-func (c *cli) confirmed(op, warning string) func(context.Context, []string) int {
+func (c *cli) confirmed(op owner.Op, warning string) func(context.Context, []string) int {
 	return func(ctx context.Context, args []string) int {
-		fs := c.flags(op)
+		fs := c.flags(string(op))
 		yes := fs.Bool("yes", false, "don't ask for confirmation")
 		if fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
@@ -200,9 +200,21 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 	if fs := c.flags("stop"); fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := control.Dial(ctx, c.paths)
-	if errors.Is(err, control.ErrNoOwner) {
-		fmt.Fprintln(c.out, "stopped")
+	cl, err := owner.Dial(ctx, c.paths)
+	if errors.Is(err, owner.ErrNoOwner) {
+		// No owner, but its VM may have outlived it: adopt and stop it.
+		pid, err := owner.StopOrphan(ctx, c.paths, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+		if errors.Is(err, owner.ErrOwned) {
+			return c.stop(ctx, nil) // an owner appeared meanwhile: ask it
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		if pid != 0 {
+			fmt.Fprintf(c.out, "stopped (the VM, pid %d, left running by an osaurus-sandbox process that exited)\n", pid)
+		} else {
+			fmt.Fprintln(c.out, "stopped")
+		}
 		return ExitOK
 	}
 	if err != nil {
@@ -222,7 +234,14 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.out, "stopped")
 		return ExitOK
 	}
-	return c.lifecycle(control.OpStop, "Stopping")(ctx, nil)
+	bar := newProgressBar(c.err)
+	st2, err := cl.Lifecycle(ctx, owner.OpStop, bar.update)
+	bar.finish()
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintln(c.out, describe(st2))
+	return ExitOK
 }
 
 func (c *cli) status(ctx context.Context, args []string) int {
@@ -231,15 +250,16 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	var st control.StatusReply
-	if cl, err := control.Dial(ctx, c.paths); err == nil {
+	var st owner.Status
+	if cl, err := owner.Dial(ctx, c.paths); err == nil {
 		defer cl.Close()
 		if st, err = cl.Status(ctx); err != nil {
 			return c.fail(err)
 		}
 	} else {
-		// Nobody owns the VM: it isn't running. Report what is on disk.
-		st = control.StatusReply{Status: sandbox.New(sandbox.Options{Paths: c.paths}).Status(), Owner: "none"}
+		// Nobody owns the sandbox: report what is there, including a VM
+		// its dead owner left running.
+		st = owner.Probe(c.paths)
 	}
 	if *asJSON {
 		json.NewEncoder(c.out).Encode(st)
@@ -257,7 +277,13 @@ func (c *cli) status(ctx context.Context, args []string) int {
 
 func describe(st sandbox.Status) string {
 	s := string(st.State)
-	if st.State == sandbox.Running {
+	switch {
+	case st.State == sandbox.Running && st.Unresponsive != nil:
+		s += fmt.Sprintf(", NOT RESPONDING since %s (the guest agent doesn't answer; it is restarted if it stays so)", st.Unresponsive.Format(time.TimeOnly))
+	case st.State == sandbox.Running && st.Driver == "":
+		// Adoptable: nobody is connected to it to know more.
+		s += fmt.Sprintf(" (adoptable: no process owns it; pid %d, up since %s)", st.Pid, st.Since.Format(time.DateTime))
+	case st.State == sandbox.Running:
 		s += fmt.Sprintf(" (%s %s, %s guest, up %s)", st.Driver, st.Accel, st.Distro, time.Since(st.Since).Round(time.Second))
 	}
 	return s
@@ -269,7 +295,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := connect(ctx, c.paths)
+	cl, err := owner.Connect(ctx, c.paths)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -305,7 +331,7 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, "usage: osaurus-sandbox exec [--user U] [--timeout D] -- CMD [ARG...]")
 		return ExitUsage
 	}
-	cl, err := control.Dial(ctx, c.paths)
+	cl, err := owner.Dial(ctx, c.paths)
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
 	}
@@ -406,7 +432,7 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	if err := serve(ctx, c.paths, *background); err != nil {
+	if err := owner.Serve(ctx, c.paths, *background, Version); err != nil {
 		return c.fail(err)
 	}
 	return ExitOK

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/ui"
 )
@@ -30,8 +29,31 @@ func (c *cli) gui() int {
 		return c.fail(err)
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) }
-	o := ui.Options{Registry: reg, OnAgentRemoved: func(ctx context.Context, a agents.Agent) (string, error) {
-		g, err := c.runningGuest(ctx)
+	// Own the VM, or drive the process that does: either way through one
+	// Controller. An owning window calls its manager directly.
+	var ctl owner.Controller
+	o := ui.Options{Registry: reg}
+	own, err := owner.Own(ctx, owner.Options{Paths: c.paths, Kind: "app", Logf: logf, Version: Version})
+	switch {
+	case errors.Is(err, owner.ErrOwned):
+		cl, err := owner.Dial(ctx, c.paths)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer cl.Close()
+		ctl = cl // the owner keeps the VM when the window quits
+	case err != nil:
+		return c.fail(err)
+	default:
+		defer own.Close()
+		ctl = own
+		o.Quit = func(ctx context.Context) error { return own.Manager().Close(ctx, true) }
+		if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {
+			o.AutoStart = cfg.AutoStart
+		}
+	}
+	o.OnAgentRemoved = func(ctx context.Context, a agents.Agent) (string, error) {
+		g, err := ctl.Guest(ctx)
 		if err != nil {
 			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept", nil
 		}
@@ -39,26 +61,13 @@ func (c *cli) gui() int {
 			return "", err
 		}
 		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
-	}}
-	m, stop, err := Own(ctx, c.paths, "app", logf, nil)
-	switch {
-	case errors.Is(err, control.ErrOwned):
-		r, err := ui.NewRemote(ctx, c.paths, time.Second)
-		if err != nil {
-			return c.fail(err)
-		}
-		defer r.Close()
-		o.Backend = r // the owner keeps the VM when the window quits
-	case err != nil:
-		return c.fail(err)
-	default:
-		defer stop()
-		o.Backend = ui.NewLocal(m, DiagEnv(c.paths))
-		o.Quit = func(ctx context.Context) error { return m.Close(ctx, true) }
-		if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {
-			o.AutoStart = cfg.AutoStart
-		}
 	}
+	b, err := ui.NewBackend(ctx, ctl, c.paths)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer b.Close()
+	o.Backend = b
 	if err := ui.Run(o); err != nil {
 		return c.fail(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"net/http"
 	"slices"
 	"strings"
@@ -419,18 +421,21 @@ func (u *cliUninstaller) UninstallEverywhere(ctx context.Context, pluginID strin
 	return nil
 }
 
-// pluginRegistry lets agents register plugins into the library, under the
-// allowlist currently in sandbox.json. nil when the library can't open.
-func pluginRegistry(p config.Paths) *tools.PluginRegistry {
-	lib, err := plugins.OpenLibrary(p.PluginsDir())
+// runningGuest is the running VM's agent through the owner; it fails with
+// sandbox.ErrNotRunning when the VM isn't running. The connection lives as
+// long as the process (CLI commands are short).
+func (c *cli) runningGuest(ctx context.Context) (*agentproto.Client, error) {
+	cl, err := owner.Dial(ctx, c.paths)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
-		cfg, err := config.LoadSandbox(p.SandboxJSON())
-		if err != nil {
-			cfg = config.Defaults()
-		}
-		return plugins.NewAllowlist(cfg.SetupAllowlist())
-	}}
+	st, err := cl.Status(ctx)
+	if err == nil && st.State != sandbox.Running {
+		err = sandbox.ErrNotRunning
+	}
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl.Guest(ctx)
 }

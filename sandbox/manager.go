@@ -44,7 +44,15 @@ type Options struct {
 	RestartDelay time.Duration
 	// DiskSize of new root disks (default 8 GiB).
 	DiskSize int64
-	Logf     func(format string, args ...any)
+	// PingInterval separates the watchdog's pings of the guest agent
+	// (default 2s); a ping unanswered after PingTimeout (default 5s: a busy
+	// TCG guest can take a second or two) marks the guest unresponsive.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// WedgedAfter is how long a guest may stay unresponsive before it is
+	// killed and restarted under the restart policy (default 30s).
+	WedgedAfter time.Duration
+	Logf        func(format string, args ...any)
 	// OnGuest is called with every new guest session (boot or re-attach)
 	// before the sandbox reports Running. The host API bridge hooks in
 	// here: it serves the guest's calls and installs osaurus-host.
@@ -67,6 +75,10 @@ type Manager struct {
 	nextSub  int
 	closed   bool
 	timers   []*time.Timer
+	// wedged is the machine the watchdog killed and why: watch reports
+	// that exit as a crash, not as a requested stop.
+	wedged    *vm.Machine
+	wedgedErr error
 }
 
 type flight struct {
@@ -90,6 +102,15 @@ func New(o Options) *Manager {
 	}
 	if o.RestartDelay == 0 {
 		o.RestartDelay = time.Second
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 2 * time.Second
+	}
+	if o.PingTimeout == 0 {
+		o.PingTimeout = 5 * time.Second
+	}
+	if o.WedgedAfter == 0 {
+		o.WedgedAfter = 30 * time.Second
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -327,10 +348,83 @@ func (m *Manager) adopt(mach *vm.Machine) {
 		s.AccelReason = info.AccelReason
 		s.Distro, s.Kernel, s.BootSecs = g.Distro, g.Kernel, g.BootSeconds
 		s.CooldownUntil = nil
+		s.Unresponsive = nil
 	})
 	m.mu.Unlock()
 	notify()
 	go m.watch(mach)
+	go m.watchdog(mach)
+}
+
+// ErrUnresponsive: the guest agent stopped answering (a wedged kernel, a
+// fork bomb starving it, ...).
+var ErrUnresponsive = errors.New("the guest agent stopped answering")
+
+// watchdog pings the guest agent until the machine ends. An unanswered
+// ping marks the guest unresponsive in the status (the VM process may be
+// alive, but nothing works); an answer clears it; staying unresponsive
+// for WedgedAfter kills the VM, which the restart policy then treats as a
+// crash.
+func (m *Manager) watchdog(mach *vm.Machine) {
+	t := time.NewTicker(m.o.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-mach.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.o.PingTimeout)
+		_, err := mach.Agent().Stat(ctx, agentproto.PathRequest{Path: "/"})
+		cancel()
+		if re := (*agentproto.RemoteError)(nil); errors.As(err, &re) {
+			err = nil // an error answer is still an answer
+		}
+		select {
+		case <-mach.Done():
+			return
+		default:
+		}
+		m.mu.Lock()
+		if m.machine != mach {
+			m.mu.Unlock()
+			return
+		}
+		var notify func()
+		var since time.Time
+		switch {
+		case err == nil && m.status.Unresponsive != nil:
+			notify = m.setLocked(func(s *Status) { s.Unresponsive, s.Reason = nil, "" })
+			m.o.Logf("the guest agent answers again")
+		case err != nil && m.status.Unresponsive == nil:
+			now := time.Now()
+			since = now
+			notify = m.setLocked(func(s *Status) {
+				s.Unresponsive = &now
+				s.Reason = fmt.Sprintf("%v: no answer to a ping within %s (%v)", ErrUnresponsive, m.o.PingTimeout, err)
+			})
+			m.o.Logf("%v: %v", ErrUnresponsive, err)
+		case err != nil:
+			since = *m.status.Unresponsive
+		}
+		m.mu.Unlock()
+		if notify != nil {
+			notify()
+		}
+		if err != nil && time.Since(since) >= m.o.WedgedAfter {
+			cause := fmt.Errorf("%w for %s; killed it", ErrUnresponsive, time.Since(since).Round(time.Second))
+			m.mu.Lock()
+			if m.machine != mach {
+				m.mu.Unlock()
+				return
+			}
+			m.wedged, m.wedgedErr = mach, cause
+			m.mu.Unlock()
+			m.o.Logf("%v", cause)
+			mach.Kill()
+			return
+		}
+	}
 }
 
 // vmEvent is only used for logging; watch handles exits.
@@ -351,6 +445,9 @@ func (m *Manager) watch(mach *vm.Machine) {
 		return
 	}
 	m.machine = nil
+	if m.wedged == mach {
+		err, m.wedged, m.wedgedErr = m.wedgedErr, nil, nil
+	}
 	if err == nil { // requested stop: Stop sets the state
 		m.mu.Unlock()
 		return
@@ -366,7 +463,7 @@ func (m *Manager) watch(mach *vm.Machine) {
 	restarts := len(m.crashes)
 	var delay time.Duration
 	notify := m.setLocked(func(s *Status) {
-		s.State, s.Pid = Error, 0
+		s.State, s.Pid, s.Unresponsive = Error, 0, nil
 		s.Restarts = restarts
 		if restarts > m.o.RestartLimit {
 			until := now.Add(m.o.Cooldown)
@@ -445,7 +542,7 @@ func (m *Manager) stop(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, m.o.StopTimeout)
 	defer cancel()
 	err := mach.Stop(sctx)
-	m.set(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil = Stopped, "", 0, nil })
+	m.set(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil, s.Unresponsive = Stopped, "", 0, nil, nil })
 	return err
 }
 

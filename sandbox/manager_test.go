@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,9 +25,10 @@ import (
 // The real VM lifecycle is covered by the e2e package.
 
 type fakeProc struct {
-	done chan struct{}
-	once sync.Once
-	err  error
+	done   chan struct{}
+	once   sync.Once
+	err    error
+	wedged atomic.Bool // the agent stops answering stat (the watchdog's ping)
 }
 
 func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
@@ -41,6 +43,16 @@ func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
 			go p.exit(nil)
 			return &agentproto.Empty{}, nil
 		}))
+		m.Handle(agentproto.OpStat, func(ctx context.Context, c *agentproto.Call) error {
+			if p.wedged.Load() {
+				select {
+				case <-ctx.Done():
+				case <-p.done:
+				}
+				return ctx.Err()
+			}
+			return c.Respond(agentproto.FileInfo{Name: "/"})
+		})
 		go func() { <-p.done; peer.Close(nil) }()
 		peer.Serve(context.Background(), m)
 	}()
@@ -221,5 +233,35 @@ func TestResetAndRemoveKeepWorkspace(t *testing.T) {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%s lost: %v", f, err)
 		}
+	}
+}
+
+// A guest that stops answering is reported unresponsive within a ping
+// timeout, recovers when it answers again, and is killed and restarted
+// under the restart policy when it stays wedged.
+func TestWatchdog(t *testing.T) {
+	d := &fakeDriver{}
+	m := newManager(t, d, Options{PingInterval: 20 * time.Millisecond, PingTimeout: 50 * time.Millisecond, WedgedAfter: time.Hour, RestartDelay: time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := d.last()
+	p.wedged.Store(true)
+	waitFor(t, "unresponsive", func() bool { return m.Status().Unresponsive != nil })
+	if st := m.Status(); st.State != Running || !strings.Contains(st.Reason, ErrUnresponsive.Error()) {
+		t.Fatalf("status %+v", st)
+	}
+	p.wedged.Store(false)
+	waitFor(t, "answering again", func() bool { return m.Status().Unresponsive == nil })
+
+	d = &fakeDriver{}
+	m = newManager(t, d, Options{PingInterval: 20 * time.Millisecond, PingTimeout: 50 * time.Millisecond, WedgedAfter: 100 * time.Millisecond, RestartDelay: time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.last().wedged.Store(true)
+	waitFor(t, "restart after wedging", func() bool { return d.starts.Load() == 2 && m.Status().State == Running })
+	if st := m.Status(); st.Restarts != 1 || st.Unresponsive != nil {
+		t.Fatalf("after the restart: %+v", st)
 	}
 }

@@ -41,6 +41,9 @@ type Status struct {
 	Restarts    int     `json:"restarts,omitempty"`
 	// CooldownUntil is set while automatic restarts are paused.
 	CooldownUntil *time.Time `json:"cooldownUntil,omitempty"`
+	// Unresponsive is set, to when it started, while the VM runs but its
+	// guest agent doesn't answer the watchdog's pings.
+	Unresponsive *time.Time `json:"unresponsiveSince,omitempty"`
 	// Progress of a running provision.
 	Progress *Progress `json:"progress,omitempty"`
 }

@@ -119,6 +119,16 @@ func (e *Env) Forget(agentID string) {
 	e.rate.Forget(agentID)
 }
 
+// RunTool runs tool name as agent a with this Env's limiters and guest:
+// the in-process tools.Runner of mcpserver.
+func (e *Env) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+	return e.Toolset(a).Run(ctx, name, args)
+}
+
+// EndTurn starts a new turn of agentID for the exec limiter (a new MCP
+// session is a new conversation). Rate windows are not reset.
+func (e *Env) EndTurn(_ context.Context, agentID string) { e.exec.EndTurn(agentID) }
+
 // Toolset is one agent's tools. It holds a snapshot of the agent's
 // settings; make a new one when they change.
 type Toolset struct {

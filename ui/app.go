@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -27,6 +30,7 @@ type Window struct {
 	Agents    *agentsTab
 	Tabs      *container.AppTabs
 	stop      func()
+	closeOnce sync.Once
 }
 
 // NewWindow builds the window on a (test or real) app.
@@ -52,8 +56,8 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	return w
 }
 
-// Close stops the window's background work.
-func (w *Window) Close() { w.stop() }
+// Close stops the window's background work. It may be called again.
+func (w *Window) Close() { w.closeOnce.Do(w.stop) }
 
 // Options wire the real app.
 type Options struct {
@@ -68,46 +72,79 @@ type Options struct {
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
 }
 
-// Run shows the window until the user quits. With a system tray, closing
-// the window hides it and the VM keeps running; Quit in the tray stops the
-// VM cleanly.
+// Run shows the window until the user quits. With a tray host, closing
+// the window hides it and the VM keeps running, and Quit in the tray stops
+// the VM cleanly. Without one (a desktop with no tray, plain Xvfb),
+// closing the window quits as Quit does: a hidden window with a running VM
+// and no way back would be worse. SIGINT and SIGTERM quit as Quit does.
 func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
 	w := NewWindow(a, o.Backend, o.Registry)
-	defer w.Close()
 	w.Agents.onRemoved = o.OnAgentRemoved
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),
 		float32(prefs.FloatWithFallback("window.height", 760))))
-	quit := func() {
+	saveSize := func() {
 		sz := w.Win.Canvas().Size()
 		prefs.SetFloat("window.width", float64(sz.Width))
 		prefs.SetFloat("window.height", float64(sz.Height))
-		go func() {
+	}
+	// stopVM stops the VM this process owns, once; a second caller waits
+	// for the first.
+	var stopOnce sync.Once
+	stopVM := func() {
+		stopOnce.Do(func() {
+			if o.Quit == nil {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if o.Quit != nil {
-				if err := o.Quit(ctx); err != nil {
-					fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
-				}
+			if err := o.Quit(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
 			}
+		})
+	}
+	quit := func() {
+		saveSize()
+		go func() {
+			stopVM()
 			fyne.Do(a.Quit)
 		}()
 	}
-	if desk, ok := a.(desktop.App); ok {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if s, ok := <-sig; ok {
+			fmt.Fprintf(os.Stderr, "osaurus-sandbox: %v: quitting\n", s)
+			fyne.Do(quit)
+		}
+	}()
+	unsubscribe := func() {}
+	desk, ok := a.(desktop.App)
+	if ok && hasTrayHost() {
 		b := o.Backend
-		desk.SetSystemTrayMenu(fyne.NewMenu("Osaurus Sandbox",
+		state := fyne.NewMenuItem(trayState(b.Status()), nil)
+		state.Disabled = true
+		menu := fyne.NewMenu("Osaurus Sandbox",
+			state,
+			fyne.NewMenuItemSeparator(),
 			fyne.NewMenuItem("Open", func() { w.Win.Show(); w.Win.RequestFocus() }),
 			fyne.NewMenuItem("Start", func() { w.Container.run("Start", b.Start) }),
 			fyne.NewMenuItem("Stop", func() { w.Container.run("Stop", b.Stop) }),
 			fyne.NewMenuItem("Quit", quit),
-		))
+		)
+		desk.SetSystemTrayMenu(menu)
+		unsubscribe = b.Subscribe(func(st sandbox.Status) {
+			fyne.Do(func() {
+				state.Label = trayState(st)
+				menu.Refresh()
+			})
+		})
 		// The tray keeps the app (and the VM) alive with the window closed.
 		w.Win.SetCloseIntercept(func() {
-			sz := w.Win.Canvas().Size()
-			prefs.SetFloat("window.width", float64(sz.Width))
-			prefs.SetFloat("window.height", float64(sz.Height))
+			saveSize()
 			w.Win.Hide()
 		})
 	} else {
@@ -117,8 +154,18 @@ func Run(o Options) error {
 		w.Container.run("Start", o.Backend.Start)
 	}
 	w.Win.ShowAndRun()
+	// The loop can end without quit: Fyne itself quits on SIGINT and
+	// SIGTERM. However it ended, the VM stops as Quit stops it; only a
+	// crash leaves it running (for the next owner to adopt). The UI is
+	// gone by now: stop updating it first.
+	unsubscribe()
+	w.Close()
+	stopVM()
 	return nil
 }
+
+// trayState is the tray menu's first line.
+func trayState(st sandbox.Status) string { return "Sandbox: " + statusText(st) }
 
 // ErrNoDisplay is returned when no window can be opened.
 var ErrNoDisplay = errors.New("no display to open the window on; use the command line (osaurus-sandbox help)")

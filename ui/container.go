@@ -132,7 +132,7 @@ func (t *containerTab) show(st sandbox.Status) {
 	t.since, t.state = st.Since, st.State
 	provisioning := t.cancel != nil
 	t.mu.Unlock()
-	t.State.SetText(stateText(st.State))
+	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))
 	busy := st.State == sandbox.Starting || st.State == sandbox.Stopping || st.State == sandbox.Provisioning
 	setEnabled(t.Provision, !busy && st.State != sandbox.Running)
@@ -177,8 +177,18 @@ func stateText(s sandbox.State) string {
 	}[s]
 }
 
+// statusText is the state in a word or two, for the window and the tray.
+func statusText(st sandbox.Status) string {
+	if st.State == sandbox.Running && st.Unresponsive != nil {
+		return "Not responding"
+	}
+	return stateText(st.State)
+}
+
 func details(st sandbox.Status) string {
 	switch {
+	case st.State == sandbox.Running && st.Unresponsive != nil:
+		return fmt.Sprintf("The guest has not answered since %s; it is restarted if it stays so. %s", st.Unresponsive.Format(time.TimeOnly), st.Reason)
 	case st.State == sandbox.Running:
 		return fmt.Sprintf("Up %s · %s (%s) · %s guest", time.Since(st.Since).Round(time.Second), st.Driver, accelName(st.Accel), st.Distro)
 	case st.Reason != "":

@@ -112,7 +112,9 @@ func (h *HTTPHandler) prune() {
 		if _, err := h.cfg.Registry.Get(id); errors.Is(err, agents.ErrNotFound) {
 			ha.srv.Close()
 			delete(h.agents, id)
-			h.cfg.Env.Forget(id)
+			if h.cfg.Env != nil {
+				h.cfg.Env.Forget(id)
+			}
 		}
 	}
 }

@@ -29,8 +29,20 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
+// Runner runs an agent's tools. *tools.Env runs them in this process; the
+// stdio server of `osaurus-sandbox mcp` sends them to the owner process,
+// so that rate limits, the install lock and per-agent counters are shared
+// by every transport and process.
+type Runner interface {
+	RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope
+	// EndTurn starts a new turn of the agent for the exec limiter.
+	EndTurn(ctx context.Context, agentID string)
+}
+
 // Config is what every MCP server of a process shares.
 type Config struct {
+	// Runner runs the tools; when nil, Env does.
+	Runner   Runner
 	Env      *tools.Env
 	Registry *agents.Registry
 	// Version is reported to clients.
@@ -47,9 +59,12 @@ type AgentServer struct {
 	srv   *mcp.Server
 	unsub func()
 
-	ts     atomic.Pointer[tools.Toolset] // nil once the agent is removed
-	mu     sync.Mutex                    // serialises sync
+	agent  atomic.Pointer[agents.Agent] // settings snapshot; nil once the agent is removed
+	mu     sync.Mutex                   // serialises sync
 	listed map[string]bool
+	// newTurn is set by a session's start; the next tool call ends the
+	// agent's turn first.
+	newTurn atomic.Bool
 }
 
 // NewAgentServer returns the server of the agent ref (id, slug or name).
@@ -59,18 +74,25 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Runner == nil {
+		cfg.Runner = cfg.Env
+	}
 	s := &AgentServer{cfg: cfg, id: a.ID, listed: map[string]bool{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "osaurus-sandbox", Title: "Osaurus Sandbox", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions(a),
 		Logger:       cfg.Logger,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		// A new session is a new conversation: start a new turn for the
-		// exec limiter.
+		// exec limiter. A client of the 2025 protocol starts one with the
+		// initialized notification; a stateless (SEP-2575) client has no
+		// handshake and starts with server/discover (see sessionStart).
+		// The turn ends before the session's next tool call, not in the
+		// handler, which may still run when that call does.
 		InitializedHandler: func(context.Context, *mcp.InitializedRequest) {
-			cfg.Env.ExecLimiter().EndTurn(s.id)
+			s.newTurn.Store(true)
 		},
 	})
-	s.srv.AddReceivingMiddleware(s.unlisted)
+	s.srv.AddReceivingMiddleware(s.unlisted, s.sessionStart)
 	s.sync()
 	unsubAgents, unsubPlugins := cfg.Registry.Subscribe(s.sync), cfg.Env.SubscribePlugins(s.sync)
 	s.unsub = func() { unsubAgents(); unsubPlugins() }
@@ -95,6 +117,21 @@ func (s *AgentServer) unlisted(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// methodDiscover is how a stateless (SEP-2575) client opens a connection;
+// it sends no initialize or initialized.
+const methodDiscover = "server/discover"
+
+// sessionStart marks a stateless client's server/discover as the start of
+// a session, as initialized is for a client of the 2025 protocol.
+func (s *AgentServer) sessionStart(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodDiscover {
+			s.newTurn.Store(true)
+		}
+		return next(ctx, method, req)
+	}
+}
+
 func instructions(a agents.Agent) string {
 	return "These tools work inside an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
 		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. " +
@@ -109,7 +146,7 @@ func (s *AgentServer) MCP() *mcp.Server { return s.srv }
 func (s *AgentServer) Close() { s.unsub() }
 
 // Removed reports whether the agent was removed from the registry.
-func (s *AgentServer) Removed() bool { return s.ts.Load() == nil }
+func (s *AgentServer) Removed() bool { return s.agent.Load() == nil }
 
 // sync makes the registered tools match the agent's current settings. The
 // SDK announces every change to connected clients.
@@ -119,11 +156,10 @@ func (s *AgentServer) sync() {
 	var specs []tools.Spec
 	a, err := s.cfg.Registry.Get(s.id)
 	if err == nil {
-		ts := s.cfg.Env.Toolset(a)
-		s.ts.Store(ts)
-		specs = ts.List()
+		s.agent.Store(&a)
+		specs = s.cfg.Env.Toolset(a).List() // with the agent's installed plugins' tools
 	} else {
-		s.ts.Store(nil)
+		s.agent.Store(nil)
 	}
 	want := map[string]tools.Spec{}
 	for _, sp := range specs {
@@ -166,14 +202,17 @@ func toolOf(sp tools.Spec) *mcp.Tool {
 func (s *AgentServer) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var env envelope.Envelope
-		if ts := s.ts.Load(); ts == nil {
+		if a := s.agent.Load(); a == nil {
 			env = envelope.Fail(name, envelope.ToolNotFound, "this agent was removed; its tools are gone")
 		} else {
 			var args json.RawMessage
 			if req.Params != nil {
 				args = req.Params.Arguments
 			}
-			env = ts.Run(ctx, name, args)
+			if s.newTurn.CompareAndSwap(true, false) {
+				s.cfg.Runner.EndTurn(ctx, s.id)
+			}
+			env = s.cfg.Runner.RunTool(ctx, *a, name, args)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
 	}
@@ -225,6 +264,10 @@ func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) er
 		return err
 	}
 	defer s.Close()
+	// The stream is one client's one session, whatever its protocol
+	// (a stateless client may skip server/discover): its first tool call
+	// starts a new turn.
+	s.newTurn.Store(true)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go Watch(ctx, cfg.Registry, 2*time.Second, nil)

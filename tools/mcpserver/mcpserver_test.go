@@ -459,3 +459,86 @@ func TestSnippets(t *testing.T) {
 		t.Fatalf("http: %s\nwant %s", got, want)
 	}
 }
+
+// turnRecorder is a Runner that records turn ends and tool calls in order.
+type turnRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *turnRecorder) RunTool(_ context.Context, _ agents.Agent, name string, _ json.RawMessage) envelope.Envelope {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "run")
+	return envelope.OK(name, map[string]any{})
+}
+
+func (r *turnRecorder) EndTurn(_ context.Context, agentID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, "end "+agentID)
+}
+
+func (r *turnRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.events
+	r.events = nil
+	return ev
+}
+
+// A new session starts a new turn before its first tool call, whatever the
+// transport and whichever protocol the client speaks: the 2025 handshake
+// (initialize, initialized) or the stateless one (server/discover, or
+// nothing at all).
+func TestNewSessionEndsTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name, transport, version string
+	}{
+		{"stdio stateless", "stdio", ""},
+		{"stdio 2025-11-25", "stdio", "2025-11-25"},
+		{"stdio 2025-06-18", "stdio", "2025-06-18"},
+		{"http stateless", "http", ""},
+		{"http 2025-11-25", "http", "2025-11-25"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.set(t, "Bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
+			rec := &turnRecorder{}
+			f.cfg.Runner = rec
+			var url string
+			if tc.transport == "http" {
+				url = serveHTTP(t, f)
+			}
+			connect := func() *mcp.ClientSession {
+				var tr mcp.Transport
+				if tc.transport == "http" {
+					tr = &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{f.tok}}}
+				} else {
+					st, ct := mcp.NewInMemoryTransports()
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan error, 1)
+					go func() { done <- ServeStdio(ctx, f.cfg, "Bob", st) }()
+					t.Cleanup(func() { cancel(); <-done })
+					tr = ct
+				}
+				c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil)
+				cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: tc.version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cs.Close() })
+				return cs
+			}
+			want := []string{"end " + f.bob.ID, "run", "run"}
+			for i := range 2 {
+				cs := connect()
+				callTool(t, cs, "sandbox_exec", map[string]any{"command": "true"})
+				callTool(t, cs, "sandbox_exec", map[string]any{"command": "true"})
+				if got := rec.take(); !slices.Equal(got, want) {
+					t.Fatalf("session %d: %q, want %q", i+1, got, want)
+				}
+			}
+		})
+	}
+}

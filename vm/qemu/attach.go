@@ -134,3 +134,47 @@ func waitPidFor(pid int, d time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Leftover reports the QEMU of runDir that is still running without an
+// owner (the app that started it died): its pid and when it started, or
+// pid 0. It only looks; Attach adopts.
+func Leftover(runDir string) (pid int, since time.Time) {
+	pidFile := filepath.Join(runDir, "qemu.pid")
+	pid = livePid(pidFile)
+	if pid == 0 {
+		return 0, time.Time{}
+	}
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil || !bytes.Contains(cmdline, []byte(pidFile)) {
+		return 0, time.Time{} // a recycled pid, or another data dir's VM
+	}
+	if fi, err := os.Stat(pidFile); err == nil {
+		since = fi.ModTime()
+	}
+	return pid, since
+}
+
+// Helpers returns the pids of runDir's processes that still run: QEMU and
+// every virtiofsd, from their pid files. After a stop it must be empty.
+func Helpers(runDir string) []int {
+	var out []int
+	if pid := livePid(filepath.Join(runDir, "qemu.pid")); pid != 0 {
+		out = append(out, pid)
+	}
+	files, _ := filepath.Glob(filepath.Join(runDir, "fs*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n <= 0 || syscall.Kill(n, 0) != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n), "comm"))
+		if bytes.HasPrefix(comm, []byte("virtiofsd")) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,8 +1,10 @@
 //go:build linux
 
-package hostcli
+package owner
 
 import (
+	"time"
+
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/vm"
 	"github.com/osaurus/osaurus-sandbox/vm/qemu"
@@ -13,3 +15,9 @@ import (
 func newDriver(p config.Paths) vm.Driver {
 	return qemu.New(qemu.Config{StateDir: p.Root})
 }
+
+// leftover is the QEMU a dead owner left running, if any.
+func leftover(p config.Paths) (int, time.Time) { return qemu.Leftover(p.Run()) }
+
+// helpers are the data dir's QEMU and virtiofsd processes still running.
+func helpers(p config.Paths) []int { return qemu.Helpers(p.Run()) }

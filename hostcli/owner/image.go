@@ -1,4 +1,4 @@
-package hostcli
+package owner
 
 import (
 	"context"

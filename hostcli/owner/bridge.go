@@ -1,0 +1,53 @@
+package owner
+
+import (
+	"path/filepath"
+
+	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools"
+)
+
+// Where the bridge keeps per-agent state on the host.
+func bridgeConfig(p config.Paths) *bridge.ConfigStore {
+	return &bridge.ConfigStore{Dir: filepath.Join(p.Root, "bridge", "config")}
+}
+
+// BridgeLog is where agents' bridge log lines are kept.
+func BridgeLog(p config.Paths) *bridge.LogStore {
+	return &bridge.LogStore{Dir: filepath.Join(p.Logs(), "agents")}
+}
+
+// Secrets is the OS keychain store every part of the app shares.
+var Secrets = secrets.New()
+
+// NewBridge builds the host API bridge of a data dir. The VM's owner
+// passes its Attach to the sandbox manager (Options.OnGuest).
+func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
+	return bridge.New(bridge.Options{
+		Secrets: Secrets,
+		Config:  bridgeConfig(p),
+		Log:     BridgeLog(p),
+		HostCLI: assets.HostCLI,
+		Logf:    logf,
+	})
+}
+
+// PluginRegistry lets agents register plugins into the library, under the
+// allowlist currently in sandbox.json. nil when the library can't open.
+func PluginRegistry(p config.Paths) *tools.PluginRegistry {
+	lib, err := plugins.OpenLibrary(p.PluginsDir())
+	if err != nil {
+		return nil
+	}
+	return &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
+		cfg, err := config.LoadSandbox(p.SandboxJSON())
+		if err != nil {
+			cfg = config.Defaults()
+		}
+		return plugins.NewAllowlist(cfg.SetupAllowlist())
+	}}
+}

@@ -1,0 +1,272 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// ErrOwnerGone: the owner process exited while a call was in flight.
+var ErrOwnerGone = errors.New("the osaurus-sandbox process that owned the sandbox has exited")
+
+// Client is the Controller of a process that doesn't own the VM: every
+// call goes over one multiplexed connection to the owner's control
+// socket, so concurrent calls run concurrently and nothing is locked
+// across a call. A connection found dead (the owner exited or was
+// replaced) is re-established once, transparently, before the next call.
+type Client struct {
+	paths config.Paths
+	spawn bool // start a background owner when none runs
+
+	mu   sync.Mutex
+	peer *agentproto.Peer
+}
+
+// Dial connects to the owner of the data dir, or returns ErrNoOwner.
+// Reconnections never start an owner either.
+func Dial(ctx context.Context, p config.Paths) (*Client, error) {
+	c := &Client{paths: p}
+	if _, err := c.session(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Connect returns a client of the owner, starting a background owner
+// (`serve --background`) when none runs, now or at a reconnection.
+func Connect(ctx context.Context, p config.Paths) (*Client, error) {
+	c := &Client{paths: p, spawn: true}
+	if _, err := c.session(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewLazy returns a client that connects (starting a background owner
+// when none runs) on its first call rather than now: an MCP client starts
+// its servers eagerly, long before a tool is called.
+func NewLazy(p config.Paths) *Client { return &Client{paths: p, spawn: true} }
+
+func dialPeer(ctx context.Context, p config.Paths) (*agentproto.Peer, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath(p))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoOwner, err)
+	}
+	peer, err := agentproto.NewClientPeer(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return peer, nil
+}
+
+// session returns the live connection, dialling a new one when there is
+// none or the last one ended.
+func (c *Client) session(ctx context.Context) (*agentproto.Peer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peer != nil && c.peer.Err() == nil {
+		return c.peer, nil
+	}
+	if c.peer != nil {
+		c.peer.Close(nil)
+		c.peer = nil
+	}
+	var (
+		peer *agentproto.Peer
+		err  error
+	)
+	if c.spawn {
+		peer, err = connectPeer(ctx, c.paths)
+	} else {
+		peer, err = dialPeer(ctx, c.paths)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.peer = peer
+	return peer, nil
+}
+
+// call makes a call; when retry is set and the connection turns out to
+// have ended, it reconnects and makes it once more. Only calls that are
+// safe to repeat retry: a tool call that was cut off may have run.
+func (c *Client) call(ctx context.Context, op string, req, resp any, onEvent func(json.RawMessage), retry bool) error {
+	for attempt := 0; ; attempt++ {
+		p, err := c.session(ctx)
+		if err != nil {
+			return err
+		}
+		err = p.CallStream(ctx, op, req, resp, onEvent)
+		if err == nil || !errors.Is(err, agentproto.ErrSessionEnded) || ctx.Err() != nil {
+			return err
+		}
+		if !retry || attempt > 0 {
+			return fmt.Errorf("%w: %w", ErrOwnerGone, err)
+		}
+	}
+}
+
+// Close ends the connection.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peer != nil {
+		c.peer.Close(nil)
+		c.peer = nil
+	}
+}
+
+// Status returns the owner's view.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.call(ctx, OpStatus, agentproto.Empty{}, &st, nil, true)
+	return st, err
+}
+
+// Subscribe follows the owner's status on a connection of its own, which
+// ends with cancel. When the owner goes away, fn gets the status the files
+// on disk describe, with the reason, and the client waits for an owner to
+// come back.
+func (c *Client) Subscribe(fn func(Status)) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gone := false
+		for ctx.Err() == nil {
+			peer, err := dialPeer(ctx, c.paths)
+			if err == nil {
+				gone = false
+				// It ends only when the owner goes away or cancel is called.
+				peer.CallStream(ctx, OpWatch, agentproto.Empty{}, nil, func(raw json.RawMessage) {
+					var st Status
+					if json.Unmarshal(raw, &st) == nil {
+						fn(st)
+					}
+				})
+				peer.Close(nil)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if !gone {
+				gone = true
+				st := Probe(c.paths)
+				st.Reason = joinReason(ErrOwnerGone.Error(), st.Reason)
+				fn(st)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second): // poll for a new owner
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func joinReason(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
+
+// Lifecycle runs op in the owner.
+func (c *Client) Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
+	var st sandbox.Status
+	// Repeating provision, start or stop after the owner went away is
+	// safe (they are idempotent); reset and remove are not repeated.
+	retry := op == OpProvision || op == OpStart || op == OpStop
+	err := c.call(ctx, string(op), agentproto.Empty{}, &st, func(raw json.RawMessage) {
+		var ev sandbox.Status
+		if json.Unmarshal(raw, &ev) == nil && onStatus != nil {
+			onStatus(ev)
+		}
+	}, retry)
+	return st, err
+}
+
+// Quit stops the VM and ends the owner process.
+func (c *Client) Quit(ctx context.Context) error {
+	return c.call(ctx, OpQuit, agentproto.Empty{}, nil, nil, false)
+}
+
+// Diagnostics runs the checks in the owner.
+func (c *Client) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
+	var rs []diagnostics.Result
+	err := c.call(ctx, OpDiagnostics, agentproto.Empty{}, &rs, func(raw json.RawMessage) {
+		var r diagnostics.Result
+		if json.Unmarshal(raw, &r) == nil && onResult != nil {
+			onResult(r)
+		}
+	}, true)
+	return rs, err
+}
+
+// Guest returns an agent client relayed through the owner. It is bound
+// to the current connection: get a new one if the owner goes away.
+func (c *Client) Guest(ctx context.Context) (*agentproto.Client, error) {
+	p, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return agentproto.Handshake(ctx, p)
+}
+
+// RunTool runs a tool in the owner.
+func (c *Client) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
+	var r ToolReply
+	err := c.call(ctx, OpTool, ToolRequest{Agent: agentID, Tool: tool, Args: args}, &r, nil, false)
+	if errors.Is(err, ErrOwnerGone) {
+		return envelope.Failf(tool, envelope.Unavailable, "the sandbox's owner process exited during the call, so it may or may not have run: %v. Check before repeating it.", err)
+	}
+	if err != nil {
+		return envelope.Failf(tool, envelope.Unavailable, "the sandbox is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
+	}
+	e, err := envelope.Parse(r.Envelope)
+	if err != nil {
+		return envelope.Failf(tool, envelope.Unavailable, "the sandbox's owner answered with a bad envelope: %v", err)
+	}
+	return e
+}
+
+// EndTurn starts a new turn of agentID in the owner. With no owner there
+// is no turn to end, so it connects to a running owner only.
+func (c *Client) EndTurn(ctx context.Context, agentID string) error {
+	// The caller's ctx may be a notification's, which can end as soon as
+	// the handler is running; the turn must end anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	live := c.peer != nil && c.peer.Err() == nil
+	c.mu.Unlock()
+	if !live {
+		peer, err := dialPeer(ctx, c.paths)
+		if err != nil {
+			return nil // no owner: its counters start fresh anyway
+		}
+		c.mu.Lock()
+		if c.peer == nil || c.peer.Err() != nil {
+			if c.peer != nil {
+				c.peer.Close(nil)
+			}
+			c.peer = peer
+		} else {
+			peer.Close(nil)
+		}
+		c.mu.Unlock()
+	}
+	return c.call(ctx, OpEndTurn, EndTurnRequest{Agent: agentID}, nil, nil, true)
+}

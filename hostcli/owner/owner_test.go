@@ -1,0 +1,174 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// These tests check the control protocol between the owner and its
+// clients with a stand-in Controller; the real owner over a real VM is
+// covered by the e2e package.
+
+// stubCtl answers status and runs tools by calling run.
+type stubCtl struct {
+	Controller // unused methods panic
+	run        func(ctx context.Context, tool string) envelope.Envelope
+	endTurns   chan string
+}
+
+func (s *stubCtl) Status(context.Context) (Status, error) {
+	return Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+}
+
+func (s *stubCtl) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
+	return s.run(ctx, tool)
+}
+
+func (s *stubCtl) EndTurn(ctx context.Context, agentID string) error {
+	s.endTurns <- agentID
+	return nil
+}
+
+// serve serves ctl on p's control socket until the returned stop is
+// called (or the test ends).
+func serve(t *testing.T, p config.Paths, ctl Controller) (stop func()) {
+	t.Helper()
+	ln, err := Listen(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); (&Server{Ctl: ctl}).Serve(ctx, ln) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); ln.Close(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func testPaths(t *testing.T) config.Paths {
+	// Unix socket paths are short: keep the data dir's path short too.
+	dir, err := tempDirShort(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Paths{Root: dir}
+}
+
+func TestListenIsExclusive(t *testing.T) {
+	p := testPaths(t)
+	stop := serve(t, p, &stubCtl{})
+	if _, err := Listen(p); !errors.Is(err, ErrOwned) {
+		t.Fatalf("second Listen: %v, want ErrOwned", err)
+	}
+	stop()
+	ln, err := Listen(p)
+	if err != nil {
+		t.Fatalf("Listen after the owner left: %v", err)
+	}
+	ln.Close()
+}
+
+// Concurrent tool calls of one client run concurrently: each waits until
+// all of them are inside the owner at once.
+func TestConcurrentToolCalls(t *testing.T) {
+	p := testPaths(t)
+	const n = 4
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	serve(t, p, &stubCtl{run: func(ctx context.Context, tool string) envelope.Envelope {
+		arrived.Done()
+		select {
+		case <-all:
+			return envelope.OK(tool, "done")
+		case <-ctx.Done():
+			return envelope.Fail(tool, envelope.Timeout, "cancelled")
+		}
+	}})
+	c, err := Dial(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for range n {
+		wg.Go(func() {
+			if e := c.RunTool(ctx, "a", "sandbox_exec", nil); !e.OK {
+				errs <- e.Message
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for m := range errs {
+		t.Error(m)
+	}
+}
+
+// A client whose owner went away reconnects once, transparently, to the
+// next owner; a tool call cut off by the owner's death says it may have
+// run instead of repeating it.
+func TestReconnect(t *testing.T) {
+	p := testPaths(t)
+	inside, never := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	stop := serve(t, p, &stubCtl{run: func(ctx context.Context, tool string) envelope.Envelope {
+		close(inside)
+		<-never // a dead owner never answers
+		return envelope.Fail(tool, envelope.Timeout, "unreachable")
+	}})
+	c, err := Dial(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	res := make(chan envelope.Envelope)
+	go func() { res <- c.RunTool(ctx, "a", "sandbox_exec", nil) }()
+	<-inside
+	stop() // the owner dies mid-call
+	e := <-res
+	if e.OK || e.Kind != envelope.Unavailable || !strings.Contains(e.Message, "may or may not have run") {
+		t.Fatalf("cut-off call: %+v", e)
+	}
+
+	endTurns := make(chan string, 1)
+	serve(t, p, &stubCtl{endTurns: endTurns, run: func(ctx context.Context, tool string) envelope.Envelope {
+		return envelope.OK(tool, "second owner")
+	}})
+	if st, err := c.Status(ctx); err != nil || st.Owner != "test" {
+		t.Fatalf("status after the owner changed: %+v %v", st, err)
+	}
+	if e := c.RunTool(ctx, "a", "sandbox_exec", nil); !e.OK || e.Result != "second owner" {
+		t.Fatalf("tool call on the new owner: %+v", e)
+	}
+	if err := c.EndTurn(ctx, "a"); err != nil || <-endTurns != "a" {
+		t.Fatalf("end turn: %v", err)
+	}
+}
+
+// Without an owner, status describes the files on disk.
+func TestProbeWithoutOwner(t *testing.T) {
+	p := testPaths(t)
+	st := Probe(p)
+	if st.Owner != "none" || st.State != sandbox.NotProvisioned || st.Adoptable {
+		t.Fatalf("%+v", st)
+	}
+	if _, err := Dial(context.Background(), p); !errors.Is(err, ErrNoOwner) {
+		t.Fatalf("Dial without an owner: %v", err)
+	}
+}
