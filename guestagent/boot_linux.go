@@ -4,11 +4,13 @@ package guestagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log"
+	"maps"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +69,8 @@ func (b *boot) fatal(format string, args ...any) {
 func RunInit(agentVersion string) {
 	unix.Umask(0o022)
 	os.Setenv("PATH", BasePath)
+	var clock phaseClock
+	clock.mark("init") // the kernel handed over to /init
 	b := &boot{log: log.New(os.Stderr, "sandbox-agent: ", 0)}
 	// The reaper comes first: as PID 1 every orphan in the VM is ours.
 	reaper, err := NewReaper()
@@ -84,10 +89,15 @@ func RunInit(agentVersion string) {
 	if err != nil {
 		b.warn("%v", err) // Parse returns what it understood so far
 	}
-	b.loadModules(ModulesDir)
+	clock.mark("early")
+	moduleTimes := b.loadModules(ModulesDir, params)
+	clock.mark("modules")
 	b.switchRoot(params.RootDevice)
+	clock.mark("root")
 	b.setupRoot(params)
+	clock.mark("mounts")
 	b.setupNetwork(params.Network)
+	clock.mark("network")
 
 	uptime, err := Uptime()
 	if err != nil {
@@ -99,6 +109,7 @@ func RunInit(agentVersion string) {
 		SetClock:     true,
 		BootSeconds:  uptime,
 		Warnings:     b.warnings,
+		BootPhases:   append(clock.phases, moduleTimes...),
 		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
 		Logger:       b.log,
 		Debug:        params.Debug,
@@ -182,29 +193,38 @@ func (b *boot) mountEarly() {
 	}
 }
 
-// loadModules loads the modules listed in dir/order, in order.
-func (b *boot) loadModules(dir string) {
+// loadModules loads the modules listed in dir/order that this boot's
+// configuration needs, concurrently where their dependencies allow. It
+// returns each module's load time for the boot breakdown.
+func (b *boot) loadModules(dir string, params bootparams.Params) []agentproto.BootPhase {
 	data, err := os.ReadFile(filepath.Join(dir, "order"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return nil
 	}
 	if err != nil {
 		b.warn("modules: %v", err)
-		return
+		return nil
 	}
-	n := 0
+	skip := unneededModules(params)
+	var files []string
+	skipped := 0
 	for line := range strings.SplitSeq(string(data), "\n") {
 		name := strings.TrimSpace(line)
 		if name == "" || strings.HasPrefix(name, "#") {
 			continue
 		}
-		if err := loadModule(filepath.Join(dir, name)); err != nil {
-			b.warn("module %s: %v", name, err)
+		if skip[moduleNameOf(name)] {
+			skipped++
 			continue
 		}
-		n++
+		files = append(files, filepath.Join(dir, name))
 	}
-	b.log.Printf("loaded %d kernel modules", n)
+	n, failed, times := loadModulesConcurrently(files)
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		b.warn("module %s: %v", name, failed[name])
+	}
+	b.log.Printf("loaded %d kernel modules (%d not needed by this configuration)", n, skipped)
+	return times
 }
 
 func loadModule(path string) error {
@@ -458,10 +478,18 @@ func (b *boot) setupDHCP(nic string) {
 
 // writeResolvConf points the resolver at dns.
 func (b *boot) writeResolvConf(dns []netip.Addr) {
+	want := resolvConf(dns)
+	// The same file as last boot (the usual case) needs no write and no
+	// fsync on the boot's critical path.
+	if fi, err := os.Lstat("/etc/resolv.conf"); err == nil && fi.Mode().IsRegular() {
+		if cur, err := os.ReadFile("/etc/resolv.conf"); err == nil && bytes.Equal(cur, want) {
+			return
+		}
+	}
 	// Replace, never write through: resolv.conf is often a symlink into a
 	// resolver daemon's run directory.
 	os.Remove("/etc/resolv.conf")
-	if err := writeFileAtomic("/etc/resolv.conf", resolvConf(dns)); err != nil {
+	if err := writeFileAtomic("/etc/resolv.conf", want); err != nil {
 		b.warn("resolv.conf: %v", err)
 	}
 }

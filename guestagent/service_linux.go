@@ -42,6 +42,8 @@ type Config struct {
 	BootSeconds float64
 	// Warnings are boot steps that failed without stopping the agent.
 	Warnings []string
+	// BootPhases are the boot steps' end times, reported by Hello.
+	BootPhases []agentproto.BootPhase
 	// PowerOff is called, after Shutdown responded, to end the VM. Nil
 	// means Shutdown is refused (ErrUnsupported).
 	PowerOff func(reboot bool)
@@ -147,6 +149,11 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 		AgentVersion: s.cfg.AgentVersion,
 		Arch:         runtime.GOARCH,
 		BootSeconds:  s.cfg.BootSeconds,
+		BootPhases:   s.cfg.BootPhases,
+	}
+	if s.cfg.SetClock {
+		// Only PID 1's uptime is the VM's boot time line.
+		resp.UptimeSeconds = BootClock()
 	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
