@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"maps"
@@ -90,7 +91,7 @@ func RunInit(agentVersion string) {
 		b.warn("%v", err) // Parse returns what it understood so far
 	}
 	clock.mark("early")
-	moduleTimes := b.loadModules(ModulesDir, params)
+	moduleTimes, deferred := b.loadModules(ModulesDir, params)
 	clock.mark("modules")
 	b.switchRoot(params.RootDevice)
 	clock.mark("root")
@@ -103,6 +104,9 @@ func RunInit(agentVersion string) {
 	if err != nil {
 		b.warn("uptime: %v", err)
 	}
+	modulesReady := make(chan struct{})
+	netPolicy := NewNetPolicy(b.log)
+	netPolicy.AfterModules(modulesReady)
 	svc, err := NewService(Config{
 		AgentVersion: agentVersion,
 		Reaper:       reaper,
@@ -113,7 +117,10 @@ func RunInit(agentVersion string) {
 		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
 		Logger:       b.log,
 		Debug:        params.Debug,
-		NetPolicy:    NewNetPolicy(b.log),
+		NetPolicy:    netPolicy,
+		// The network policy's modules load once the host is connected,
+		// off boot's critical path; the policy waits for them.
+		AfterFirstHello: func() { b.loadDeferredModules(deferred, modulesReady) },
 	})
 	if err != nil {
 		b.fatal("%v", err)
@@ -194,16 +201,18 @@ func (b *boot) mountEarly() {
 }
 
 // loadModules loads the modules listed in dir/order that this boot's
-// configuration needs, concurrently where their dependencies allow. It
-// returns each module's load time for the boot breakdown.
-func (b *boot) loadModules(dir string, params bootparams.Params) []agentproto.BootPhase {
+// configuration needs, concurrently where their dependencies allow, except
+// the network policy's, which it opens (the root switch deletes their
+// files) and returns for loadDeferredModules. It also returns each
+// module's load time for the boot breakdown.
+func (b *boot) loadModules(dir string, params bootparams.Params) ([]agentproto.BootPhase, []moduleFile) {
 	data, err := os.ReadFile(filepath.Join(dir, "order"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		b.warn("modules: %v", err)
-		return nil
+		return nil, nil
 	}
 	skip := unneededModules(params)
 	var files []string
@@ -219,12 +228,37 @@ func (b *boot) loadModules(dir string, params bootparams.Params) []agentproto.Bo
 		}
 		files = append(files, filepath.Join(dir, name))
 	}
-	n, failed, times := loadModulesConcurrently(files)
+	now, later := splitDeferred(readModules(files))
+	n, failed, times := loadModulesConcurrently(now)
 	for _, name := range slices.Sorted(maps.Keys(failed)) {
 		b.warn("module %s: %v", name, failed[name])
 	}
-	b.log.Printf("loaded %d kernel modules (%d not needed by this configuration)", n, skipped)
-	return times
+	for i := range later {
+		f, err := os.Open(later[i].path)
+		if err != nil {
+			b.warn("module %s: %v", later[i].name, err)
+			continue
+		}
+		later[i].f = f
+	}
+	b.log.Printf("loaded %d kernel modules (%d not needed by this configuration, %d for the network policy after the handshake)", n, skipped, len(later))
+	return times, later
+}
+
+// loadDeferredModules loads the network policy's modules and then closes
+// ready. A failure is logged; the policy then reports that it can't be
+// enforced, as on a kernel without the modules.
+func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
+	defer close(ready)
+	if len(mods) == 0 {
+		return
+	}
+	start := BootClock()
+	n, failed, _ := loadModulesConcurrently(mods)
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		b.log.Printf("module %s: %v", name, failed[name])
+	}
+	b.log.Printf("loaded %d network policy modules in %.2fs", n, BootClock()-start)
 }
 
 func loadModule(path string) error {
@@ -233,12 +267,22 @@ func loadModule(path string) error {
 		return err
 	}
 	defer f.Close()
+	return loadModuleFile(f, path)
+}
+
+// loadModuleFile loads the module open as f; path's extension says
+// whether it is compressed.
+func loadModuleFile(f *os.File, path string) error {
 	flags := 0
 	switch filepath.Ext(path) {
 	case ".xz", ".gz", ".zst":
 		flags |= unix.MODULE_INIT_COMPRESSED_FILE
 	}
-	err = unix.FinitModule(int(f.Fd()), "", flags)
+	// Seek to the start: a retry reuses the file.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	err := unix.FinitModule(int(f.Fd()), "", flags)
 	if err == unix.EEXIST {
 		return nil // built in or loaded already
 	}

@@ -77,34 +77,107 @@ func moduleDepends(data []byte) []string {
 	return deps
 }
 
-// loadModulesConcurrently loads files (paths in dependency order), each
-// as soon as the modules it depends on are in: drivers whose devices take
-// long to probe no longer hold up the rest. Modules whose load failed are
-// tried once more, in order, after all others, which covers a dependency
-// the .modinfo scan missed. It returns how many loaded, the failures and
-// when each load ended and how long it ran (for the boot breakdown).
-func loadModulesConcurrently(files []string) (int, map[string]error, []agentproto.BootPhase) {
+// policyModules are the modules only the network policy uses: veth for
+// each agent's namespace, nftables with NAT and reject for its rules
+// (provision/kmod.OptionalGuestModules ships them). Nothing in boot needs
+// them, and under TCG they are a good part of the module loading time
+// (nf_tables and nf_conntrack alone are 1 MiB), so they and the modules
+// only they need are loaded after the host's first hello; the policy
+// waits for them before it uses them.
+var policyModules = []string{"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet"}
+
+// moduleFile is one module of the initramfs.
+type moduleFile struct {
+	path string
+	name string
+	deps []string // from its .modinfo
+	// f is the module kept open across the root switch, which deletes
+	// the initramfs's files; nil means open path when loading.
+	f *os.File
+}
+
+// readModules reads each module's dependencies.
+func readModules(paths []string) []moduleFile {
+	mods := make([]moduleFile, len(paths))
+	for i, p := range paths {
+		mods[i] = moduleFile{path: p, name: moduleNameOf(p)}
+		if data, err := os.ReadFile(p); err == nil {
+			mods[i].deps = moduleDepends(data) // else the load reports it
+		}
+	}
+	return mods
+}
+
+// splitDeferred splits mods (dependency order) into those boot needs now
+// and those only the network policy needs, which can wait: a module is
+// deferred when a policy module needs it (or is one) and nothing else
+// does. Both keep their order.
+func splitDeferred(mods []moduleFile) (now, later []moduleFile) {
+	byName := map[string]moduleFile{}
+	for _, m := range mods {
+		byName[m.name] = m
+	}
+	closure := func(roots []string) map[string]bool {
+		seen := map[string]bool{}
+		var visit func(string)
+		visit = func(n string) {
+			m, ok := byName[n]
+			if !ok || seen[n] {
+				return
+			}
+			seen[n] = true
+			for _, d := range m.deps {
+				visit(d)
+			}
+		}
+		for _, r := range roots {
+			visit(r)
+		}
+		return seen
+	}
+	policy := closure(policyModules)
+	var others []string
+	for _, m := range mods {
+		if !policy[m.name] {
+			others = append(others, m.name)
+		}
+	}
+	needed := closure(others)
+	for _, m := range mods {
+		if policy[m.name] && !needed[m.name] {
+			later = append(later, m)
+		} else {
+			now = append(now, m)
+		}
+	}
+	return now, later
+}
+
+// loadModulesConcurrently loads mods (in dependency order), each as soon
+// as the modules it depends on are in: drivers whose devices take long to
+// probe no longer hold up the rest. Modules whose load failed are tried
+// once more, in order, after all others, which covers a dependency the
+// .modinfo scan missed. It returns how many loaded, the failures and when
+// each load ended and how long it ran (for the boot breakdown).
+func loadModulesConcurrently(list []moduleFile) (int, map[string]error, []agentproto.BootPhase) {
 	type mod struct {
-		path       string
+		moduleFile
 		deps       []int
 		done       chan struct{}
 		err        error
 		start, end float64
 	}
-	mods := make([]*mod, len(files))
+	mods := make([]*mod, len(list))
 	index := map[string]int{}
-	for i, f := range files {
-		mods[i] = &mod{path: f, done: make(chan struct{})}
-		index[moduleNameOf(f)] = i
+	for i, f := range list {
+		mods[i] = &mod{moduleFile: f, done: make(chan struct{})}
+		index[f.name] = i
 	}
 	for i, m := range mods {
-		data, err := os.ReadFile(m.path)
-		if err != nil {
-			continue // the load reports it
-		}
-		for _, d := range moduleDepends(data) {
+		for _, d := range m.moduleFile.deps {
 			// Only earlier modules: the order file is dependency order, so
-			// this can't wait in a cycle.
+			// this can't wait in a cycle. Modules outside list are loaded
+			// already.
 			if j, ok := index[d]; ok && j < i {
 				m.deps = append(m.deps, j)
 			}
@@ -120,7 +193,7 @@ func loadModulesConcurrently(files []string) (int, map[string]error, []agentprot
 				<-mods[j].done
 			}
 			m.start = BootClock()
-			m.err = loadModule(m.path)
+			m.err = m.load()
 			m.end = BootClock()
 		}()
 	}
@@ -129,9 +202,12 @@ func loadModulesConcurrently(files []string) (int, map[string]error, []agentprot
 	failed := map[string]error{}
 	var times []agentproto.BootPhase
 	for _, m := range mods {
-		times = append(times, agentproto.BootPhase{Name: "module " + moduleNameOf(m.path), Seconds: m.end, Took: m.end - m.start})
+		times = append(times, agentproto.BootPhase{Name: "module " + m.name, Seconds: m.end, Took: m.end - m.start})
 		if m.err != nil && errors.Is(m.err, unix.ENOENT) {
-			m.err = loadModule(m.path) // a dependency may have been late
+			m.err = m.load() // a dependency may have been late
+		}
+		if m.f != nil {
+			m.f.Close()
 		}
 		if m.err != nil {
 			failed[filepath.Base(m.path)] = m.err
@@ -140,4 +216,11 @@ func loadModulesConcurrently(files []string) (int, map[string]error, []agentprot
 		n++
 	}
 	return n, failed, times
+}
+
+func (m moduleFile) load() error {
+	if m.f == nil {
+		return loadModule(m.path)
+	}
+	return loadModuleFile(m.f, m.path)
 }

@@ -84,3 +84,56 @@ func TestUnneededModules(t *testing.T) {
 		}
 	}
 }
+
+// Only what nothing but the network policy needs waits until after the
+// handshake; a module that boot needs too (libcrc32c for a modular ext4)
+// loads now.
+func TestSplitDeferred(t *testing.T) {
+	mod := func(name string, deps ...string) moduleFile {
+		return moduleFile{path: "/lib/modules/" + name + ".ko", name: name, deps: deps}
+	}
+	all := []moduleFile{
+		mod("virtio_ring"), mod("virtio", "virtio_ring"), mod("virtio_pci", "virtio", "virtio_ring"),
+		mod("libcrc32c"), mod("ext4", "libcrc32c"),
+		mod("veth"), mod("nfnetlink"), mod("nf_tables", "nfnetlink", "libcrc32c"),
+		mod("nf_defrag_ipv4"), mod("nf_conntrack", "nf_defrag_ipv4", "libcrc32c"),
+		mod("nf_nat", "nf_conntrack", "libcrc32c"), mod("nft_chain_nat", "nf_nat", "nf_tables"),
+		mod("nft_masq", "nf_nat", "nf_tables"), mod("nf_reject_ipv4"), mod("nft_reject", "nf_reject_ipv4"),
+		mod("nft_reject_inet", "nft_reject", "nf_tables"),
+	}
+	now, later := splitDeferred(all)
+	names := func(ms []moduleFile) []string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.name)
+		}
+		return s
+	}
+	wantNow := []string{"virtio_ring", "virtio", "virtio_pci", "libcrc32c", "ext4"}
+	wantLater := []string{"veth", "nfnetlink", "nf_tables", "nf_defrag_ipv4", "nf_conntrack", "nf_nat",
+		"nft_chain_nat", "nft_masq", "nf_reject_ipv4", "nft_reject", "nft_reject_inet"}
+	if got := names(now); !slices.Equal(got, wantNow) {
+		t.Errorf("now = %q, want %q", got, wantNow)
+	}
+	if got := names(later); !slices.Equal(got, wantLater) {
+		t.Errorf("later = %q, want %q", got, wantLater)
+	}
+	// Without policy modules in the image nothing waits.
+	if _, later := splitDeferred(all[:5]); len(later) != 0 {
+		t.Errorf("later = %q without policy modules, want none", names(later))
+	}
+}
+
+// The guest defers exactly the network policy's modules that the host
+// ships; a module added on one side only would load late or at boot.
+func TestPolicyModulesMatchTheHost(t *testing.T) {
+	var host []string
+	for _, m := range kmod.OptionalGuestModules() {
+		if m != "crc32c_generic" && m != "ext4" { // the root filesystem's, not the policy's
+			host = append(host, m)
+		}
+	}
+	if !slices.Equal(host, policyModules) {
+		t.Errorf("policyModules = %q; kmod.OptionalGuestModules ships %q for the policy", policyModules, host)
+	}
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// network namespace under the policy its request names. Only the
 	// VM's PID 1 sets it; a development agent leaves the host alone.
 	NetPolicy *NetPolicy
+	// AfterFirstHello, when set, runs once, in its own goroutine, when
+	// the host's first hello is answered: boot work the handshake need
+	// not wait for.
+	AfterFirstHello func()
 }
 
 // Service implements agentproto.Service inside the guest.
@@ -72,6 +76,8 @@ type Service struct {
 
 	warnMu   sync.Mutex
 	warnings []string
+
+	helloOnce sync.Once
 }
 
 var _ agentproto.Service = (*Service)(nil)
@@ -172,6 +178,9 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 	s.warnMu.Lock()
 	resp.Warnings = append([]string(nil), s.warnings...)
 	s.warnMu.Unlock()
+	if s.cfg.AfterFirstHello != nil {
+		s.helloOnce.Do(func() { go s.cfg.AfterFirstHello() })
+	}
 	return resp, nil
 }
 
