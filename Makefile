@@ -96,7 +96,7 @@ unit: deps-test agent lint darwin-check
 	$(GO) test $(GOTEST_FLAGS) -short ./...
 
 bench: agent test-guest
-	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench BootToFirstExec -benchtime 3x ./e2e/
+	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "BootVsBare|ProvisionFromCache" -benchtime 1x ./e2e/
 	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/ ./agentproto/
 
 clean:

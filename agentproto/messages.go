@@ -40,6 +40,23 @@ type HelloResponse struct {
 	BootSeconds  float64  `json:"boot_seconds"`       // guest uptime when the agent became ready
 	Transport    string   `json:"transport"`          // "virtio-serial" or "vsock"
 	Warnings     []string `json:"warnings,omitempty"` // boot steps that failed but did not stop the agent
+	// BootPhases are the guest's boot steps in order, each with the guest
+	// uptime at which it ended, so the host can say where boot time went.
+	BootPhases []BootPhase `json:"boot_phases,omitempty"`
+	// UptimeSeconds is the guest uptime when it answered this hello; with
+	// the host's clock at that moment it places the guest's boot on the
+	// host's time line.
+	UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+}
+
+// BootPhase is one step of the guest's boot: Name ended at guest uptime
+// Seconds (CLOCK_BOOTTIME, zero when the kernel started).
+type BootPhase struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	// Took is how long the step itself ran, for steps that overlap others
+	// (modules load concurrently); zero for the sequential steps.
+	Took float64 `json:"took,omitempty"`
 }
 
 // Identity selects whose rights an operation runs with. Empty User is root.

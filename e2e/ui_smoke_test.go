@@ -170,6 +170,7 @@ func TestUISmoke(t *testing.T) {
 	click("Start")
 	waitFor(t, "the VM to run", 5*time.Minute, func() bool { return status().State == "running" })
 	shot("3-running.png")
+	checkIdleCost(t, app.Process.Pid)
 
 	click("Run Diagnostics")
 	// The agent-user check creates agent-diag and the package-manager one

@@ -4,11 +4,14 @@ package guestagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -18,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +38,7 @@ const (
 
 	rootWait  = 10 * time.Second
 	nicWait   = 5 * time.Second
+	shareWait = 10 * time.Second
 	dhcpWait  = 15 * time.Second
 	fatalWait = 3 * time.Second
 )
@@ -66,6 +71,8 @@ func (b *boot) fatal(format string, args ...any) {
 func RunInit(agentVersion string) {
 	unix.Umask(0o022)
 	os.Setenv("PATH", BasePath)
+	var clock phaseClock
+	clock.mark("init") // the kernel handed over to /init
 	b := &boot{log: log.New(os.Stderr, "sandbox-agent: ", 0)}
 	// The reaper comes first: as PID 1 every orphan in the VM is ours.
 	reaper, err := NewReaper()
@@ -84,25 +91,37 @@ func RunInit(agentVersion string) {
 	if err != nil {
 		b.warn("%v", err) // Parse returns what it understood so far
 	}
-	b.loadModules(ModulesDir)
+	clock.mark("early")
+	moduleTimes, deferred := b.loadModules(ModulesDir, params)
+	clock.mark("modules")
 	b.switchRoot(params.RootDevice)
+	clock.mark("root")
 	b.setupRoot(params)
+	clock.mark("mounts")
 	b.setupNetwork(params.Network)
+	clock.mark("network")
 
 	uptime, err := Uptime()
 	if err != nil {
 		b.warn("uptime: %v", err)
 	}
+	modulesReady := make(chan struct{})
+	netPolicy := NewNetPolicy(b.log)
+	netPolicy.AfterModules(modulesReady)
 	svc, err := NewService(Config{
 		AgentVersion: agentVersion,
 		Reaper:       reaper,
 		SetClock:     true,
 		BootSeconds:  uptime,
 		Warnings:     b.warnings,
+		BootPhases:   append(clock.phases, moduleTimes...),
 		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
 		Logger:       b.log,
 		Debug:        params.Debug,
-		NetPolicy:    NewNetPolicy(b.log),
+		NetPolicy:    netPolicy,
+		// The network policy's modules load once the host is connected,
+		// off boot's critical path; the policy waits for them.
+		AfterFirstHello: func() { b.loadDeferredModules(deferred, modulesReady) },
 	})
 	if err != nil {
 		b.fatal("%v", err)
@@ -182,47 +201,115 @@ func (b *boot) mountEarly() {
 	}
 }
 
-// loadModules loads the modules listed in dir/order, in order.
-func (b *boot) loadModules(dir string) {
+// loadModules loads the modules listed in dir/order that this boot's
+// configuration needs, concurrently where their dependencies allow, except
+// the network policy's, which it opens (the root switch deletes their
+// files) and returns for loadDeferredModules. It also returns each
+// module's load time for the boot breakdown.
+func (b *boot) loadModules(dir string, params bootparams.Params) ([]agentproto.BootPhase, []moduleFile) {
 	data, err := os.ReadFile(filepath.Join(dir, "order"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return nil, nil
 	}
 	if err != nil {
 		b.warn("modules: %v", err)
-		return
+		return nil, nil
 	}
-	n := 0
+	skip := unneededModules(params)
+	var files []string
+	skipped := 0
 	for line := range strings.SplitSeq(string(data), "\n") {
 		name := strings.TrimSpace(line)
 		if name == "" || strings.HasPrefix(name, "#") {
 			continue
 		}
-		if err := loadModule(filepath.Join(dir, name)); err != nil {
-			b.warn("module %s: %v", name, err)
+		if skip[moduleNameOf(name)] {
+			skipped++
 			continue
 		}
-		n++
+		files = append(files, filepath.Join(dir, name))
 	}
-	b.log.Printf("loaded %d kernel modules", n)
+	now, later := splitDeferred(readModules(files))
+	if params.VsockPort == 0 {
+		for i := range now {
+			if asyncProbeModules[now[i].name] {
+				now[i].params = "async_probe=1"
+			}
+		}
+	}
+	n, failed, times := loadModulesConcurrently(now)
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		b.warn("module %s: %v", name, failed[name])
+	}
+	for i := range later {
+		f, err := os.Open(later[i].path)
+		if err != nil {
+			b.warn("module %s: %v", later[i].name, err)
+			continue
+		}
+		later[i].f = f
+	}
+	b.log.Printf("loaded %d kernel modules (%d not needed by this configuration, %d for the network policy after the handshake)", n, skipped, len(later))
+	return times, later
 }
 
-func loadModule(path string) error {
+// loadDeferredModules loads the network policy's modules and then closes
+// ready. A failure is logged; the policy then reports that it can't be
+// enforced, as on a kernel without the modules.
+func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
+	defer close(ready)
+	if len(mods) == 0 {
+		return
+	}
+	start := BootClock()
+	n, failed, _ := loadModulesConcurrently(mods)
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		b.log.Printf("module %s: %v", name, failed[name])
+	}
+	b.log.Printf("loaded %d network policy modules in %.2fs", n, BootClock()-start)
+}
+
+func loadModule(path, params string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return loadModuleFile(f, path, params)
+}
+
+// loadModuleFile loads the module open as f with params; path's extension
+// says whether it is compressed.
+func loadModuleFile(f *os.File, path, params string) error {
 	flags := 0
 	switch filepath.Ext(path) {
 	case ".xz", ".gz", ".zst":
 		flags |= unix.MODULE_INIT_COMPRESSED_FILE
 	}
-	err = unix.FinitModule(int(f.Fd()), "", flags)
+	// Seek to the start: a retry reuses the file.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	err := unix.FinitModule(int(f.Fd()), params, flags)
 	if err == unix.EEXIST {
 		return nil // built in or loaded already
 	}
 	return err
+}
+
+// mountShare mounts a VirtioFS share. Its device may still be probing
+// (virtio_pci probes asynchronously): until it is, the kernel doesn't know
+// the tag and the mount fails with EINVAL or ENOENT, so those are retried
+// until shareWait.
+func (b *boot) mountShare(m mountSpec) error {
+	deadline := time.Now().Add(shareWait)
+	for {
+		err := b.mount(m, 0o755)
+		if err == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // waitForFile polls for path until timeout.
@@ -233,7 +320,7 @@ func waitForFile(path string, timeout time.Duration) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -363,7 +450,7 @@ func (b *boot) setupRoot(p bootparams.Params) {
 	for _, s := range p.Shares {
 		// Agents write these folders; a set-uid file or a device node in
 		// them must not be honoured.
-		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755); err != nil {
+		if err := b.mountShare(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}); err != nil {
 			b.warn("share %s: %v", s.Tag, err)
 		}
 	}
@@ -458,10 +545,18 @@ func (b *boot) setupDHCP(nic string) {
 
 // writeResolvConf points the resolver at dns.
 func (b *boot) writeResolvConf(dns []netip.Addr) {
+	want := resolvConf(dns)
+	// The same file as last boot (the usual case) needs no write and no
+	// fsync on the boot's critical path.
+	if fi, err := os.Lstat("/etc/resolv.conf"); err == nil && fi.Mode().IsRegular() {
+		if cur, err := os.ReadFile("/etc/resolv.conf"); err == nil && bytes.Equal(cur, want) {
+			return
+		}
+	}
 	// Replace, never write through: resolv.conf is often a symlink into a
 	// resolver daemon's run directory.
 	os.Remove("/etc/resolv.conf")
-	if err := writeFileAtomic("/etc/resolv.conf", resolvConf(dns)); err != nil {
+	if err := writeFileAtomic("/etc/resolv.conf", want); err != nil {
 		b.warn("resolv.conf: %v", err)
 	}
 }

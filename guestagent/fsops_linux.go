@@ -118,6 +118,9 @@ func inSpace[T any](a *Account, root string, fn func(sp *space) (T, error)) (T, 
 // response must still fit one frame.
 const maxRead = agentproto.MaxFrame / 2
 
+// maxTailLines bounds the line-offset ring of a tail read (8 MiB).
+const maxTailLines = 1 << 20
+
 // ReadFile reads a byte range or a line selection of a file.
 func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
 	if req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0 {
@@ -204,7 +207,12 @@ func readLines(f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *a
 	if first == 0 {
 		first = 1
 	}
-	tail := req.TailLines
+	// The ring below holds one offset per wanted line, so its size must not
+	// follow the caller's number: more than limit+1 lines can't fit in limit
+	// bytes anyway (the same span comes out), and past maxTailLines the
+	// answer is cut and marked truncated.
+	tail := min(req.TailLines, int(min(limit+1, maxTailLines)))
+	tailCut := req.TailLines > tail && tail == maxTailLines
 	var (
 		off        int64   // bytes scanned
 		total      int     // complete lines seen
@@ -264,6 +272,9 @@ func readLines(f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *a
 		start, end = ring[(total-n)%tail], off
 		if end-start > limit {
 			start, resp.Truncated = end-limit, true // keep the end of a tail
+		}
+		if tailCut && total > tail {
+			resp.Truncated = true
 		}
 	} else {
 		if start < 0 {

@@ -42,6 +42,8 @@ func TestReadFileSelections(t *testing.T) {
 		{name: "tail 2", req: agentproto.ReadFileRequest{Path: p, TailLines: 2}, data: "four\nfive", lines: 5},
 		{name: "tail more than file", req: agentproto.ReadFileRequest{Path: p, TailLines: 50}, data: "one\ntwo\nthree\nfour\nfive", lines: 5},
 		{name: "tail capped keeps the end", req: agentproto.ReadFileRequest{Path: p, TailLines: 2, MaxBytes: 6}, data: "r\nfive", lines: 5, truncated: true},
+		{name: "huge tail is bounded, same answer", req: agentproto.ReadFileRequest{Path: p, TailLines: 1 << 62}, data: "one\ntwo\nthree\nfour\nfive", lines: 5},
+		{name: "huge tail under a byte cap keeps the end", req: agentproto.ReadFileRequest{Path: p, TailLines: 1 << 62, MaxBytes: 6}, data: "r\nfive", lines: 5, truncated: true},
 		{name: "lines capped keep the start", req: agentproto.ReadFileRequest{Path: p, StartLine: 1, LineCount: 3, MaxBytes: 6}, data: "one\ntw", lines: 5, truncated: true},
 		{name: "empty file lines", req: agentproto.ReadFileRequest{Path: empty, TailLines: 3}, data: "", lines: 0},
 	}

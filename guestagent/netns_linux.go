@@ -52,6 +52,9 @@ type NetPolicy struct {
 	setup   bool  // table, forwarding and proxy are up
 	setupOK error // why they are not, once tried
 	proxy   *egressProxy
+	// modules is closed when the kernel modules the policy needs (veth,
+	// nftables) are loaded; nil means they are.
+	modules <-chan struct{}
 }
 
 // agentNet is one agent user's namespace.
@@ -76,6 +79,11 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 	return n
 }
 
+// AfterModules makes n wait, before it uses veth or nftables, until
+// ready is closed: boot loads their modules after the handshake. Call it
+// before the first Prepare.
+func (n *NetPolicy) AfterModules(ready <-chan struct{}) { n.modules = ready }
+
 // policyOf is the proxy's view: the agent whose namespace address is addr.
 func (n *NetPolicy) policyOf(addr netip.Addr) (netpolicy.Policy, string, bool) {
 	n.mu.Lock()
@@ -94,6 +102,11 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 	pol, err := netpolicy.Parse("network", setting)
 	if err != nil {
 		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
+	if pol.Mode != netpolicy.None && n.modules != nil {
+		// Module loads always end (loaded or failed); a failure shows up
+		// as ensureSetup's error.
+		<-n.modules
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

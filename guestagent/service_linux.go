@@ -42,6 +42,8 @@ type Config struct {
 	BootSeconds float64
 	// Warnings are boot steps that failed without stopping the agent.
 	Warnings []string
+	// BootPhases are the boot steps' end times, reported by Hello.
+	BootPhases []agentproto.BootPhase
 	// PowerOff is called, after Shutdown responded, to end the VM. Nil
 	// means Shutdown is refused (ErrUnsupported).
 	PowerOff func(reboot bool)
@@ -53,6 +55,10 @@ type Config struct {
 	// network namespace under the policy its request names. Only the
 	// VM's PID 1 sets it; a development agent leaves the host alone.
 	NetPolicy *NetPolicy
+	// AfterFirstHello, when set, runs once, in its own goroutine, when
+	// the host's first hello is answered: boot work the handshake need
+	// not wait for.
+	AfterFirstHello func()
 }
 
 // Service implements agentproto.Service inside the guest.
@@ -70,6 +76,8 @@ type Service struct {
 
 	warnMu   sync.Mutex
 	warnings []string
+
+	helloOnce sync.Once
 }
 
 var _ agentproto.Service = (*Service)(nil)
@@ -147,6 +155,11 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 		AgentVersion: s.cfg.AgentVersion,
 		Arch:         runtime.GOARCH,
 		BootSeconds:  s.cfg.BootSeconds,
+		BootPhases:   s.cfg.BootPhases,
+	}
+	if s.cfg.SetClock {
+		// Only PID 1's uptime is the VM's boot time line.
+		resp.UptimeSeconds = BootClock()
 	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
@@ -165,6 +178,9 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 	s.warnMu.Lock()
 	resp.Warnings = append([]string(nil), s.warnings...)
 	s.warnMu.Unlock()
+	if s.cfg.AfterFirstHello != nil {
+		s.helloOnce.Do(func() { go s.cfg.AfterFirstHello() })
+	}
 	return resp, nil
 }
 

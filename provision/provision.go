@@ -339,16 +339,44 @@ func (p *Provisioner) rootfs(ctx context.Context, m *Manifest) (*rootfsSource, e
 	return src, nil
 }
 
+// diskLabel is the root disk's ext4 label.
+const diskLabel = "sandbox-root"
+
+// buildDisk makes the root disk from src. Building ext4 from the root
+// filesystem's tar stream takes most of a provision (seconds to minutes),
+// so the pristine disk is kept in the cache keyed by its inputs, and a
+// provision with the same inputs (a Reset) is a sparse copy of it.
 func (p *Provisioner) buildDisk(ctx context.Context, src *rootfsSource, agent []byte) error {
+	size := p.DiskSize
+	if size == 0 {
+		size = ext4.DefaultSize
+	}
+	cached := p.Layout.cachedDiskPath(diskCacheKey(src.id, agent, size))
+	if !fileExists(cached) {
+		if err := p.buildPristineDisk(ctx, cached, src, agent, size); err != nil {
+			return err
+		}
+		p.Layout.pruneCachedDisks(cached)
+	}
+	p.progress(Progress{Phase: "disk-copy", Total: -1})
+	if err := copySparse(ctx, p.Layout.RootDisk(), cached); err != nil {
+		return fmt.Errorf("root disk: %w", err)
+	}
+	return nil
+}
+
+// buildPristineDisk builds the root disk from the tar stream into dst
+// (atomically: a failed build leaves no file there).
+func (p *Provisioner) buildPristineDisk(ctx context.Context, dst string, src *rootfsSource, agent []byte, size int64) error {
 	rc, err := src.open()
 	if err != nil {
 		return fmt.Errorf("root disk: %w", err)
 	}
 	defer rc.Close()
 	cr := &countingReader{r: rc, total: src.total, report: p.progress}
-	_, err = ext4.BuildFromTar(ctx, p.Layout.RootDisk(), cr, ext4.Options{
-		Size:  p.DiskSize,
-		Label: "sandbox-root",
+	_, err = ext4.BuildFromTar(ctx, dst, cr, ext4.Options{
+		Size:  size,
+		Label: diskLabel,
 		Extra: []ext4.File{{Path: AgentPathOnDisk, Mode: 0o755, Data: agent}},
 	})
 	if err != nil {

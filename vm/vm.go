@@ -150,6 +150,9 @@ type ProcessInfo struct {
 	// AccelReason says, when the accelerator is not the one asked for or
 	// the best the host offers, why (for example why "auto" chose TCG).
 	AccelReason string
+	// HypervisorStarted is when the hypervisor process was started, after
+	// its helpers (virtiofsd); zero for an in-process hypervisor (vz).
+	HypervisorStarted time.Time
 }
 
 // Process is a running VM as a driver sees it.

@@ -236,39 +236,63 @@ func (d *Driver) vsockCID() uint32 {
 
 // Start implements vm.Driver.
 func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
-	if err := spec.Validate(); err != nil {
+	c, err := d.prepare(spec)
+	if err != nil {
 		return nil, err
+	}
+	return startProcess(ctx, c)
+}
+
+// BareArgs returns the QEMU binary and command line the driver would run
+// for spec, less the shares (they need virtiofsd running). The boot
+// benchmark boots a minimal initramfs with them to measure the limit on
+// the very machine, firmware, CPU, memory and kernel flags the product
+// uses: built by the same code, they can't drift apart.
+func (d *Driver) BareArgs(spec vm.Spec) (qemu string, args []string, err error) {
+	spec.Shares = nil
+	c, err := d.prepare(spec)
+	if err != nil {
+		return "", nil, err
+	}
+	return c.qemu, c.plan.args(c.spec), nil
+}
+
+// prepare checks spec and the host and decides the QEMU invocation.
+func (d *Driver) prepare(spec vm.Spec) (processConfig, error) {
+	var none processConfig
+	if err := spec.Validate(); err != nil {
+		return none, err
 	}
 	qemuPath, err := findProgram(d.cfg.QEMU, []string{qemuBinary()}, "install it: apt-get install qemu-system-x86")
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	var fsd string
 	if len(spec.Shares) > 0 {
 		fsd, err = findProgram(d.cfg.Virtiofsd, virtiofsdCandidates, "install it: apt-get install qemu-system-common, or the virtiofsd package")
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 	}
 	for _, f := range []struct{ field, path string }{{"kernel", spec.Kernel}, {"initramfs", spec.Initramfs}, {"root disk", spec.RootDisk}} {
 		if _, err := os.Stat(f.path); err != nil {
-			return nil, fmt.Errorf("vm spec: %s: %w", f.field, err)
+			return none, fmt.Errorf("vm spec: %s: %w", f.field, err)
 		}
 	}
 	for _, sh := range spec.Shares {
 		if st, err := os.Stat(sh.HostPath); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("vm spec: share %s: host folder %s: %w", sh.Tag, sh.HostPath, errors.Join(err, fs.ErrNotExist))
+			return none, fmt.Errorf("vm spec: share %s: host folder %s: %w", sh.Tag, sh.HostPath, errors.Join(err, fs.ErrNotExist))
 		}
 	}
 	if err := os.MkdirAll(spec.RunDir, 0o700); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
+		return none, fmt.Errorf("run dir: %w", err)
 	}
 	if spec.ConsoleLog == "" {
 		spec.ConsoleLog = filepath.Join(spec.RunDir, "console.log")
 	}
 	l := newLayout(spec.RunDir, len(spec.Shares))
 	if len(l.agentSock) >= 104 {
-		return nil, fmt.Errorf("vm spec: run dir %s: path too long for a unix socket; use a shorter data dir", spec.RunDir)
+		return none, fmt.Errorf("vm spec: run dir %s: path too long for a unix socket; use a shorter data dir", spec.RunDir)
 	}
 	accel, auto, reason := d.chooseAccel(spec)
 	pl := plan{
@@ -288,7 +312,7 @@ func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 	if accel == vm.AccelKVM {
 		timeout = d.cfg.KVMBootTimeout
 	}
-	return startProcess(ctx, processConfig{
+	return processConfig{
 		qemu:           qemuPath,
 		virtiofsd:      fsd,
 		spec:           spec,
@@ -297,7 +321,7 @@ func (d *Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 		accelReason:    reason,
 		bootTimeout:    timeout,
 		killWithParent: d.cfg.KillWithParent,
-	})
+	}, nil
 }
 
 func fileExists(p string) bool {

@@ -71,24 +71,20 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 	if c.plan.vsockCID != 0 {
 		transport = "vsock"
 	}
-	var helpers []*helper
+	helpers, err := startHelpers(ctx, c, l)
+	if err != nil {
+		return nil, err
+	}
 	cleanup := func() {
 		for _, h := range helpers {
 			h.stop()
 		}
 	}
-	for i, sh := range c.spec.Shares {
-		h, err := startVirtiofsd(ctx, c.virtiofsd, sh, l.fsSocks[i], l.fsPids[i], c.killWithParent)
-		if err != nil {
-			cleanup()
-			return nil, err
-		}
-		helpers = append(helpers, h)
-	}
 	cmd := exec.Command(c.qemu, c.plan.args(c.spec)...)
 	cmd.Stdout = p.qemuLog
 	cmd.Stderr = p.qemuLog
 	cmd.SysProcAttr = sysProcAttr(c.killWithParent)
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("start qemu: %w", err)
@@ -101,6 +97,8 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 		Pid:         cmd.Process.Pid,
 		BootTimeout: c.bootTimeout,
 		AccelReason: c.accelReason,
+
+		HypervisorStarted: started,
 	}
 
 	qemuExited := make(chan struct{})
@@ -145,6 +143,31 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// startHelpers starts one virtiofsd per share, all at once: each takes a
+// process start and a socket to appear, and QEMU waits for the last.
+func startHelpers(ctx context.Context, c processConfig, l layout) ([]*helper, error) {
+	helpers := make([]*helper, len(c.spec.Shares))
+	errs := make([]error, len(c.spec.Shares))
+	var wg sync.WaitGroup
+	for i, sh := range c.spec.Shares {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			helpers[i], errs[i] = startVirtiofsd(ctx, c.virtiofsd, sh, l.fsSocks[i], l.fsPids[i], c.killWithParent)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, h := range helpers {
+			if h != nil {
+				h.stop()
+			}
+		}
+		return nil, err
+	}
+	return helpers, nil
 }
 
 // DialAgent implements vm.Process.

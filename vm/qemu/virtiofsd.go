@@ -26,9 +26,27 @@ type helper struct {
 	once    sync.Once
 }
 
+// flavors caches virtiofsdFlavor per binary: asking costs a process start
+// on every boot's critical path.
+var flavors sync.Map // path → flavor
+
 // virtiofsdFlavor tells the C virtiofsd (QEMU ≤ 7) from the Rust one; they
 // take different flags.
 func virtiofsdFlavor(path string) string {
+	key := path
+	if st, err := os.Stat(path); err == nil {
+		// An upgrade in place replaces the binary: key on its identity too.
+		key = fmt.Sprintf("%s\x00%d\x00%d", path, st.Size(), st.ModTime().UnixNano())
+	}
+	if f, ok := flavors.Load(key); ok {
+		return f.(string)
+	}
+	f := askVirtiofsdFlavor(path)
+	flavors.Store(key, f)
+	return f
+}
+
+func askVirtiofsdFlavor(path string) string {
 	out, _ := exec.Command(path, "--version").CombinedOutput()
 	if strings.Contains(string(out), "using FUSE kernel interface") || strings.Contains(strings.ToLower(string(out)), "virtiofsd version") {
 		return "c"
