@@ -4,6 +4,7 @@ package guestagent
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -18,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -52,18 +54,23 @@ type NetPolicy struct {
 	setup   bool  // table, forwarding and proxy are up
 	setupOK error // why they are not, once tried
 	proxy   *egressProxy
+	// refusals is the log of refused connections; logRules says the
+	// kernel logs the firewall's refusals into it (NFLOG works).
+	refusals *netLog
+	logRules bool
 }
 
 // agentNet is one agent user's namespace.
 type agentNet struct {
-	user   string
-	index  int
-	ns     netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
-	veth   string
-	gw     netip.Addr
-	addr   netip.Addr
-	linked bool // the veth pair exists
-	policy netpolicy.Policy
+	user    string
+	index   int
+	ns      netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
+	veth    string
+	gw      netip.Addr
+	addr    netip.Addr
+	linked  bool   // the veth pair exists
+	ifindex uint32 // of the root end, once linked
+	policy  netpolicy.Policy
 }
 
 // NewNetPolicy returns the policy keeper of the guest.
@@ -71,9 +78,27 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 	if lg == nil {
 		lg = log.New(os.Stderr, "", 0)
 	}
-	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1}
-	n.proxy = newEgressProxy(n.policyOf, lg)
+	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1, refusals: newNetLog()}
+	n.proxy = newEgressProxy(n.policyOf, n.refusals.add, lg)
 	return n
+}
+
+// Refusals answers a net_log call: the connections the policy refused.
+func (n *NetPolicy) Refusals(ctx context.Context, req *agentproto.NetLogRequest) *agentproto.NetLogResponse {
+	return n.refusals.read(ctx, req)
+}
+
+// byIfindex names the agent whose veth's root end has index i, and the
+// kind of its policy, for the firewall's log entries.
+func (n *NetPolicy) byIfindex(i uint32) (user, mode string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, an := range n.nets {
+		if an.linked && an.ifindex == i {
+			return an.user, [...]string{"none", "outbound", "domains"}[an.policy.Mode]
+		}
+	}
+	return "", ""
 }
 
 // policyOf is the proxy's view: the agent whose namespace address is addr.
@@ -107,6 +132,14 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 		}
 		if err := n.link(an); err != nil {
 			return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+		}
+	} else if n.ensureSetup() == nil && !an.linked {
+		// none gets the veth pair too, when the rules are up: every
+		// packet on it is refused, so the agent's attempts reach the
+		// refusal log instead of failing unseen in its own namespace.
+		// Without the rules it keeps only lo, which is just as closed.
+		if err := n.link(an); err != nil {
+			n.log.Printf("network: %s: %v (it keeps only loopback)", user, err)
 		}
 	}
 	if pol.String() != an.policy.String() || !n.setup && pol.Mode != netpolicy.None {
@@ -211,6 +244,7 @@ func (n *NetPolicy) link(an *agentNet) error {
 	if err := netlink.LinkSetUp(root); err != nil {
 		return fmt.Errorf("%s up: %w", an.veth, err)
 	}
+	an.ifindex = uint32(root.Attrs().Index)
 	h, err := netlink.NewHandleAt(an.ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
@@ -252,8 +286,26 @@ func (n *NetPolicy) ensureSetup() error {
 		return n.setupOK
 	}
 	err := func() error {
+		// The refusal log first: the rules log only if someone reads.
+		if c, err := openNFLog(); err != nil {
+			n.refusals.warn("refusals by the guest's firewall are not recorded: " + err.Error())
+		} else {
+			n.logRules = true
+			go func() {
+				n.log.Printf("network: firewall log reader stopped: %v", readNFLog(c, n.refusals, n.byIfindex))
+			}()
+		}
 		if err := installRules(n.ruleSet()); err != nil {
-			return err
+			if !n.logRules {
+				return err
+			}
+			// A kernel with NFLOG but no nft log expression: the rules
+			// matter more than their log.
+			n.logRules = false
+			n.refusals.warn("refusals by the guest's firewall are not recorded: " + err.Error())
+			if err := installRules(n.ruleSet()); err != nil {
+				return err
+			}
 		}
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 			return fmt.Errorf("enabling forwarding: %w", err)
@@ -280,7 +332,7 @@ func (n *NetPolicy) ensureSetup() error {
 
 // ruleSet is the rules for the agents' current policies.
 func (n *NetPolicy) ruleSet() ruleSet {
-	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet}
+	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet, logged: n.logRules}
 	for i := 1; i < n.next; i++ {
 		for _, an := range n.nets {
 			if an.index == i {
