@@ -72,6 +72,11 @@ type ExecRequest struct {
 	// from the next command on. Processes of a non-root user with no
 	// policy get none; root's run in the guest's own network.
 	Network string `json:"network,omitempty"`
+	// NetScope gives the process a network namespace of its own beside
+	// its user's (protocol 2.3): a plugin's id, so the plugin's narrower
+	// policy applies to its processes only and never to the agent's
+	// others running at the same time. Lower-case letters, digits, '-'.
+	NetScope string `json:"net_scope,omitempty"`
 }
 
 // ExecStarted is the first Response of an exec call.

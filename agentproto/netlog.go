@@ -41,6 +41,9 @@ type NetRefusal struct {
 	Count int       `json:"count"`
 	// User is the agent's Linux user ("" when the source matched no agent).
 	User string `json:"user"`
+	// Plugin is set when the connection came from a plugin's tool or
+	// setup, which run under the plugin's narrower policy.
+	Plugin string `json:"plugin,omitempty"`
 	// Dest is what was asked for: an address (firewall) or the name or
 	// address the client gave the proxy.
 	Dest   string `json:"dest"`

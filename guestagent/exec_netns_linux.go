@@ -30,7 +30,7 @@ func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHan
 	if setting == "" {
 		setting = netpolicy.SettingNone
 	}
-	ns, env, err := s.cfg.NetPolicy.Prepare(a.Name, setting)
+	ns, env, err := s.cfg.NetPolicy.Prepare(a.Name, req.NetScope, setting)
 	if err != nil {
 		var pe *netpolicy.Error
 		if errors.As(err, &pe) {

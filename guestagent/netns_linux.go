@@ -63,6 +63,7 @@ type NetPolicy struct {
 // agentNet is one agent user's namespace.
 type agentNet struct {
 	user    string
+	scope   string // "" or the plugin whose processes these are
 	index   int
 	ns      netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
 	veth    string
@@ -79,8 +80,31 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 		lg = log.New(os.Stderr, "", 0)
 	}
 	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1, refusals: newNetLog()}
-	n.proxy = newEgressProxy(n.policyOf, n.refusals.add, lg)
+	n.proxy = newEgressProxy(n.policyOf, func(r agentproto.NetRefusal) {
+		r.User, r.Plugin, _ = strings.Cut(r.User, scopeSep) // policyOf's key
+		n.refusals.add(r)
+	}, lg)
 	return n
+}
+
+// scopeSep joins a user and a scope in a namespace key; neither a user
+// name nor a scope can contain it.
+const scopeSep = "+"
+
+// MaxScopeLen bounds ExecRequest.NetScope.
+const maxScopeLen = 64
+
+// checkScope accepts a plugin id: lower-case letters, digits and '-'.
+func checkScope(s string) error {
+	if len(s) > maxScopeLen {
+		return fmt.Errorf("net_scope is longer than %d characters", maxScopeLen)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Errorf("net_scope %q: use lower-case letters, digits and -", s)
+		}
+	}
+	return nil
 }
 
 // Refusals answers a net_log call: the connections the policy refused.
@@ -90,15 +114,15 @@ func (n *NetPolicy) Refusals(ctx context.Context, req *agentproto.NetLogRequest)
 
 // byIfindex names the agent whose veth's root end has index i, and the
 // kind of its policy, for the firewall's log entries.
-func (n *NetPolicy) byIfindex(i uint32) (user, mode string) {
+func (n *NetPolicy) byIfindex(i uint32) (user, scope, mode string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, an := range n.nets {
 		if an.linked && an.ifindex == i {
-			return an.user, [...]string{"none", "outbound", "domains"}[an.policy.Mode]
+			return an.user, an.scope, [...]string{"none", "outbound", "domains"}[an.policy.Mode]
 		}
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // policyOf is the proxy's view: the agent whose namespace address is addr.
@@ -109,20 +133,28 @@ func (n *NetPolicy) policyOf(addr netip.Addr) (netpolicy.Policy, string, bool) {
 	if an == nil {
 		return netpolicy.Policy{}, "", false
 	}
+	if an.scope != "" {
+		return an.policy, an.user + scopeSep + an.scope, true
+	}
 	return an.policy, an.user, true
 }
 
-// Prepare applies setting for user and returns the namespace its process
-// must start in and the environment to add (the proxy for a domain list).
-// The returned handle belongs to n: don't close it.
-func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, error) {
+// Prepare applies setting for user (in scope: a plugin's processes get a
+// namespace of their own, so a plugin's narrower policy never mixes with
+// its agent's) and returns the namespace its process must start in and
+// the environment to add (the proxy for a domain list). The returned
+// handle belongs to n: don't close it.
+func (n *NetPolicy) Prepare(user, scope, setting string) (netns.NsHandle, []string, error) {
 	pol, err := netpolicy.Parse("network", setting)
 	if err != nil {
 		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
 	}
+	if err := checkScope(scope); err != nil {
+		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	an, err := n.netFor(user)
+	an, err := n.netFor(user, scope)
 	if err != nil {
 		return netns.None(), nil, err
 	}
@@ -164,9 +196,14 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 	return an.ns, env, nil
 }
 
-// netFor returns user's namespace, creating it (with only lo, up) first.
-func (n *NetPolicy) netFor(user string) (*agentNet, error) {
-	if an := n.nets[user]; an != nil {
+// netFor returns the namespace of user in scope, creating it (with only
+// lo, up) first.
+func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
+	key := user
+	if scope != "" {
+		key = user + scopeSep + scope
+	}
+	if an := n.nets[key]; an != nil {
 		return an, nil
 	}
 	if n.next > maxAgentNets {
@@ -193,10 +230,10 @@ func (n *NetPolicy) netFor(user string) (*agentNet, error) {
 	base := agentSubnet.Addr().As4()
 	off := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(4*i)
 	an := &agentNet{
-		user: user, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
+		user: user, scope: scope, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
 		gw: u32Addr(off + 1), addr: u32Addr(off + 2),
 	}
-	n.nets[user] = an
+	n.nets[key] = an
 	n.byAddr[an.addr] = an
 	return an, nil
 }

@@ -196,7 +196,7 @@ func refusalReason(kind string, mode string) string {
 
 // readNFLog records every logged packet until c fails. who maps the
 // packet's input interface to the agent and its policy mode.
-func readNFLog(c *netlink.Conn, l *netLog, who func(ifindex uint32) (user, mode string)) error {
+func readNFLog(c *netlink.Conn, l *netLog, who func(ifindex uint32) (user, scope, mode string)) error {
 	for {
 		msgs, err := c.Receive()
 		if err != nil {
@@ -220,12 +220,12 @@ func readNFLog(c *netlink.Conn, l *netLog, who func(ifindex uint32) (user, mode 
 			if !ok {
 				continue // someone else's log rule
 			}
-			user, mode := who(p.indev)
+			user, scope, mode := who(p.indev)
 			dest := "?"
 			if p.dst.IsValid() {
 				dest = p.dst.String()
 			}
-			l.add(agentproto.NetRefusal{User: user, Dest: dest, Port: p.port, Proto: p.proto,
+			l.add(agentproto.NetRefusal{User: user, Plugin: scope, Dest: dest, Port: p.port, Proto: p.proto,
 				By: agentproto.RefusedByFirewall, Reason: refusalReason(kind, mode)})
 		}
 	}

@@ -1,0 +1,157 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+const networkUsage = `usage:
+  osaurus-sandbox network log [--follow] [--json] [--agent NAME]
+    every connection the network policy refused: time, agent, destination,
+    port, who refused it (the firewall or the proxy) and why`
+
+// network is `osaurus-sandbox network ...`.
+func (c *cli) network(ctx context.Context, args []string) int {
+	if len(args) == 0 || args[0] != "log" {
+		fmt.Fprintln(c.err, networkUsage)
+		return ExitUsage
+	}
+	fs := c.flags("network log")
+	follow := fs.Bool("follow", false, "keep printing refusals as they happen")
+	fs.BoolVar(follow, "f", false, "same as --follow")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	only := fs.String("agent", "", "only this agent's refusals (name, slug or id)")
+	if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
+		fmt.Fprintln(c.err, networkUsage)
+		return ExitUsage
+	}
+	names := c.agentNames()
+	wantUser := ""
+	if *only != "" {
+		reg, err := c.openAgents()
+		if err != nil {
+			return c.fail(err)
+		}
+		a, err := reg.Get(*only)
+		if err != nil {
+			return c.fail(fmt.Errorf("--agent: %w", err))
+		}
+		wantUser = a.User()
+	}
+	g, err := c.runningGuest(ctx)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, control.ErrNoOwner) {
+			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+		}
+		return c.fail(err)
+	}
+	req := agentproto.NetLogRequest{}
+	warned := map[string]bool{}
+	for {
+		resp, err := g.NetLog(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExitOK // interrupted while following
+			}
+			if errors.Is(err, agentproto.ErrUnsupported) {
+				return c.fail(fmt.Errorf("the guest keeps no refusal log (%w); reset the VM to update its guest agent", err))
+			}
+			return c.fail(err)
+		}
+		for _, w := range resp.Warnings {
+			if !warned[w] {
+				warned[w] = true
+				fmt.Fprintln(c.err, "osaurus-sandbox: warning:", w)
+			}
+		}
+		for _, e := range resp.Entries {
+			if wantUser != "" && e.User != wantUser {
+				continue
+			}
+			writeRefusal(c.out, e, names(e.User), *asJSON)
+		}
+		req.After = resp.Next
+		if len(resp.Entries) > 0 {
+			continue // there may be more than one answer holds
+		}
+		if !*follow {
+			return ExitOK
+		}
+		req.WaitMillis = agentproto.MaxNetLogWait.Milliseconds()
+	}
+}
+
+// agentNames maps an agent's Linux user to its name, reloading the
+// registry when a user is not known yet (an agent added meanwhile).
+func (c *cli) agentNames() func(user string) string {
+	var byUser map[string]string
+	load := func() {
+		byUser = map[string]string{}
+		if reg, err := c.openAgents(); err == nil {
+			for _, a := range reg.List() {
+				byUser[a.User()] = a.Name
+			}
+		}
+	}
+	load()
+	return func(user string) string {
+		if user == "" {
+			return ""
+		}
+		if _, ok := byUser[user]; !ok {
+			load()
+		}
+		return byUser[user]
+	}
+}
+
+// RefusalLine is one refusal as `network log --json` prints it.
+type RefusalLine struct {
+	agentproto.NetRefusal
+	// Agent is the agent's name ("" when its user is no agent's any more).
+	Agent string `json:"agent"`
+}
+
+func writeRefusal(w io.Writer, e agentproto.NetRefusal, agent string, asJSON bool) {
+	if asJSON {
+		json.NewEncoder(w).Encode(RefusalLine{NetRefusal: e, Agent: agent})
+		return
+	}
+	fmt.Fprintln(w, FormatRefusal(e, agent))
+}
+
+// FormatRefusal is a refusal as one line for people; the window uses it
+// too.
+func FormatRefusal(e agentproto.NetRefusal, agent string) string {
+	who := agent
+	switch {
+	case who == "" && e.User != "":
+		who = e.User
+	case who == "":
+		who = "(unknown source)"
+	}
+	dest := e.Dest
+	if e.Port != 0 {
+		if strings.Contains(dest, ":") {
+			dest = "[" + dest + "]"
+		}
+		dest = fmt.Sprintf("%s:%d", dest, e.Port)
+	}
+	if e.Proto != "" {
+		dest += "/" + e.Proto
+	}
+	times := ""
+	if e.Count > 1 {
+		times = fmt.Sprintf(" (%d times, last %s)", e.Count, e.Last.Local().Format(time.TimeOnly))
+	}
+	return fmt.Sprintf("%s  %-16s %-28s %-8s %s%s", e.Time.Local().Format("2006-01-02 15:04:05"), who, dest, e.By, e.Reason, times)
+}
