@@ -79,6 +79,12 @@ type ExecRequest struct {
 	NetScope string `json:"net_scope,omitempty"`
 }
 
+// NetworkPackageMirror, as the Network of a root process (protocol 2.3),
+// confines it to the guest's package mirror: the hosts its package
+// sources name, over HTTP and HTTPS through the egress proxy. Installs
+// use it; root's processes without a Network keep the guest's network.
+const NetworkPackageMirror = "package-mirror"
+
 // ExecStarted is the first Response of an exec call.
 type ExecStarted struct {
 	Pid int `json:"pid"`
