@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -154,4 +157,27 @@ func FormatRefusal(e agentproto.NetRefusal, agent string) string {
 		times = fmt.Sprintf(" (%d times, last %s)", e.Count, e.Last.Local().Format(time.TimeOnly))
 	}
 	return fmt.Sprintf("%s  %-16s %-28s %-8s %s%s", e.Time.Local().Format("2006-01-02 15:04:05"), who, dest, e.By, e.Reason, times)
+}
+
+// printNetworkInForce is agent show's account of the network policy: the
+// agent's own, and what each installed plugin narrows it to while the
+// plugin's tools and setup run.
+func (c *cli) printNetworkInForce(a agents.Agent) {
+	p, err := a.NetworkPolicy()
+	if err != nil {
+		// The tools fail closed on a setting that does not parse.
+		fmt.Fprintf(c.out, "  network in force:     none (the setting is invalid: %v)\n", err)
+		return
+	}
+	fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
+	ps, err := plugins.NewInstalled(c.paths.AgentStateDir()).Installed(a.ID)
+	if err != nil {
+		fmt.Fprintf(c.out, "  plugins' network:     unknown (%v)\n", err)
+		return
+	}
+	for _, pl := range ps {
+		n := netpolicy.Narrow(p, pl.NetworkPolicy())
+		fmt.Fprintf(c.out, "  plugin %s runs with: %s\n", pl.ID(), n.Describe())
+	}
+	fmt.Fprintln(c.out, "  refused connections:  osaurus-sandbox network log --agent "+a.Slug)
 }
