@@ -2,6 +2,8 @@ package agentproto
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -76,4 +78,35 @@ func (c *Client) NetLog(ctx context.Context, req NetLogRequest) (NetLogResponse,
 	var resp NetLogResponse
 	err := c.Peer.Call(ctx, OpNetLog, req, &resp)
 	return resp, err
+}
+
+// FormatRefusal is a refusal as one line for people (the CLI's log and
+// the window's): local time, agent, destination:port/protocol, who
+// refused it and why. agent is the agent's name, "" if unknown.
+func FormatRefusal(e NetRefusal, agent string) string {
+	who := agent
+	switch {
+	case who == "" && e.User != "":
+		who = e.User
+	case who == "":
+		who = "(unknown source)"
+	}
+	if e.Plugin != "" {
+		who += " (" + e.Plugin + ")"
+	}
+	dest := e.Dest
+	if e.Port != 0 {
+		if strings.Contains(dest, ":") {
+			dest = "[" + dest + "]"
+		}
+		dest = fmt.Sprintf("%s:%d", dest, e.Port)
+	}
+	if e.Proto != "" {
+		dest += "/" + e.Proto
+	}
+	times := ""
+	if e.Count > 1 {
+		times = fmt.Sprintf(" (%d times, last %s)", e.Count, e.Last.Local().Format(time.TimeOnly))
+	}
+	return fmt.Sprintf("%s  %-16s %-28s %-8s %s%s", e.Time.Local().Format(time.DateTime), who, dest, e.By, e.Reason, times)
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -129,34 +127,7 @@ func writeRefusal(w io.Writer, e agentproto.NetRefusal, agent string, asJSON boo
 		json.NewEncoder(w).Encode(RefusalLine{NetRefusal: e, Agent: agent})
 		return
 	}
-	fmt.Fprintln(w, FormatRefusal(e, agent))
-}
-
-// FormatRefusal is a refusal as one line for people; the window uses it
-// too.
-func FormatRefusal(e agentproto.NetRefusal, agent string) string {
-	who := agent
-	switch {
-	case who == "" && e.User != "":
-		who = e.User
-	case who == "":
-		who = "(unknown source)"
-	}
-	dest := e.Dest
-	if e.Port != 0 {
-		if strings.Contains(dest, ":") {
-			dest = "[" + dest + "]"
-		}
-		dest = fmt.Sprintf("%s:%d", dest, e.Port)
-	}
-	if e.Proto != "" {
-		dest += "/" + e.Proto
-	}
-	times := ""
-	if e.Count > 1 {
-		times = fmt.Sprintf(" (%d times, last %s)", e.Count, e.Last.Local().Format(time.TimeOnly))
-	}
-	return fmt.Sprintf("%s  %-16s %-28s %-8s %s%s", e.Time.Local().Format("2006-01-02 15:04:05"), who, dest, e.By, e.Reason, times)
+	fmt.Fprintln(w, agentproto.FormatRefusal(e, agent))
 }
 
 // printNetworkInForce is agent show's account of the network policy: the
