@@ -343,10 +343,20 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 	t.Run("plugin narrows the agent's policy", func(t *testing.T) {
 		te.addAgent(t, "Plugger", bg) // outbound
 		recipe := filepath.Join(t.TempDir(), "fetcher.json")
-		if err := os.WriteFile(recipe, []byte(`{"name": "Fetcher", "description": "Fetches a URL",
- "permissions": {"network": "allowed.osaurus.test"},
- "tools": [{"id": "get", "description": "Fetches a URL", "run": "curl -sS --max-time 15 --fail-with-body \"$PARAM_URL\"",
-   "parameters": {"url": {"type": "string"}}}]}`), 0o644); err != nil {
+		// Setup and tools run under the plugin's permission: the listed
+		// name works, the mirror its agent may reach does not.
+		setup := "curl -sS --max-time 15 --fail-with-body http://allowed.osaurus.test/ >setup.txt 2>&1; " +
+			"curl -sS --max-time 15 --fail-with-body " + mirror + "/dists/bookworm/Release >>setup.txt 2>&1; true"
+		rb, _ := json.Marshal(map[string]any{
+			"name": "Fetcher", "description": "Fetches a URL", "setup": setup,
+			"permissions": map[string]any{"network": "allowed.osaurus.test"},
+			"tools": []any{
+				map[string]any{"id": "get", "description": "Fetches a URL", "run": `curl -sS --max-time 15 --fail-with-body "$PARAM_URL"`,
+					"parameters": map[string]any{"url": map[string]any{"type": "string"}}},
+				map[string]any{"id": "setuplog", "description": "What setup fetched", "run": "cat setup.txt"},
+			},
+		})
+		if err := os.WriteFile(recipe, rb, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cli.ok("plugin", "import", recipe, "--yes")
@@ -356,6 +366,10 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 			t.Errorf("agent show Plugger:\n%s", o)
 		}
 		s := te.http(t, "plugger")
+		r := s.ok(t, "fetcher_setuplog", map[string]any{})
+		if o := fmt.Sprint(r["stdout"]); !strings.Contains(o, "inside-vm") || !strings.Contains(o, "not in the agent's network policy") {
+			t.Errorf("setup's fetches: %q, want the listed name's page and a refusal of the mirror", o)
+		}
 		get := func(u string) (string, bool) {
 			e := s.call(t, "fetcher_get", map[string]any{"url": u})
 			b, _ := json.Marshal(e.Result)
