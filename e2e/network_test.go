@@ -332,7 +332,7 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 
 	t.Run("agent show", func(t *testing.T) {
 		o := cli.ok("agent", "show", "Lister")
-		if !strings.Contains(o, "network in force:     only allowed.osaurus.test, *.wild.osaurus.test, loop.osaurus.test over HTTP and HTTPS") {
+		if !strings.Contains(o, "network in force:     only *.wild.osaurus.test, allowed.osaurus.test, loop.osaurus.test over HTTP and HTTPS") {
 			t.Errorf("agent show Lister:\n%s", o)
 		}
 		if o := cli.ok("agent", "show", "Off"); !strings.Contains(o, "network in force:     none: no network") {
