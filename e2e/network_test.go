@@ -133,9 +133,9 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 		if log.Time.IsZero() || time.Since(log.Time) > 10*time.Minute || log.Proto != "tcp" || log.User != "agent-out" {
 			t.Errorf("log entry %+v: want a recent tcp refusal of agent-out", log)
 		}
-		// DNS to any server but the VM's resolver (here: the host, on the
-		// loopback port of the host server, which is never reached).
-		mustFail(out, "DNS to the host", fmt.Sprintf("python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect((\"10.0.2.2\", 53)); s.send(b\"x\"); s.settimeout(3); s.recv(1)'"))
+		// DNS to any server but the VM's resolver (here: the host's port
+		// 53 through the gateway, which is never reached).
+		mustFail(out, "DNS to the host", `python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("10.0.2.2", 53)); s.send(b"x"); s.settimeout(3); s.recv(1)'`)
 		waitRefusal(t, cli, refusal{agent: "Out", dest: "10.0.2.2", port: 53, by: "firewall", reason: "DNS goes only to the VM's resolver"})
 		if o, _ := run(out, "cat /etc/resolv.conf; echo; env | grep -i _proxy || true"); strings.Contains(strings.ToLower(o), "_proxy=") {
 			t.Errorf("outbound agent got a proxy: %q", o)
