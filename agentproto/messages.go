@@ -89,7 +89,18 @@ type ExecRequest struct {
 	// from the next command on. Processes of a non-root user with no
 	// policy get none; root's run in the guest's own network.
 	Network string `json:"network,omitempty"`
+	// NetScope gives the process a network namespace of its own beside
+	// its user's (protocol 2.3): a plugin's id, so the plugin's narrower
+	// policy applies to its processes only and never to the agent's
+	// others running at the same time. Lower-case letters, digits, '-'.
+	NetScope string `json:"net_scope,omitempty"`
 }
+
+// NetworkPackageMirror, as the Network of a root process (protocol 2.3),
+// confines it to the guest's package mirror: the hosts its package
+// sources name, over HTTP and HTTPS through the egress proxy. Installs
+// use it; root's processes without a Network keep the guest's network.
+const NetworkPackageMirror = "package-mirror"
 
 // ExecStarted is the first Response of an exec call.
 type ExecStarted struct {

@@ -40,5 +40,8 @@ func ServiceMux(svc Service) *Mux {
 	m.Handle(OpUserAdd, Unary(svc.UserAdd))
 	m.Handle(OpUserDel, Unary(svc.UserDel))
 	m.Handle(OpShutdown, Unary(svc.Shutdown))
+	if nl, ok := svc.(NetLogService); ok {
+		m.Handle(OpNetLog, Unary(nl.NetLog))
+	}
 	return m
 }

@@ -3,19 +3,26 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -119,6 +126,17 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 		mustFail(out, "the app's MCP port via 10.0.2.2", curl+"http://10.0.2.2:"+mcpPort+"/mcp")
 		mustFail(out, "a server on the VM's own address", curl+"http://192.0.2.10/")
 		mustFail(out, "QEMU's resolver as an HTTP server", curl+"http://10.0.2.3/")
+		// Each refusal is in the log, with the agent, destination and port.
+		log := waitRefusal(t, cli, refusal{agent: "Out", dest: "10.0.2.2", port: hostPort, by: "firewall", reason: "no agent may reach"})
+		waitRefusal(t, cli, refusal{agent: "Out", dest: "10.0.2.2", port: atoi(t, mcpPort), by: "firewall"})
+		waitRefusal(t, cli, refusal{agent: "Out", dest: "192.0.2.10", port: 80, by: "firewall", reason: "VM's own services"})
+		if log.Time.IsZero() || time.Since(log.Time) > 10*time.Minute || log.Proto != "tcp" || log.User != "agent-out" {
+			t.Errorf("log entry %+v: want a recent tcp refusal of agent-out", log)
+		}
+		// DNS to any server but the VM's resolver (here: the host's port
+		// 53 through the gateway, which is never reached).
+		mustFail(out, "DNS to the host", `python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("10.0.2.2", 53)); s.send(b"x"); s.settimeout(3); s.recv(1)'`)
+		waitRefusal(t, cli, refusal{agent: "Out", dest: "10.0.2.2", port: 53, by: "firewall", reason: "DNS goes only to the VM's resolver"})
 		if o, _ := run(out, "cat /etc/resolv.conf; echo; env | grep -i _proxy || true"); strings.Contains(strings.ToLower(o), "_proxy=") {
 			t.Errorf("outbound agent got a proxy: %q", o)
 		}
@@ -140,19 +158,24 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 			t.Fatalf("the agent's own server: %q", o)
 		}
 		mustFail(peer, "another agent's namespace address", curl+"http://"+addr+":8766/")
+		waitRefusal(t, cli, refusal{agent: "Peer", dest: addr, port: 8766, by: "firewall", reason: "no agent may reach"})
 		if _, _, st := sh(t, g, "", curl+"http://127.0.0.1:8765/"); st.Code == 0 {
 			t.Error("the agent's loopback server is visible on the VM's own loopback")
 		}
 	})
 
 	t.Run("none", func(t *testing.T) {
-		if o, _ := run(off, "ip -o link show | awk -F': ' '{print $2}'"); strings.TrimSpace(o) != "lo" {
+		// lo, and a link whose every packet the guest refuses (and logs).
+		if o, _ := run(off, "ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | sort | tr '\\n' ' '"); strings.TrimSpace(o) != "eth0 lo" {
 			t.Errorf("agent with network none has interfaces: %q", o)
 		}
 		mustFail(off, "the host", fmt.Sprintf(curl+"http://10.0.2.2:%d/", hostPort))
 		mustFail(off, "the VM", curl+"http://192.0.2.10/")
 		mustFail(off, "the package mirror", curl+mirror+"/dists/bookworm/Release")
 		mustFail(off, "the package mirror by address", curl+resolved+mirror+"/dists/bookworm/Release")
+		waitRefusal(t, cli, refusal{agent: "Off", dest: "10.0.2.2", port: hostPort, by: "firewall", reason: "no agent may reach"})
+		mp := atoi(t, mirrorPort)
+		waitRefusal(t, cli, refusal{agent: "Off", dest: mirrorIP, port: mp, by: "firewall", reason: "policy is none"})
 	})
 
 	t.Run("domain list", func(t *testing.T) {
@@ -180,10 +203,73 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 				t.Errorf("%s: exit %d %q, want refused (%q)", tc.what, code, o, tc.reason)
 			}
 		}
+		for _, r := range []refusal{
+			{agent: "Lister", dest: "other.osaurus.test", port: 80, by: "proxy", reason: "not in the agent's network policy"},
+			{agent: "Lister", dest: "192.0.2.10", port: 80, by: "proxy", reason: "not in the agent's network policy"},
+			{agent: "Lister", dest: "loop.osaurus.test", port: 80, by: "proxy", reason: "resolves only to addresses"},
+			{agent: "Lister", dest: "allowed.osaurus.test", port: 8080, by: "proxy", reason: "only ports 80 and 443"},
+		} {
+			waitRefusal(t, cli, r)
+		}
 		// Direct connections, without the proxy, go nowhere.
 		mustFail(lister, "the VM's server without the proxy", "env -u HTTP_PROXY -u http_proxy "+curl+"--noproxy '*' http://192.0.2.10/")
 		mustFail(lister, "the host without the proxy", fmt.Sprintf("unset HTTP_PROXY http_proxy; "+curl+"--noproxy '*' http://10.0.2.2:%d/", hostPort))
 		mustFail(lister, "the mirror without the proxy", "unset HTTP_PROXY http_proxy; "+curl+"--noproxy '*' "+resolved+mirror+"/dists/bookworm/Release")
+		waitRefusal(t, cli, refusal{agent: "Lister", dest: "10.0.2.2", port: hostPort, by: "firewall"})
+		waitRefusal(t, cli, refusal{agent: "Lister", dest: mirrorIP, port: atoi(t, mirrorPort), by: "firewall", reason: "only through the proxy"})
+	})
+
+	t.Run("network log follows, filters and is not the agent's to change", func(t *testing.T) {
+		cmd := exec.Command(te.bin, "network", "log", "--follow", "--json", "--agent", "Peer")
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+te.home)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = testLog{t, "network log: "}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		lines := make(chan refusalLine, 64)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				var l refusalLine
+				if json.Unmarshal(sc.Bytes(), &l) == nil {
+					lines <- l
+				}
+			}
+		}()
+		// A refusal made after the follower started arrives on its own.
+		port := 9000 + hostPort%1000
+		mustFail(peer, "the host, while followed", fmt.Sprintf(curl+"http://10.0.2.2:%d/", port))
+		deadline := time.After(2 * time.Minute)
+		for found := false; !found; {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("network log --follow ended")
+				}
+				if l.Agent != "Peer" {
+					t.Errorf("--agent Peer printed %+v", l)
+				}
+				found = l.Dest == "10.0.2.2" && l.Port == port
+			case <-deadline:
+				t.Fatal("the follower never printed the new refusal")
+			}
+		}
+		// The log lives in PID 1's memory, fed by the kernel and the proxy:
+		// an agent can't write to it or read the kernel's log group.
+		for _, cmd := range []string{
+			"python3 -c 'import socket; s=socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12); s.bind((0, 0)); s.sendto(bytes(20), (1, 0))'",
+			"ls /proc/1/fd",
+		} {
+			if o, code := run(peer, cmd); code == 0 {
+				t.Errorf("as the agent, %q worked: %q", cmd, o)
+			}
+		}
 	})
 
 	t.Run("the agent can't undo it", func(t *testing.T) {
@@ -209,7 +295,7 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 	rules := installedRules(t, g)
 	t.Run("installed rules", func(t *testing.T) {
 		for _, p := range netpolicy.Denied() {
-			want := "denied: daddr " + p.String() + " -> reject"
+			want := "denied: daddr " + p.String() + ` log group 7 prefix "osaurus:denied" -> reject`
 			if !contains(rules, want) {
 				t.Errorf("missing %q", want)
 			}
@@ -219,12 +305,12 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 			`^input: iif osn\* -> jump agent_input$`,
 			`^postrouting: saddr 10\.213\.0\.0/16 oif != osn\* -> masquerade$`,
 			`^agent_forward: iif osn\d+ daddr 10\.0\.2\.3/32 l4proto udp dport 53 -> accept$`,
-			`^agent_forward: l4proto udp dport 53 -> reject$`,
-			`^agent_forward: l4proto tcp dport 53 -> reject$`,
+			`^agent_forward: l4proto udp dport 53 log group 7 prefix "osaurus:dns" -> reject$`,
+			`^agent_forward: l4proto tcp dport 53 log group 7 prefix "osaurus:dns" -> reject$`,
 			`^agent_forward: -> jump denied$`,
-			`^agent_forward: -> reject$`,
+			`^agent_forward: log group 7 prefix "osaurus:policy" -> reject$`,
 			`^agent_input: iif osn\d+ daddr 10\.213\.\d+\.\d+/32 l4proto tcp dport 3128 -> accept$`,
-			`^agent_input: -> reject$`,
+			`^agent_input: log group 7 prefix "osaurus:vm" -> reject$`,
 		} {
 			if !matches(rules, re) {
 				t.Errorf("no rule matches %s", re)
@@ -244,13 +330,108 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 		t.Logf("installed rules:\n%s", strings.Join(rules, "\n"))
 	})
 
+	t.Run("agent show", func(t *testing.T) {
+		o := cli.ok("agent", "show", "Lister")
+		if !strings.Contains(o, "network in force:     only *.wild.osaurus.test, allowed.osaurus.test, loop.osaurus.test over HTTP and HTTPS") {
+			t.Errorf("agent show Lister:\n%s", o)
+		}
+		if o := cli.ok("agent", "show", "Off"); !strings.Contains(o, "network in force:     none: no network") {
+			t.Errorf("agent show Off:\n%s", o)
+		}
+	})
+
+	t.Run("plugin narrows the agent's policy", func(t *testing.T) {
+		te.addAgent(t, "Plugger", bg) // outbound
+		recipe := filepath.Join(t.TempDir(), "fetcher.json")
+		// Setup and tools run under the plugin's permission: the listed
+		// name works, the mirror its agent may reach does not.
+		setup := "curl -sS --max-time 15 --fail-with-body http://allowed.osaurus.test/ >setup.txt 2>&1; " +
+			"curl -sS --max-time 15 --fail-with-body " + mirror + "/dists/bookworm/Release >>setup.txt 2>&1; true"
+		rb, _ := json.Marshal(map[string]any{
+			"name": "Fetcher", "description": "Fetches a URL", "setup": setup,
+			"permissions": map[string]any{"network": "allowed.osaurus.test"},
+			"tools": []any{
+				map[string]any{"id": "get", "description": "Fetches a URL", "run": `curl -sS --max-time 15 --fail-with-body "$PARAM_URL"`,
+					"parameters": map[string]any{"url": map[string]any{"type": "string"}}},
+				map[string]any{"id": "setuplog", "description": "What setup fetched", "run": "cat setup.txt"},
+			},
+		})
+		if err := os.WriteFile(recipe, rb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cli.ok("plugin", "import", recipe, "--yes")
+		cli.ok("plugin", "install", "fetcher", "--agent", "plugger")
+		if o := cli.ok("agent", "show", "Plugger"); !strings.Contains(o, "plugin fetcher runs with: only allowed.osaurus.test over HTTP and HTTPS") ||
+			!strings.Contains(o, "network in force:     outbound") {
+			t.Errorf("agent show Plugger:\n%s", o)
+		}
+		s := te.http(t, "plugger")
+		r := s.ok(t, "fetcher_setuplog", map[string]any{})
+		if o := fmt.Sprint(r["stdout"]); !strings.Contains(o, "inside-vm") || !strings.Contains(o, "not in the agent's network policy") {
+			t.Errorf("setup's fetches: %q, want the listed name's page and a refusal of the mirror", o)
+		}
+		get := func(u string) (string, bool) {
+			e := s.call(t, "fetcher_get", map[string]any{"url": u})
+			b, _ := json.Marshal(e.Result)
+			return string(b) + e.Message, e.OK && num(e.Result.(map[string]any)["exit_code"]) == 0
+		}
+		if o, ok := get("http://allowed.osaurus.test/"); !ok || !strings.Contains(o, "inside-vm") {
+			t.Fatalf("the plugin's allowed name: %s", o)
+		}
+		if o, ok := get(mirror + "/dists/bookworm/Release"); ok || !strings.Contains(o, "not in the agent's network policy") {
+			t.Errorf("the plugin reached the package mirror its agent may reach: %s", o)
+		}
+		if o, ok := get(fmt.Sprintf("http://10.0.2.2:%d/", hostPort)); ok {
+			t.Errorf("the plugin reached the host: %s", o)
+		}
+		e := waitRefusal(t, cli, refusal{agent: "Plugger", dest: mu.Hostname(), port: atoi(t, mirrorPort), by: "proxy", reason: "not in the agent's network policy"})
+		if e.Plugin != "fetcher" {
+			t.Errorf("refusal of the plugin's command without the plugin: %+v", e)
+		}
+		// The agent's own commands keep the agent's policy, before and after.
+		if o, code := run(s, curl+"-o /dev/null -w '%{http_code}' "+mirror+"/dists/bookworm/Release"); code != 0 || o != "200" {
+			t.Fatalf("the agent's own command after its plugin's: %q exit %d", o, code)
+		}
+	})
+
+	t.Run("root installs reach the package mirror only", func(t *testing.T) {
+		inst := func(cmd string) (string, int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			o, e, st, err := g.Output(ctx, agentproto.ExecRequest{Shell: cmd, Network: agentproto.NetworkPackageMirror})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(o) + string(e), st.Code
+		}
+		if o, code := inst(curl + "-o /dev/null -w '%{http_code}' " + mirror + "/dists/bookworm/Release"); code != 0 || o != "200" {
+			t.Fatalf("an install's process to the mirror: %q exit %d", o, code)
+		}
+		for what, cmd := range map[string]string{
+			"the host through the proxy": fmt.Sprintf(curlF+"http://10.0.2.2:%d/", hostPort),
+			"the host directly":          fmt.Sprintf(curl+"--noproxy '*' http://10.0.2.2:%d/", hostPort),
+			"a listed name of the VM":    curlF + "http://allowed.osaurus.test/",
+		} {
+			if o, code := inst(cmd); code == 0 {
+				t.Errorf("an install's process reached %s: %q", what, o)
+			}
+		}
+		waitRefusal(t, cli, refusal{user: "root", dest: "10.0.2.2", port: hostPort, by: "firewall"})
+		waitRefusal(t, cli, refusal{user: "root", dest: "allowed.osaurus.test", port: 80, by: "proxy"})
+		// And sandbox_install works through it (apt through the proxy).
+		r := peer.ok(t, "sandbox_install", map[string]any{"packages": []string{"jq"}})
+		if num(r["exit_code"]) != 0 {
+			t.Fatalf("sandbox_install: %v", r)
+		}
+	})
+
 	t.Run("agent set takes effect on the next command", func(t *testing.T) {
 		if _, errOut, code := cli.run("agent", "set", "Out", "network", "none"); code != 0 {
 			t.Fatalf("agent set: %s", errOut)
 		}
 		mustFail(out, "the package mirror after network none", curl+"-o /dev/null "+resolved+mirror+"/dists/bookworm/Release")
-		if n := count(installedRules(t, g), `^agent_forward: iif osn\d+ -> accept$`); n != 1 {
-			t.Errorf("after none: %d agents let out, want 1", n)
+		if n := count(installedRules(t, g), `^agent_forward: iif osn\d+ -> accept$`); n != 2 {
+			t.Errorf("after none: %d agents let out, want 2 (Peer and Plugger)", n)
 		}
 		if _, errOut, code := cli.run("agent", "set", "Out", "network", "allowed.osaurus.test"); code != 0 {
 			t.Fatalf("agent set: %s", errOut)
@@ -332,4 +513,63 @@ func before(lines []string, first, re string) bool {
 		}
 	}
 	return seen
+}
+
+// refusal is what a test expects of a `network log` entry; zero fields
+// match anything.
+type refusal struct {
+	agent, user, dest, by, reason string
+	port                          int
+}
+
+// refusalLine is one line of `network log --json`.
+type refusalLine struct {
+	agentproto.NetRefusal
+	Agent string `json:"agent"`
+}
+
+// waitRefusal follows `network log --follow --json` until an entry
+// matches want (the firewall's entries arrive from the kernel a moment
+// after the refusal itself) and returns it; it fails after a minute.
+func waitRefusal(t *testing.T, cli cliRun, want refusal) refusalLine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli.bin, "network", "log", "--follow", "--json")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+cli.home)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	var seen []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var l refusalLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			t.Fatalf("network log --json printed %q", sc.Text())
+		}
+		seen = append(seen, sc.Text())
+		if (want.agent == "" || l.Agent == want.agent) && (want.user == "" || l.User == want.user) &&
+			(want.dest == "" || l.Dest == want.dest) && (want.port == 0 || l.Port == want.port) &&
+			(want.by == "" || l.By == want.by) && strings.Contains(l.Reason, want.reason) {
+			return l
+		}
+	}
+	t.Fatalf("no refusal %+v in network log (stderr %q):\n%s", want, errOut.String(), strings.Join(seen, "\n"))
+	return refusalLine{}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q is not a number", s)
+	}
+	return n
 }

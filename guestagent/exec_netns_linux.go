@@ -5,6 +5,7 @@ package guestagent
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vishvananda/netns"
 
@@ -19,18 +20,32 @@ import (
 
 // netnsFor applies the request's network policy for a non-root user and
 // returns the namespace to start in (netns.None(): the guest's own) and
-// the environment to add. Root's processes (installs, the host's own
-// maintenance) stay in the guest's namespace. A non-root process without
-// a policy gets none: a forgotten policy fails closed.
+// the environment to add. A non-root process without a policy gets none:
+// a forgotten policy fails closed. Root's processes stay in the guest's
+// namespace (the host's own maintenance), except installs, which ask for
+// NetworkPackageMirror: a namespace of their own that reaches only the
+// hosts the package sources name, through the proxy.
 func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHandle, []string, error) {
-	if s.cfg.NetPolicy == nil || a.UID == 0 {
+	if s.cfg.NetPolicy == nil {
 		return netns.None(), nil, nil
 	}
-	setting := req.Network
+	setting, scope := req.Network, req.NetScope
+	if a.UID == 0 {
+		switch setting {
+		case "":
+			return netns.None(), nil, nil
+		case agentproto.NetworkPackageMirror:
+			hosts, err := packageMirrorHosts(s.cfg.SystemRoot)
+			if err != nil {
+				return netns.None(), nil, fmt.Errorf("%w: %v", agentproto.ErrUnsupported, err)
+			}
+			setting, scope = strings.Join(hosts, ","), "install"
+		}
+	}
 	if setting == "" {
 		setting = netpolicy.SettingNone
 	}
-	ns, env, err := s.cfg.NetPolicy.Prepare(a.Name, setting)
+	ns, env, err := s.cfg.NetPolicy.Prepare(a.Name, scope, setting)
 	if err != nil {
 		var pe *netpolicy.Error
 		if errors.As(err, &pe) {

@@ -4,6 +4,7 @@ package guestagent
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -18,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -55,18 +57,24 @@ type NetPolicy struct {
 	// modules is closed when the kernel modules the policy needs (veth,
 	// nftables) are loaded; nil means they are.
 	modules <-chan struct{}
+	// refusals is the log of refused connections; logRules says the
+	// kernel logs the firewall's refusals into it (NFLOG works).
+	refusals *netLog
+	logRules bool
 }
 
 // agentNet is one agent user's namespace.
 type agentNet struct {
-	user   string
-	index  int
-	ns     netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
-	veth   string
-	gw     netip.Addr
-	addr   netip.Addr
-	linked bool // the veth pair exists
-	policy netpolicy.Policy
+	user    string
+	scope   string // "" or the plugin whose processes these are
+	index   int
+	ns      netns.NsHandle // open for the agent's lifetime (PID 1 keeps it)
+	veth    string
+	gw      netip.Addr
+	addr    netip.Addr
+	linked  bool   // the veth pair exists
+	ifindex uint32 // of the root end, once linked
+	policy  netpolicy.Policy
 }
 
 // NewNetPolicy returns the policy keeper of the guest.
@@ -74,8 +82,11 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 	if lg == nil {
 		lg = log.New(os.Stderr, "", 0)
 	}
-	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1}
-	n.proxy = newEgressProxy(n.policyOf, lg)
+	n := &NetPolicy{log: lg, nets: map[string]*agentNet{}, byAddr: map[netip.Addr]*agentNet{}, next: 1, refusals: newNetLog()}
+	n.proxy = newEgressProxy(n.policyOf, func(r agentproto.NetRefusal) {
+		r.User, r.Plugin, _ = strings.Cut(r.User, scopeSep) // policyOf's key
+		n.refusals.add(r)
+	}, lg)
 	return n
 }
 
@@ -83,6 +94,43 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 // ready is closed: boot loads their modules after the handshake. Call it
 // before the first Prepare.
 func (n *NetPolicy) AfterModules(ready <-chan struct{}) { n.modules = ready }
+// scopeSep joins a user and a scope in a namespace key; neither a user
+// name nor a scope can contain it.
+const scopeSep = "+"
+
+// MaxScopeLen bounds ExecRequest.NetScope.
+const maxScopeLen = 64
+
+// checkScope accepts a plugin id: lower-case letters, digits and '-'.
+func checkScope(s string) error {
+	if len(s) > maxScopeLen {
+		return fmt.Errorf("net_scope is longer than %d characters", maxScopeLen)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Errorf("net_scope %q: use lower-case letters, digits and -", s)
+		}
+	}
+	return nil
+}
+
+// Refusals answers a net_log call: the connections the policy refused.
+func (n *NetPolicy) Refusals(ctx context.Context, req *agentproto.NetLogRequest) *agentproto.NetLogResponse {
+	return n.refusals.read(ctx, req)
+}
+
+// byIfindex names the agent whose veth's root end has index i, and the
+// kind of its policy, for the firewall's log entries.
+func (n *NetPolicy) byIfindex(i uint32) (user, scope, mode string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, an := range n.nets {
+		if an.linked && an.ifindex == i {
+			return an.user, an.scope, [...]string{"none", "outbound", "domains"}[an.policy.Mode]
+		}
+	}
+	return "", "", ""
+}
 
 // policyOf is the proxy's view: the agent whose namespace address is addr.
 func (n *NetPolicy) policyOf(addr netip.Addr) (netpolicy.Policy, string, bool) {
@@ -92,15 +140,23 @@ func (n *NetPolicy) policyOf(addr netip.Addr) (netpolicy.Policy, string, bool) {
 	if an == nil {
 		return netpolicy.Policy{}, "", false
 	}
+	if an.scope != "" {
+		return an.policy, an.user + scopeSep + an.scope, true
+	}
 	return an.policy, an.user, true
 }
 
-// Prepare applies setting for user and returns the namespace its process
-// must start in and the environment to add (the proxy for a domain list).
-// The returned handle belongs to n: don't close it.
-func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, error) {
+// Prepare applies setting for user (in scope: a plugin's processes get a
+// namespace of their own, so a plugin's narrower policy never mixes with
+// its agent's) and returns the namespace its process must start in and
+// the environment to add (the proxy for a domain list). The returned
+// handle belongs to n: don't close it.
+func (n *NetPolicy) Prepare(user, scope, setting string) (netns.NsHandle, []string, error) {
 	pol, err := netpolicy.Parse("network", setting)
 	if err != nil {
+		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
+	if err := checkScope(scope); err != nil {
 		return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
 	}
 	if pol.Mode != netpolicy.None && n.modules != nil {
@@ -110,7 +166,7 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	an, err := n.netFor(user)
+	an, err := n.netFor(user, scope)
 	if err != nil {
 		return netns.None(), nil, err
 	}
@@ -120,6 +176,14 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 		}
 		if err := n.link(an); err != nil {
 			return netns.None(), nil, fmt.Errorf("%w: %v", ErrNetPolicy, err)
+		}
+	} else if n.ensureSetup() == nil && !an.linked {
+		// none gets the veth pair too, when the rules are up: every
+		// packet on it is refused, so the agent's attempts reach the
+		// refusal log instead of failing unseen in its own namespace.
+		// Without the rules it keeps only lo, which is just as closed.
+		if err := n.link(an); err != nil {
+			n.log.Printf("network: %s: %v (it keeps only loopback)", user, err)
 		}
 	}
 	if pol.String() != an.policy.String() || !n.setup && pol.Mode != netpolicy.None {
@@ -144,9 +208,14 @@ func (n *NetPolicy) Prepare(user, setting string) (netns.NsHandle, []string, err
 	return an.ns, env, nil
 }
 
-// netFor returns user's namespace, creating it (with only lo, up) first.
-func (n *NetPolicy) netFor(user string) (*agentNet, error) {
-	if an := n.nets[user]; an != nil {
+// netFor returns the namespace of user in scope, creating it (with only
+// lo, up) first.
+func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
+	key := user
+	if scope != "" {
+		key = user + scopeSep + scope
+	}
+	if an := n.nets[key]; an != nil {
 		return an, nil
 	}
 	if n.next > maxAgentNets {
@@ -173,10 +242,10 @@ func (n *NetPolicy) netFor(user string) (*agentNet, error) {
 	base := agentSubnet.Addr().As4()
 	off := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(4*i)
 	an := &agentNet{
-		user: user, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
+		user: user, scope: scope, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
 		gw: u32Addr(off + 1), addr: u32Addr(off + 2),
 	}
-	n.nets[user] = an
+	n.nets[key] = an
 	n.byAddr[an.addr] = an
 	return an, nil
 }
@@ -224,6 +293,7 @@ func (n *NetPolicy) link(an *agentNet) error {
 	if err := netlink.LinkSetUp(root); err != nil {
 		return fmt.Errorf("%s up: %w", an.veth, err)
 	}
+	an.ifindex = uint32(root.Attrs().Index)
 	h, err := netlink.NewHandleAt(an.ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
@@ -265,8 +335,26 @@ func (n *NetPolicy) ensureSetup() error {
 		return n.setupOK
 	}
 	err := func() error {
+		// The refusal log first: the rules log only if someone reads.
+		if c, err := openNFLog(); err != nil {
+			n.refusals.warn("refusals by the guest's firewall are not recorded: " + err.Error())
+		} else {
+			n.logRules = true
+			go func() {
+				n.log.Printf("network: firewall log reader stopped: %v", readNFLog(c, n.refusals, n.byIfindex))
+			}()
+		}
 		if err := installRules(n.ruleSet()); err != nil {
-			return err
+			if !n.logRules {
+				return err
+			}
+			// A kernel with NFLOG but no nft log expression: the rules
+			// matter more than their log.
+			n.logRules = false
+			n.refusals.warn("refusals by the guest's firewall are not recorded: " + err.Error())
+			if err := installRules(n.ruleSet()); err != nil {
+				return err
+			}
 		}
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 			return fmt.Errorf("enabling forwarding: %w", err)
@@ -293,7 +381,7 @@ func (n *NetPolicy) ensureSetup() error {
 
 // ruleSet is the rules for the agents' current policies.
 func (n *NetPolicy) ruleSet() ruleSet {
-	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet}
+	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet, logged: n.logRules}
 	for i := 1; i < n.next; i++ {
 		for _, an := range n.nets {
 			if an.index == i {

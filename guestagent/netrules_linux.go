@@ -43,6 +43,9 @@ type ruleSet struct {
 	resolvers []netip.Addr // the VM's DNS servers (from resolv.conf)
 	subnet    netip.Prefix // all agents' addresses, for NAT
 	agents    []agentRule
+	// logged: every reject of an agent's packet first logs it to NFLOG
+	// group nflogGroup, for the refusal log.
+	logged bool
 }
 
 // installRules replaces the table's contents with rs in one atomic batch:
@@ -68,6 +71,16 @@ func installRules(rs ruleSet) error {
 	add := func(ch *nftables.Chain, ex ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: ex})
 	}
+	// refuse logs (when rs.logged) and rejects; kind tells the log why.
+	refuse := func(kind string) []expr.Any {
+		if !rs.logged {
+			return []expr.Any{reject()}
+		}
+		return []expr.Any{&expr.Log{
+			Key:   1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
+			Group: nflogGroup, Snaplen: nflogSnaplen, Data: []byte(nflogPrefix + kind),
+		}, reject()}
+	}
 
 	// Everything an agent sends goes through its chains; the rest of the
 	// VM (root's own processes) is not affected.
@@ -77,7 +90,7 @@ func installRules(rs ruleSet) error {
 
 	// denied: the ranges no agent reaches, whatever its policy.
 	for _, p := range netpolicy.Denied() {
-		add(den, append(daddr(p), reject())...)
+		add(den, cat(daddr(p), refuse(refuseDenied))...)
 	}
 
 	for _, a := range rs.agents {
@@ -93,7 +106,7 @@ func installRules(rs ruleSet) error {
 		}
 	}
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-		add(afw, cat(l4proto(proto), dport(53), []expr.Any{reject()})...) // any other DNS server
+		add(afw, cat(l4proto(proto), dport(53), refuse(refuseDNS))...) // any other DNS server
 	}
 	add(afw, jump(chainDenied))
 	for _, a := range rs.agents {
@@ -101,7 +114,7 @@ func installRules(rs ruleSet) error {
 			add(afw, cat(iif(a.veth), accept1())...)
 		}
 	}
-	add(afw, reject()) // none, domain lists, and unknown interfaces
+	add(afw, refuse(refusePolicy)...) // none, domain lists, and unknown interfaces
 
 	// Into the VM itself an agent reaches only its own proxy, and only
 	// with a domain list.
@@ -110,7 +123,7 @@ func installRules(rs ruleSet) error {
 			add(ain, cat(iif(a.veth), daddr(netip.PrefixFrom(a.gw, 32)), l4proto(unix.IPPROTO_TCP), dport(ProxyPort), accept1())...)
 		}
 	}
-	add(ain, reject())
+	add(ain, refuse(refuseVM)...)
 
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: installing the network policy: %w", err)
@@ -300,6 +313,8 @@ func describeRule(ex []expr.Any) string {
 			words = append(words, "-> reject")
 		case *expr.Masq:
 			words = append(words, "-> masquerade")
+		case *expr.Log:
+			words = append(words, fmt.Sprintf("log group %d prefix %q", e.Group, e.Data))
 		default:
 			words = append(words, fmt.Sprintf("%T", e))
 		}

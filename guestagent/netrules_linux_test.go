@@ -30,6 +30,8 @@ func TestDescribeRule(t *testing.T) {
 		{cat(saddr(netip.MustParsePrefix("10.213.0.0/16")), oifPrefixNot("osn"), []expr.Any{&expr.Masq{}}),
 			"saddr 10.213.0.0/16 oif != osn* -> masquerade"},
 		{[]expr.Any{reject()}, "-> reject"},
+		{[]expr.Any{&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX, Group: nflogGroup, Data: []byte("osaurus:vm")}, reject()},
+			`log group 7 prefix "osaurus:vm" -> reject`},
 		{[]expr.Any{&expr.Counter{}}, "*expr.Counter"},
 	}
 	for _, tc := range tests {

@@ -12,9 +12,10 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -50,23 +51,11 @@ type egressProxy struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	ports   map[string]bool // proxyPorts; tests add their server's
 	log     *log.Logger
-
-	mu      sync.Mutex
-	refused []proxyRefusal // the last refusals, newest last
+	// record gets every refusal (the guest's refusal log).
+	record func(agentproto.NetRefusal)
 }
 
-// proxyRefusal is one refused request, for the log and the tests.
-type proxyRefusal struct {
-	Time   time.Time
-	User   string
-	Host   string
-	Port   string
-	Reason string
-}
-
-const maxRefusals = 256
-
-func newEgressProxy(policyOf func(netip.Addr) (netpolicy.Policy, string, bool), lg *log.Logger) *egressProxy {
+func newEgressProxy(policyOf func(netip.Addr) (netpolicy.Policy, string, bool), record func(agentproto.NetRefusal), lg *log.Logger) *egressProxy {
 	d := &net.Dialer{Timeout: 15 * time.Second}
 	return &egressProxy{
 		policyOf: policyOf,
@@ -77,6 +66,7 @@ func newEgressProxy(policyOf func(netip.Addr) (netpolicy.Policy, string, bool), 
 		dial:   d.DialContext,
 		ports:  proxyPorts,
 		log:    lg,
+		record: record,
 	}
 }
 
@@ -108,12 +98,13 @@ func (p *egressProxy) handle(c net.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
+	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	host, port, err := requestTarget(req)
 	if err != nil {
-		p.refuse(c, "", req.Host, "", err.Error())
+		_, user, _ := p.policyOf(src.Addr())
+		p.refuse(c, user, req.Host, "", err.Error())
 		return
 	}
-	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	up, user, err := p.connect(ctx, src.Addr(), host, port)
 	if err != nil {
 		p.refuse(c, user, host, port, err.Error())
@@ -195,18 +186,30 @@ func (p *egressProxy) connect(ctx context.Context, src netip.Addr, host, port st
 
 // refuse answers 403 with the reason and records the refusal.
 func (p *egressProxy) refuse(c net.Conn, user, host, port, reason string) {
-	p.mu.Lock()
-	p.refused = append(p.refused, proxyRefusal{Time: time.Now(), User: user, Host: host, Port: port, Reason: reason})
-	if len(p.refused) > maxRefusals {
-		p.refused = p.refused[len(p.refused)-maxRefusals:]
+	if p.record != nil {
+		n, _ := strconv.Atoi(port)
+		// The name and the reason may carry what the client sent: keep
+		// the log bounded.
+		p.record(agentproto.NetRefusal{User: user, Dest: clip(host, 255), Port: n, Proto: "tcp",
+			By: agentproto.RefusedByProxy, Reason: clip(reason, 400)})
 	}
-	p.mu.Unlock()
 	if p.log != nil {
 		p.log.Printf("network: refused %s -> %s port %s: %s", user, host, port, reason)
 	}
 	body := "osaurus-sandbox: the network policy refuses " + net.JoinHostPort(host, port) + ": " + reason + "\n"
 	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s",
 		strconv.Itoa(len(body)), body)
+}
+
+// clip cuts s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // splice copies both ways until either side is done. br holds what the

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -23,6 +24,7 @@ import (
 // netpolicy.IsDenied as in the guest.
 type proxyFixture struct {
 	proxy    *egressProxy
+	log      *netLog
 	addr     string // proxy listen address
 	upPort   string
 	mu       sync.Mutex
@@ -47,7 +49,8 @@ func newProxyFixture(t *testing.T, policy string, known bool) *proxyFixture {
 		"api.wild.example":    {netip.MustParseAddr("127.0.0.1")},
 		"private.example.com": {netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("::ffff:192.168.1.1")},
 	}
-	p := newEgressProxy(func(netip.Addr) (netpolicy.Policy, string, bool) { return pol, "agent-t", known }, nil)
+	f.log = newNetLog()
+	p := newEgressProxy(func(netip.Addr) (netpolicy.Policy, string, bool) { return pol, "agent-t", known }, f.log.add, nil)
 	p.resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
 		if a, ok := names[host]; ok {
 			return a, nil
@@ -163,12 +166,18 @@ func TestProxyRefuses(t *testing.T) {
 	if len(dialed) != 0 {
 		t.Errorf("the proxy dialed %v for refused requests", dialed)
 	}
-	f.proxy.mu.Lock()
-	n := len(f.proxy.refused)
-	last := f.proxy.refused[n-1]
-	f.proxy.mu.Unlock()
-	if n < len(tests) || last.User != "agent-t" || last.Host == "" || last.Time.IsZero() {
-		t.Errorf("refusals recorded: %d, last %+v", n, last)
+	got := f.log.read(context.Background(), &agentproto.NetLogRequest{}).Entries
+	n := 0
+	for _, e := range got {
+		n += e.Count
+	}
+	if n < len(tests) || len(got) == 0 {
+		t.Fatalf("refusals recorded: %d in %+v", n, got)
+	}
+	for _, e := range got {
+		if e.User != "agent-t" || e.Dest == "" || e.Time.IsZero() || e.By != agentproto.RefusedByProxy || e.Reason == "" {
+			t.Errorf("refusal entry %+v", e)
+		}
 	}
 
 	// Not a proxy request at all.

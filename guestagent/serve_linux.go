@@ -144,6 +144,11 @@ func (r recovering) Hello(ctx context.Context, req *agentproto.HelloRequest) (_ 
 	return r.s.Hello(ctx, req)
 }
 
+func (r recovering) NetLog(ctx context.Context, req *agentproto.NetLogRequest) (_ *agentproto.NetLogResponse, err error) {
+	defer r.catch(agentproto.OpNetLog, time.Now(), &err)
+	return r.s.NetLog(ctx, req)
+}
+
 func (r recovering) Exec(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (_ agentproto.ExitStatus, err error) {
 	defer r.catch(agentproto.OpExec, time.Now(), &err)
 	return r.s.Exec(ctx, req, eio)

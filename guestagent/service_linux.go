@@ -234,3 +234,12 @@ func (s *Service) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest)
 	}()
 	return &agentproto.Empty{}, nil
 }
+
+// NetLog returns the refused connections the guest recorded. Without a
+// network policy (a development agent) there is nothing to record.
+func (s *Service) NetLog(ctx context.Context, req *agentproto.NetLogRequest) (*agentproto.NetLogResponse, error) {
+	if s.cfg.NetPolicy == nil {
+		return nil, fmt.Errorf("%w: this guest agent enforces no network policy, so it records no refusals", agentproto.ErrUnsupported)
+	}
+	return s.cfg.NetPolicy.Refusals(ctx, req), nil
+}

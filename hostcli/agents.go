@@ -151,9 +151,7 @@ func (c *cli) agentShow(reg *agents.Registry, ref string) int {
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)
-	if p, err := a.NetworkPolicy(); err == nil {
-		fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
-	}
+	c.printNetworkInForce(a)
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())

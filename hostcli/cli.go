@@ -66,6 +66,10 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
                         delete an agent's secret
   logs --agent NAME     show what the agent logged with "osaurus-host log"
 
+Network (each agent's policy is its "network" setting; see agent set):
+  network log [--follow] [--json] [--agent NAME]
+                        every connection the policy refused: agent, destination, port, time
+
 Plugins (JSON recipes: packages, files and tools for agents):
   plugin import SOURCE  from a file, an https:// URL or github.com/OWNER/REPO
   plugin list [--json]  the library; also show, export, duplicate, update, remove
@@ -126,6 +130,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"secret":      c.secret,
 		"mcp":         c.mcp,
 		"plugin":      c.plugin,
+		"network":     c.network,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {

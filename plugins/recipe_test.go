@@ -130,8 +130,8 @@ func TestValidateProblems(t *testing.T) {
 		{"secret bash env", func(p *Plugin) { p.Secrets = []string{"BASH_ENV"} }, "secrets[0]", "reserved"},
 		{"secret param", func(p *Plugin) { p.Secrets = []string{"PARAM_WHO"} }, "secrets[0]", "PARAM_"},
 		{"secret name", func(p *Plugin) { p.Secrets = []string{"api-key"} }, "secrets[0]", "environment variable name"},
-		{"network", func(p *Plugin) { p.Permissions = &Permissions{Network: "api.example.com,*"} }, "permissions.network", `"*" is not a host name`},
-		{"network ip", func(p *Plugin) { p.Permissions = &Permissions{Network: "10.0.0.1"} }, "permissions.network", "not a host name"},
+		{"network", func(p *Plugin) { p.Permissions = &Permissions{Network: "api.example.com,*"} }, "permissions.network", `"*" has a "*" that is not the whole first label`},
+		{"network ip", func(p *Plugin) { p.Permissions = &Permissions{Network: "10.0.0.1"} }, "permissions.network", "is an IP address"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := base()

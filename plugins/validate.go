@@ -3,6 +3,7 @@ package plugins
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
 // Limits. MCP clients commonly cap tool names at 64 characters, which
@@ -164,7 +167,7 @@ func (p *Plugin) validateHeader(ps *problems) {
 	checkText(ps, "setup", p.Setup, MaxCommandBytes+1, true)
 	if perm := p.Permissions; perm != nil {
 		if msg := checkNetwork(perm.Network); msg != "" {
-			ps.add("permissions.network", msg, `use "outbound", "none", or a comma-separated list of host names such as "api.example.com,example.org"`)
+			ps.add("permissions.network", msg, `use "outbound", "none", or a comma-separated list of host names such as "api.example.com,*.example.org"`)
 		}
 	}
 	if len(p.Metadata) > MaxMetadataItems {
@@ -193,19 +196,35 @@ func suggestName(name string) string {
 	return s
 }
 
-// checkNetwork returns what is wrong with a permissions.network value, or "".
+// checkNetwork returns what is wrong with a permissions.network value, or
+// "". It is the agents' checker (package netpolicy), so a plugin's
+// permission means exactly what the same text means as an agent setting.
 func checkNetwork(v string) string {
-	switch v {
-	case "", "outbound", "none":
+	if strings.TrimSpace(v) == "" {
 		return ""
 	}
-	for _, h := range strings.Split(v, ",") {
-		h = strings.TrimSpace(h)
-		if !IsDomain(h) {
-			return fmt.Sprintf("%q is not a host name", h)
+	if _, err := netpolicy.Parse("permissions.network", v); err != nil {
+		var pe *netpolicy.Error
+		if errors.As(err, &pe) {
+			return fmt.Sprintf("%q %s", pe.Entry, pe.Reason)
 		}
+		return err.Error()
 	}
 	return ""
+}
+
+// NetworkPolicy is the policy the plugin's permissions.network asks for.
+// No permission, or an empty one, narrows nothing (outbound: the agent's
+// own policy holds). A value that does not parse is none: fail closed.
+func (p *Plugin) NetworkPolicy() netpolicy.Policy {
+	if p.Permissions == nil || strings.TrimSpace(p.Permissions.Network) == "" {
+		return netpolicy.Policy{Mode: netpolicy.Outbound}
+	}
+	pol, err := netpolicy.Parse("permissions.network", p.Permissions.Network)
+	if err != nil {
+		return netpolicy.Policy{Mode: netpolicy.None}
+	}
+	return pol
 }
 
 // IsDomain reports whether s is a host name of at least two labels:

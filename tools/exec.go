@@ -41,8 +41,9 @@ func (c *call) procEnv() []string {
 }
 
 // network is the policy the agent's processes run under, read from the
-// registry for every call so a change holds from the next command. A
-// setting that does not parse (a hand-edited file) fails closed.
+// registry for every call so a change holds from the next command, and
+// narrowed by the plugin whose command this is. A setting that does not
+// parse (a hand-edited file) fails closed.
 func (c *call) network() string {
 	a := c.agent
 	if reg := c.env.agents; reg != nil {
@@ -55,6 +56,9 @@ func (c *call) network() string {
 	p, err := a.NetworkPolicy()
 	if err != nil {
 		return netpolicy.SettingNone
+	}
+	if c.narrow != nil {
+		p = netpolicy.Narrow(p, *c.narrow)
 	}
 	return p.String()
 }

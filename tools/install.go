@@ -66,9 +66,14 @@ func (c *call) lockInstall(ctx context.Context) (func(), error) {
 }
 
 // pmRun runs one package-manager command and returns its combined output.
+// A root install reaches the guest's package mirror and nothing else.
 func (c *call) pmRun(ctx context.Context, id agentproto.Identity, argv []string, env []string, timeout time.Duration) (string, agentproto.ExitStatus, error) {
 	out := newCapture(StdoutCap)
-	st, err := c.exec(ctx, agentproto.ExecRequest{Identity: id, Argv: argv, Env: env}, timeout, out, out)
+	req := agentproto.ExecRequest{Identity: id, Argv: argv, Env: env}
+	if id.User == "" {
+		req.Network = agentproto.NetworkPackageMirror
+	}
+	st, err := c.exec(ctx, req, timeout, out, out)
 	text, _ := out.Text()
 	return text, st, err
 }

@@ -146,8 +146,10 @@ func (t *Toolset) pluginBinder(p *plugins.Plugin, tl *plugins.Tool, args json.Ra
 		}
 		dir := t.PluginDir(p.ID())
 		home := t.agent.Home()
+		pol := p.NetworkPolicy()
+		c.narrow = &pol
 		out, errOut := newCapture(StdoutCap), newCapture(StderrCap)
-		st, err := c.exec(ctx, agentproto.ExecRequest{Identity: c.as(home), Shell: tl.Run, Cwd: dir, Env: env}, PluginToolTimeout, out, errOut)
+		st, err := c.exec(ctx, agentproto.ExecRequest{Identity: c.as(home), Shell: tl.Run, Cwd: dir, Env: env, NetScope: p.ID()}, PluginToolTimeout, out, errOut)
 		if errors.Is(err, agentproto.ErrNotFound) {
 			return nil, envelope.Errorf(envelope.NotFound, "the plugin folder %s is missing; ask the user to install the plugin %s again", dir, p.ID())
 		}
@@ -292,8 +294,11 @@ func (t *Toolset) InstallPlugin(ctx context.Context, p *plugins.Plugin, libraryV
 	step = StepSetup
 	progress(step)
 	if strings.TrimSpace(p.Setup) != "" {
+		// Setup runs under the plugin's network permission, like its tools.
+		pol := p.NetworkPolicy()
+		c.narrow = &pol
 		out := newCapture(StdoutCap)
-		st, err := c.exec(ctx, agentproto.ExecRequest{Identity: as, Shell: p.Setup, Cwd: dir, Env: env}, PluginSetupTimeout, out, out)
+		st, err := c.exec(ctx, agentproto.ExecRequest{Identity: as, Shell: p.Setup, Cwd: dir, Env: env, NetScope: p.ID()}, PluginSetupTimeout, out, out)
 		text, _ := out.Text()
 		switch {
 		case err != nil:

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -58,6 +61,54 @@ func TestPluginToolsListedAndChecked(t *testing.T) {
 	for _, s := range other.List() {
 		if strings.HasPrefix(s.Name, "greeter_") {
 			t.Fatal("listed to an agent that didn't install it")
+		}
+	}
+}
+
+// A plugin's permissions.network narrows its agent's policy for the
+// plugin's commands only, and they run in a namespace of their own
+// (NetScope), so the narrower policy never reaches the agent's other
+// processes.
+func TestPluginNetworkNarrowsAgentPolicy(t *testing.T) {
+	for _, tc := range []struct{ agent, plugin, want string }{
+		{"outbound", "", "outbound"},
+		{"outbound", "api.example.com", "api.example.com"},
+		{"*.example.com", "api.example.com,other.org", "api.example.com"},
+		{"example.org", "api.example.com", "none"},
+		{"none", "outbound", "none"},
+		{"outbound", "none", "none"},
+	} {
+		store := plugins.NewInstalled(t.TempDir())
+		h := newHarness(t, func(o *Options) { o.Plugins = store })
+		h.ts.agent.AutonomousExec.Network = agents.NetworkSetting(tc.agent)
+		p, err := plugins.DecodeBytes([]byte(greeter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.plugin != "" {
+			p.Permissions = &plugins.Permissions{Network: tc.plugin}
+		}
+		if err := store.Record(context.Background(), h.ts.Agent().ID, p, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.call("greeter_greet", map[string]any{"who": "x"})
+		h.call("sandbox_exec", map[string]any{"command": "true"})
+		var got []agentproto.ExecRequest
+		h.guest.mu.Lock()
+		for _, r := range h.guest.reqs {
+			if er, ok := r.req.(agentproto.ExecRequest); ok && er.User != "" {
+				got = append(got, er)
+			}
+		}
+		h.guest.mu.Unlock()
+		if len(got) != 2 {
+			t.Fatalf("%+v: %d agent execs, want 2", tc, len(got))
+		}
+		if got[0].Network != tc.want || got[0].NetScope != "greeter" {
+			t.Errorf("%+v: plugin tool ran with network %q scope %q", tc, got[0].Network, got[0].NetScope)
+		}
+		if got[1].Network != netpolicy.MustParse(tc.agent).String() || got[1].NetScope != "" {
+			t.Errorf("%+v: sandbox_exec after it ran with network %q scope %q", tc, got[1].Network, got[1].NetScope)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
@@ -304,6 +305,10 @@ type call struct {
 	agent    agents.Agent
 	env      *Env
 	warnings []string
+	// narrow, when set, is a plugin's permissions.network: it narrows the
+	// agent's policy for this call's processes (the plugin's tools and
+	// setup).
+	narrow *netpolicy.Policy
 }
 
 func (c *call) warn(format string, args ...any) {

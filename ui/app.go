@@ -28,6 +28,7 @@ type Window struct {
 	Win       fyne.Window
 	Container *containerTab
 	Agents    *agentsTab
+	Network   *networkTab // nil when the backend has no refusal log
 	Tabs      *container.AppTabs
 	stop      func()
 	closeOnce sync.Once
@@ -48,9 +49,14 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
 	)
+	ctx, stopFollow := context.WithCancel(context.Background())
+	if nl, ok := b.(NetLogger); ok {
+		w.Network = newNetworkTab(nl, reg, do)
+		w.Tabs.Append(container.NewTabItem("Network", w.Network.content()))
+		go w.Network.follow(ctx)
+	}
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
-	ctx, stopFollow := context.WithCancel(context.Background())
 	go w.Container.followConsole(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w

@@ -59,12 +59,14 @@ func GuestModules() []string {
 // does not follow).
 //
 // The network policy's modules are here too: veth for each agent's own
-// network namespace, nftables with NAT and reject for its rules. A kernel
-// without them still boots; the guest agent then refuses any policy but
-// none, saying why.
+// network namespace, nftables with NAT and reject for its rules, and the
+// nft log expression with NFLOG for the log of refused connections. A
+// kernel without them still boots; the guest agent then refuses any
+// policy but none (or records only the proxy's refusals), saying why.
 func OptionalGuestModules() []string {
 	return []string{"crc32c_generic", "ext4",
-		"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet"}
+		"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet",
+		"nft_log", "nfnetlink_log"}
 }
 
 // ErrBadName: a module name from an image is not a kernel module name.

@@ -1,0 +1,154 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+const networkUsage = `usage:
+  osaurus-sandbox network log [--follow] [--json] [--agent NAME]
+    every connection the network policy refused: time, agent, destination,
+    port, who refused it (the firewall or the proxy) and why`
+
+// network is `osaurus-sandbox network ...`.
+func (c *cli) network(ctx context.Context, args []string) int {
+	if len(args) == 0 || args[0] != "log" {
+		fmt.Fprintln(c.err, networkUsage)
+		return ExitUsage
+	}
+	fs := c.flags("network log")
+	follow := fs.Bool("follow", false, "keep printing refusals as they happen")
+	fs.BoolVar(follow, "f", false, "same as --follow")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	only := fs.String("agent", "", "only this agent's refusals (name, slug or id)")
+	if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
+		fmt.Fprintln(c.err, networkUsage)
+		return ExitUsage
+	}
+	names := c.agentNames()
+	wantUser := ""
+	if *only != "" {
+		reg, err := c.openAgents()
+		if err != nil {
+			return c.fail(err)
+		}
+		a, err := reg.Get(*only)
+		if err != nil {
+			return c.fail(fmt.Errorf("--agent: %w", err))
+		}
+		wantUser = a.User()
+	}
+	g, err := c.runningGuest(ctx)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, owner.ErrNoOwner) {
+			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+		}
+		return c.fail(err)
+	}
+	req := agentproto.NetLogRequest{}
+	warned := map[string]bool{}
+	for {
+		resp, err := g.NetLog(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExitOK // interrupted while following
+			}
+			if errors.Is(err, agentproto.ErrUnsupported) {
+				return c.fail(fmt.Errorf("the guest keeps no refusal log (%w); reset the VM to update its guest agent", err))
+			}
+			return c.fail(err)
+		}
+		for _, w := range resp.Warnings {
+			if !warned[w] {
+				warned[w] = true
+				fmt.Fprintln(c.err, "osaurus-sandbox: warning:", w)
+			}
+		}
+		for _, e := range resp.Entries {
+			if wantUser != "" && e.User != wantUser {
+				continue
+			}
+			writeRefusal(c.out, e, names(e.User), *asJSON)
+		}
+		req.After = resp.Next
+		if len(resp.Entries) > 0 {
+			continue // there may be more than one answer holds
+		}
+		if !*follow {
+			return ExitOK
+		}
+		req.WaitMillis = agentproto.MaxNetLogWait.Milliseconds()
+	}
+}
+
+// agentNames maps an agent's Linux user to its name, reloading the
+// registry when a user is not known yet (an agent added meanwhile).
+func (c *cli) agentNames() func(user string) string {
+	var byUser map[string]string
+	load := func() {
+		byUser = map[string]string{}
+		if reg, err := c.openAgents(); err == nil {
+			for _, a := range reg.List() {
+				byUser[a.User()] = a.Name
+			}
+		}
+	}
+	load()
+	return func(user string) string {
+		if user == "" {
+			return ""
+		}
+		if _, ok := byUser[user]; !ok {
+			load()
+		}
+		return byUser[user]
+	}
+}
+
+// RefusalLine is one refusal as `network log --json` prints it.
+type RefusalLine struct {
+	agentproto.NetRefusal
+	// Agent is the agent's name ("" when its user is no agent's any more).
+	Agent string `json:"agent"`
+}
+
+func writeRefusal(w io.Writer, e agentproto.NetRefusal, agent string, asJSON bool) {
+	if asJSON {
+		json.NewEncoder(w).Encode(RefusalLine{NetRefusal: e, Agent: agent})
+		return
+	}
+	fmt.Fprintln(w, agentproto.FormatRefusal(e, agent))
+}
+
+// printNetworkInForce is agent show's account of the network policy: the
+// agent's own, and what each installed plugin narrows it to while the
+// plugin's tools and setup run.
+func (c *cli) printNetworkInForce(a agents.Agent) {
+	p, err := a.NetworkPolicy()
+	if err != nil {
+		// The tools fail closed on a setting that does not parse.
+		fmt.Fprintf(c.out, "  network in force:     none (the setting is invalid: %v)\n", err)
+		return
+	}
+	fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
+	ps, err := plugins.NewInstalled(c.paths.AgentStateDir()).Installed(a.ID)
+	if err != nil {
+		fmt.Fprintf(c.out, "  plugins' network:     unknown (%v)\n", err)
+		return
+	}
+	for _, pl := range ps {
+		n := netpolicy.Narrow(p, pl.NetworkPolicy())
+		fmt.Fprintf(c.out, "  plugin %s runs with: %s\n", pl.ID(), n.Describe())
+	}
+	fmt.Fprintln(c.out, "  refused connections:  osaurus-sandbox network log --agent "+a.Slug)
+}
