@@ -78,13 +78,13 @@ func moduleDepends(data []byte) []string {
 }
 
 // policyModules are the modules only the network policy uses: veth for
-// each agent's namespace, nftables with NAT and reject for its rules
+// each agent's namespace, nftables with NAT, reject and NFLOG for its rules
 // (provision/kmod.OptionalGuestModules ships them). Nothing in boot needs
 // them, and under TCG they are a good part of the module loading time
 // (nf_tables and nf_conntrack alone are 1 MiB), so they and the modules
 // only they need are loaded after the host's first hello; the policy
 // waits for them before it uses them.
-var policyModules = []string{"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet"}
+var policyModules = []string{"veth", "nf_tables", "nft_chain_nat", "nft_masq", "nft_reject_inet", "nft_log", "nfnetlink_log"}
 
 // moduleFile is one module of the initramfs.
 type moduleFile struct {
