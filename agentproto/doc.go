@@ -23,5 +23,5 @@ package agentproto
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
 	VersionMajor = 2
-	VersionMinor = 2 // 2: ExecRequest.Network
+	VersionMinor = 3 // 2: ExecRequest.Network; 3: Limits, ExitStatus.Limit, usage
 )

@@ -19,6 +19,7 @@ const (
 	OpUserAdd   = "user_add"
 	OpUserDel   = "user_del"
 	OpShutdown  = "shutdown"
+	OpUsage     = "usage" // minor 3
 )
 
 // HelloRequest opens a session. The guest sets its clock from TimeUnixNano.
@@ -72,6 +73,10 @@ type ExecRequest struct {
 	// from the next command on. Processes of a non-root user with no
 	// policy get none; root's run in the guest's own network.
 	Network string `json:"network,omitempty"`
+	// Limits are the resource limits of the user's cgroup, applied before
+	// the process starts (minor 3). Nil: the guest's defaults. Ignored for
+	// root.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // ExecStarted is the first Response of an exec call.
@@ -86,6 +91,9 @@ type ExitStatus struct {
 	Signal   int    `json:"signal,omitempty"`    // killing signal, if any
 	TimedOut bool   `json:"timed_out,omitempty"` // killed because the timeout expired
 	Error    string `json:"error,omitempty"`     // I/O trouble while running
+	// Limit names the resource limit the process's cgroup ran into
+	// (LimitMemory or LimitProcesses), empty if none (minor 3).
+	Limit string `json:"limit,omitempty"`
 }
 
 // SignalFrame is sent by the host during an exec call.

@@ -40,5 +40,15 @@ func ServiceMux(svc Service) *Mux {
 	m.Handle(OpUserAdd, Unary(svc.UserAdd))
 	m.Handle(OpUserDel, Unary(svc.UserDel))
 	m.Handle(OpShutdown, Unary(svc.Shutdown))
+	if u, ok := svc.(UsageService); ok {
+		m.Handle(OpUsage, Unary(u.Usage))
+	}
 	return m
+}
+
+// UsageService is implemented by a guest that reports resource use
+// (minor 3). A separate interface so older fakes and guests still satisfy
+// Service; an op it lacks answers ErrUnsupported.
+type UsageService interface {
+	Usage(context.Context, *UsageRequest) (*UsageResponse, error)
 }

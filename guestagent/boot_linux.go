@@ -88,6 +88,14 @@ func RunInit(agentVersion string) {
 	b.switchRoot(params.RootDevice)
 	b.setupRoot(params)
 	b.setupNetwork(params.Network)
+	// Without cgroups one agent's fork bomb or allocation takes the VM
+	// down for all, and a call's processes outlive it: no VM is better.
+	// PID 1 itself needs no oom_score_adj: the kernel never picks the
+	// global init, and a -1000 here would be inherited by every process.
+	cgroups, err := SetupCgroups(CgroupMount, memTotal())
+	if err != nil {
+		b.fatal("%v", err)
+	}
 
 	uptime, err := Uptime()
 	if err != nil {
@@ -103,6 +111,7 @@ func RunInit(agentVersion string) {
 		Logger:       b.log,
 		Debug:        params.Debug,
 		NetPolicy:    NewNetPolicy(b.log),
+		Cgroups:      cgroups,
 	})
 	if err != nil {
 		b.fatal("%v", err)
@@ -514,4 +523,13 @@ func userProcesses() int {
 		}
 	}
 	return n
+}
+
+// memTotal is the VM's memory in bytes, 0 when unknown.
+func memTotal() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
 }

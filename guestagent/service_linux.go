@@ -53,6 +53,9 @@ type Config struct {
 	// network namespace under the policy its request names. Only the
 	// VM's PID 1 sets it; a development agent leaves the host alone.
 	NetPolicy *NetPolicy
+	// Cgroups, when set, runs every call in its own cgroup that ends with
+	// it, under its user's limits. Only the VM's PID 1 sets it.
+	Cgroups *Cgroups
 }
 
 // Service implements agentproto.Service inside the guest.

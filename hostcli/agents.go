@@ -34,7 +34,8 @@ const agentUsage = `usage:
   osaurus-sandbox agent show NAME        settings and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network
+keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network,
+  maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
 
@@ -129,6 +130,12 @@ func setAgent(a *agents.Agent, key, value string) error {
 			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
 		}
 		ae.MaxCommandsPerTurn = n
+	case a.Resources.Field(key) != nil:
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
+		}
+		*a.Resources.Field(key) = n
 	case flag[key] != nil:
 		b, ok := map[string]bool{"true": true, "on": true, "yes": true, "1": true, "false": false, "off": false, "no": false, "0": false}[strings.ToLower(value)]
 		if !ok {
@@ -137,7 +144,7 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, maxProcesses, memoryMB, cpuWeight"}
 	}
 	return nil
 }
