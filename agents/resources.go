@@ -63,3 +63,35 @@ func (r Resources) Validate() error {
 	}
 	return nil
 }
+
+// Usage is an agent's resource use in the VM as the CLI and the window
+// show it.
+type Usage struct {
+	CPUSeconds   float64 `json:"cpuSeconds"`   // CPU time since the VM started
+	MemoryMB     float64 `json:"memoryMB"`     // memory in use now
+	MemoryPeakMB float64 `json:"memoryPeakMB"` // the most since the VM started
+	Processes    int     `json:"processes"`    // processes and threads now
+	OOMKills     int64   `json:"oomKills"`     // commands killed for memory
+}
+
+// UsageFrom converts the guest's report.
+func UsageFrom(u agentproto.UserUsage) Usage {
+	const mb = 1 << 20
+	return Usage{
+		CPUSeconds:   float64(u.CPUMicros) / 1e6,
+		MemoryMB:     float64(u.MemoryBytes) / mb,
+		MemoryPeakMB: float64(u.MemoryPeak) / mb,
+		Processes:    u.Processes,
+		OOMKills:     u.OOMKills,
+	}
+}
+
+// Summary is one line for people, against the limits l.
+func (u Usage) Summary(l agentproto.Limits) string {
+	s := fmt.Sprintf("CPU %.1f s, memory %.0f of %d MB (peak %.0f MB), %d of %d processes",
+		u.CPUSeconds, u.MemoryMB, l.MemoryMB, u.MemoryPeakMB, u.Processes, l.MaxProcesses)
+	if u.OOMKills > 0 {
+		s += fmt.Sprintf(", %d killed for memory", u.OOMKills)
+	}
+	return s
+}

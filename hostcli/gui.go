@@ -40,6 +40,7 @@ func (c *cli) gui() int {
 		}
 		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
 	}}
+	o.AgentUsage = c.oneAgentUsage
 	m, stop, err := Own(ctx, c.paths, "app", logf, nil)
 	switch {
 	case errors.Is(err, control.ErrOwned):
