@@ -22,7 +22,7 @@ import (
 // and an allocation beyond the agent's memory, while another agent keeps
 // working and the VM never restarts.
 func TestResourceLimits(t *testing.T) {
-	te := newToolsEnv(t)
+	te := newToolsEnvCAs(t, false) // no package registry needed
 	g := te.m.Agent()
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, false))
