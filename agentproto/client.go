@@ -206,3 +206,9 @@ func (c *Client) Shutdown(ctx context.Context, req ShutdownRequest) error {
 	}
 	return err
 }
+
+// Usage reports the resource use of agent users. A guest older than minor
+// 3 answers ErrUnsupported.
+func (c *Client) Usage(ctx context.Context, req UsageRequest) (UsageResponse, error) {
+	return call[UsageResponse](ctx, c, OpUsage, req)
+}

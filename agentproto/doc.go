@@ -23,5 +23,5 @@ package agentproto
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
 	VersionMajor = 2
-	VersionMinor = 3 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope
+	VersionMinor = 4 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope; 4: Limits, ExitStatus.Limit, usage
 )

@@ -19,6 +19,7 @@ const (
 	OpUserAdd   = "user_add"
 	OpUserDel   = "user_del"
 	OpShutdown  = "shutdown"
+	OpUsage     = "usage" // minor 4
 )
 
 // HelloRequest opens a session. The guest sets its clock from TimeUnixNano.
@@ -94,6 +95,10 @@ type ExecRequest struct {
 	// policy applies to its processes only and never to the agent's
 	// others running at the same time. Lower-case letters, digits, '-'.
 	NetScope string `json:"net_scope,omitempty"`
+	// Limits are the resource limits of the user's cgroup, applied before
+	// the process starts (minor 4). Nil: the guest's defaults. Ignored for
+	// root.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // NetworkPackageMirror, as the Network of a root process (protocol 2.3),
@@ -114,6 +119,9 @@ type ExitStatus struct {
 	Signal   int    `json:"signal,omitempty"`    // killing signal, if any
 	TimedOut bool   `json:"timed_out,omitempty"` // killed because the timeout expired
 	Error    string `json:"error,omitempty"`     // I/O trouble while running
+	// Limit names the resource limit the process's cgroup ran into
+	// (LimitMemory or LimitProcesses), empty if none (minor 4).
+	Limit string `json:"limit,omitempty"`
 }
 
 // SignalFrame is sent by the host during an exec call.

@@ -43,5 +43,15 @@ func ServiceMux(svc Service) *Mux {
 	if nl, ok := svc.(NetLogService); ok {
 		m.Handle(OpNetLog, Unary(nl.NetLog))
 	}
+	if u, ok := svc.(UsageService); ok {
+		m.Handle(OpUsage, Unary(u.Usage))
+	}
 	return m
+}
+
+// UsageService is implemented by a guest that reports resource use
+// (minor 4). A separate interface so older fakes and guests still satisfy
+// Service; an op it lacks answers ErrUnsupported.
+type UsageService interface {
+	Usage(context.Context, *UsageRequest) (*UsageResponse, error)
 }

@@ -32,6 +32,9 @@ type Agent struct {
 	Slug           string         `json:"slug"`
 	AutonomousExec AutonomousExec `json:"autonomousExec"`
 	CreatedAt      time.Time      `json:"createdAt"`
+
+	// Resources are the agent's limits in the VM (cgroups).
+	Resources Resources `json:"resources"`
 }
 
 // AutonomousExec is what an agent may do beyond reading files.
@@ -115,7 +118,7 @@ func (a Agent) Validate() error {
 	if _, err := a.NetworkPolicy(); err != nil {
 		return err
 	}
-	return nil
+	return a.Resources.Validate()
 }
 
 func validateName(name string) error {

@@ -41,10 +41,16 @@ type toolsEnv struct {
 	bin  string
 }
 
-func newToolsEnv(t *testing.T) *toolsEnv {
+func newToolsEnv(t *testing.T) *toolsEnv { return newToolsEnvCAs(t, true) }
+
+// newToolsEnvCAs is newToolsEnv, trusting the host's extra CAs only when
+// the test reaches a package registry.
+func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	t.Helper()
 	m := boot(t, bootOpts{})
-	trustHostCAs(t, m.Agent())
+	if cas {
+		trustHostCAs(t, m.Agent())
+	}
 	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
 	paths := config.Paths{Root: te.home}
 	var err error

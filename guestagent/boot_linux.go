@@ -100,6 +100,14 @@ func RunInit(agentVersion string) {
 	clock.mark("mounts")
 	b.setupNetwork(params.Network)
 	clock.mark("network")
+	// Without cgroups one agent's fork bomb or allocation takes the VM
+	// down for all, and a call's processes outlive it: no VM is better.
+	// PID 1 itself needs no oom_score_adj: the kernel never picks the
+	// global init, and a -1000 here would be inherited by every process.
+	cgroups, err := SetupCgroups(CgroupMount, memTotal())
+	if err != nil {
+		b.fatal("%v", err)
+	}
 
 	uptime, err := Uptime()
 	if err != nil {
@@ -122,6 +130,7 @@ func RunInit(agentVersion string) {
 		// The network policy's modules load once the host is connected,
 		// off boot's critical path; the policy waits for them.
 		AfterFirstHello: func() { b.loadDeferredModules(deferred, modulesReady) },
+		Cgroups:         cgroups,
 	})
 	if err != nil {
 		b.fatal("%v", err)
@@ -609,4 +618,13 @@ func userProcesses() int {
 		}
 	}
 	return n
+}
+
+// memTotal is the VM's memory in bytes, 0 when unknown.
+func memTotal() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
 }

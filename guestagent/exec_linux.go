@@ -184,8 +184,9 @@ func lookPath(file, path, dir string) (string, error) {
 	return "", fmt.Errorf("%w: exec %s: executable file not found in $PATH", agentproto.ErrNotFound, file)
 }
 
-// spawn starts cmd as a with the given stdin, stdout and stderr.
-func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool) (int, <-chan unix.WaitStatus, error) {
+// spawn starts cmd as a with the given stdin, stdout and stderr, inside
+// cg when set.
+func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.dir,
 		Env:   cmd.env,
@@ -195,6 +196,11 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 			Setpgid:    !setsid,
 			Credential: a.credential(),
 		},
+	}
+	if cg != nil {
+		// clone3 puts the child in the group as it is created: it never
+		// runs a single instruction outside it.
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
 	pid, ch, err := s.reaper.Start(spawnIn(cmd.netns, func() (int, error) {
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
@@ -237,6 +243,17 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 	if err != nil {
 		return agentproto.ExitStatus{}, err
 	}
+	// Every process of an agent's call lives in the call's own group,
+	// which ends with the call: nothing it started, detached or not,
+	// outlives it. Root's calls are the host's own (installs, set-up,
+	// daemons it starts on purpose) and stay outside.
+	var cg *cgroup
+	if s.cfg.Cgroups != nil && a.UID != 0 {
+		if cg, err = s.cfg.Cgroups.newGroup(a, req.Limits, "call"); err != nil {
+			return agentproto.ExitStatus{}, err
+		}
+		defer s.endGroup(cg)
+	}
 
 	// The child ends are closed right after the start; the parent ends by
 	// the copiers' owners below.
@@ -258,15 +275,25 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 		closeAll(stdin, stdinW, outR, outW)
 		return agentproto.ExitStatus{}, err
 	}
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false)
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false, cg)
 	closeAll(stdin, outW, errW)
 	if err != nil {
 		closeAll(stdinW, outR, errR)
 		return agentproto.ExitStatus{}, err
 	}
+	// kill signals the call's processes: the whole group when there is
+	// one, so a process that left the process group is reached too.
+	kill := func(sig syscall.Signal) {
+		if cg != nil {
+			if err := cg.signal(a, sig); err == nil {
+				return
+			}
+		}
+		killGroup(pid, sig)
+	}
 	// The Started response must precede any output frame.
 	if err := eio.Started(pid); err != nil {
-		killGroup(pid, syscall.SIGKILL)
+		kill(syscall.SIGKILL)
 	}
 
 	if stdinW != nil {
@@ -303,18 +330,26 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 			st = exitStatus(ws)
 			waiting = false
 		case <-timeout:
-			killGroup(pid, syscall.SIGKILL)
+			kill(syscall.SIGKILL)
 			timedOut, timeout = true, nil
 		case sig := <-eio.Signals:
 			if sig > 0 && sig < 65 {
-				killGroup(pid, syscall.Signal(sig))
+				kill(syscall.Signal(sig))
 			}
 		case <-done:
-			killGroup(pid, syscall.SIGKILL)
+			kill(syscall.SIGKILL)
 			done = nil
 		}
 	}
 	st.TimedOut = timedOut
+	if cg != nil {
+		// The leader is gone; what it left behind goes now, which also
+		// closes the pipes it held, so the drain below ends at once.
+		st.Limit = cg.limitHit()
+		if err := s.endGroup(cg); err != nil && st.Error == "" {
+			st.Error = err.Error()
+		}
+	}
 
 	d.leaderExited(outR, errR)
 	wg.Wait()
@@ -326,6 +361,15 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 		st.Error = err.Error()
 	}
 	return st, nil
+}
+
+// endGroup ends a call's or background process's group, logging trouble.
+func (s *Service) endGroup(g *cgroup) error {
+	err := g.end()
+	if err != nil {
+		s.log.Printf("%v", err)
+	}
+	return err
 }
 
 // drainer copies a process's output pipes to the caller as data arrives.
@@ -397,6 +441,7 @@ func closeAll(files ...*os.File) {
 type bgProc struct {
 	pid    int
 	uid    int
+	cg     *cgroup // its group in the user's background group; nil without cgroups
 	done   chan struct{}
 	status agentproto.ExitStatus // valid once done is closed
 }
@@ -487,11 +532,23 @@ func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBack
 		return nil, err
 	}
 	defer devNull.Close()
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true)
+	// The process and all it starts live in a group of their own in the
+	// user's background group, the only processes that outlive a call and
+	// the only ones Signal reaches for the user.
+	var cg *cgroup
+	if s.cfg.Cgroups != nil && a.UID != 0 {
+		if cg, err = s.cfg.Cgroups.newGroup(a, req.Limits, "bg"); err != nil {
+			return nil, err
+		}
+	}
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true, cg)
 	if err != nil {
+		if cg != nil {
+			s.endGroup(cg)
+		}
 		return nil, err
 	}
-	p := &bgProc{pid: pid, uid: a.UID, done: make(chan struct{})}
+	p := &bgProc{pid: pid, uid: a.UID, cg: cg, done: make(chan struct{})}
 	s.bg.add(p)
 	go func() {
 		var timeout <-chan time.Time
@@ -506,10 +563,17 @@ func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBack
 			case ws := <-exited:
 				st := exitStatus(ws)
 				st.TimedOut = timedOut
+				if cg != nil {
+					// What it started ends with it, as for a call.
+					st.Limit = cg.limitHit()
+					s.endGroup(cg)
+				}
 				s.bg.finish(p, st)
 				return
 			case <-timeout:
-				killGroup(pid, syscall.SIGKILL) // the session is its group
+				if cg == nil || cg.kill() != nil {
+					killGroup(pid, syscall.SIGKILL) // the session is its group
+				}
 				timedOut, timeout = true, nil
 			}
 		}
@@ -569,11 +633,45 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.Cgroups != nil && a.UID != 0 {
+		return s.signalBackground(a, req)
+	}
 	target := req.Pid
 	if req.Group {
 		target = -target
 	}
 	err = do(a, func() error { return unix.Kill(target, syscall.Signal(req.Signal)) })
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
+	}
+	return &agentproto.Empty{}, nil
+}
+
+// signalBackground signals a background process the user started, or with
+// Group everything in its group: an agent's signals reach exactly its
+// background processes, never a running call's.
+func (s *Service) signalBackground(a *Account, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
+	p := s.bg.get(req.Pid)
+	if p != nil && p.uid != a.UID {
+		return nil, fmt.Errorf("%w: process %d belongs to another user", agentproto.ErrPermission, req.Pid)
+	}
+	if p == nil || p.cg == nil {
+		return nil, fmt.Errorf("%w: signal %d: no background process %d of %s", agentproto.ErrNotFound, req.Pid, req.Pid, a.Name)
+	}
+	select {
+	case <-p.done:
+		return nil, fmt.Errorf("%w: signal %d: background process %d has ended", agentproto.ErrNotFound, req.Pid, req.Pid)
+	default:
+	}
+	if req.Signal == 0 {
+		return &agentproto.Empty{}, nil
+	}
+	var err error
+	if req.Group {
+		err = p.cg.signal(a, syscall.Signal(req.Signal))
+	} else {
+		err = do(a, func() error { return unix.Kill(req.Pid, syscall.Signal(req.Signal)) })
+	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
 	}

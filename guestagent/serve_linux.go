@@ -218,3 +218,8 @@ func (r recovering) Shutdown(ctx context.Context, req *agentproto.ShutdownReques
 	defer r.catch(agentproto.OpShutdown, time.Now(), &err)
 	return r.s.Shutdown(ctx, req)
 }
+
+func (r recovering) Usage(ctx context.Context, req *agentproto.UsageRequest) (_ *agentproto.UsageResponse, err error) {
+	defer r.catch(agentproto.OpUsage, time.Now(), &err)
+	return r.s.Usage(ctx, req)
+}

@@ -59,6 +59,9 @@ type Config struct {
 	// the host's first hello is answered: boot work the handshake need
 	// not wait for.
 	AfterFirstHello func()
+	// Cgroups, when set, runs every call in its own cgroup that ends with
+	// it, under its user's limits. Only the VM's PID 1 sets it.
+	Cgroups *Cgroups
 }
 
 // Service implements agentproto.Service inside the guest.

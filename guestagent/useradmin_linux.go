@@ -315,6 +315,13 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	if a.UID < minReusedUID || a.UID == nobodyUID {
 		return nil, fmt.Errorf("%w: %s (uid %d) is a system account", agentproto.ErrPermission, a.Name, a.UID)
 	}
+	if s.cfg.Cgroups != nil {
+		// Its groups go first: the kill reaches every process in them,
+		// whatever uid it runs as by now.
+		if err := s.cfg.Cgroups.removeUser(a.Name); err != nil {
+			s.log.Printf("user %s: %v", a.Name, err)
+		}
+	}
 	if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
 		return nil, err
 	}

@@ -26,10 +26,11 @@ import (
 const agentUsage = `usage:
   osaurus-sandbox agent add NAME
   osaurus-sandbox agent list [--json]
-  osaurus-sandbox agent show NAME        settings and MCP client configuration
+  osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network
+keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network,
+  maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
 
@@ -56,8 +57,12 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return ExitOK
 	case sub == "list" && (len(args) == 0 || len(args) == 1 && args[0] == "--json"):
 		list := reg.List()
+		var usage map[string]agents.Usage
+		if len(list) > 0 {
+			usage, _ = c.agentUsage(ctx, list)
+		}
 		if len(args) == 1 {
-			json.NewEncoder(c.out).Encode(list)
+			json.NewEncoder(c.out).Encode(views(list, usage))
 			return ExitOK
 		}
 		if len(list) == 0 {
@@ -65,15 +70,27 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			return ExitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND")
-		for _, a := range list {
-			ae := a.AutonomousExec
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", a.Name, a.Slug, a.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn, onOff(ae.BackgroundProcesses))
+		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tCPU\tMEMORY\tPROCESSES")
+		for _, v := range views(list, usage) {
+			ae := v.AutonomousExec
+			cpu, mem, procs := "-", "-", "-"
+			if v.Usage != nil {
+				cpu = fmt.Sprintf("%.1fs", v.Usage.CPUSeconds)
+				mem = fmt.Sprintf("%.0f/%d MB", v.Usage.MemoryMB, v.Limits.MemoryMB)
+				procs = fmt.Sprintf("%d/%d", v.Usage.Processes, v.Limits.MaxProcesses)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.Name, v.Slug, v.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn,
+				onOff(ae.BackgroundProcesses), cpu, mem, procs)
 		}
 		w.Flush()
+		if usage == nil {
+			fmt.Fprintln(c.out, "(usage shows while the VM runs)")
+		}
 		return ExitOK
 	case sub == "show" && len(args) == 1:
-		return c.agentShow(reg, args[0])
+		return c.agentShow(ctx, reg, args[0])
+	case sub == "show" && len(args) == 2 && args[1] == "--json":
+		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3:
 		a, err := reg.Update(args[0], func(a *agents.Agent) error { return setAgent(a, args[1], args[2]) })
 		if err != nil {
@@ -124,6 +141,12 @@ func setAgent(a *agents.Agent, key, value string) error {
 			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
 		}
 		ae.MaxCommandsPerTurn = n
+	case a.Resources.Field(key) != nil:
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
+		}
+		*a.Resources.Field(key) = n
 	case flag[key] != nil:
 		b, ok := map[string]bool{"true": true, "on": true, "yes": true, "1": true, "false": false, "off": false, "no": false, "0": false}[strings.ToLower(value)]
 		if !ok {
@@ -132,12 +155,12 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, maxProcesses, memoryMB, cpuWeight"}
 	}
 	return nil
 }
 
-func (c *cli) agentShow(reg *agents.Registry, ref string) int {
+func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) int {
 	a, err := reg.Get(ref)
 	if err != nil {
 		return c.fail(err)
@@ -152,6 +175,14 @@ func (c *cli) agentShow(reg *agents.Registry, ref string) int {
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)
 	c.printNetworkInForce(a)
+	l := a.Resources.Limits()
+	fmt.Fprintf(c.out, "  processes:            at most %d (maxProcesses)\n  memory:               %d MB (memoryMB)\n  CPU weight:           %d (cpuWeight)\n",
+		l.MaxProcesses, l.MemoryMB, l.CPUWeight)
+	if usage, why := c.agentUsage(ctx, []agents.Agent{a}); usage != nil {
+		fmt.Fprintf(c.out, "  usage:                %s\n", usage[a.User()].Summary(l))
+	} else {
+		fmt.Fprintf(c.out, "  usage:                unknown: %s\n", why)
+	}
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())

@@ -106,3 +106,26 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("mcp without --agent: %d", code)
 	}
 }
+
+func TestSetAgentResources(t *testing.T) {
+	for _, c := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{"memoryMB", "512", true},
+		{"maxProcesses", "64", true},
+		{"cpuWeight", "0", true}, // back to the default
+		{"memoryMB", "lots", false},
+		{"memoryMB", "8", false},
+		{"cpuWeight", "10001", false},
+	} {
+		a := agents.Agent{Name: "A", Slug: "a", AutonomousExec: agents.DefaultAutonomousExec()}
+		err := setAgent(&a, c.key, c.value)
+		if err == nil {
+			err = a.Validate()
+		}
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.key)) {
+			t.Errorf("set %s %s: %v", c.key, c.value, err)
+		}
+	}
+}

@@ -62,6 +62,7 @@ func (c *cli) gui() int {
 		}
 		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
 	}
+	o.AgentUsage = c.oneAgentUsage
 	b, err := ui.NewBackend(ctx, ctl, c.paths)
 	if err != nil {
 		return c.fail(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -45,6 +46,12 @@ func (c *call) procEnv() []string {
 // narrowed by the plugin whose command this is. A setting that does not
 // parse (a hand-edited file) fails closed.
 func (c *call) network() string {
+	return c.networkOf(c.current())
+}
+
+// current is the agent's settings as stored now, so a change made while
+// a client is connected holds from the next command.
+func (c *call) current() agents.Agent {
 	a := c.agent
 	if reg := c.env.agents; reg != nil {
 		if err := reg.Reload(); err == nil {
@@ -53,6 +60,16 @@ func (c *call) network() string {
 			}
 		}
 	}
+	return a
+}
+
+// limits are the agent's resource limits as stored now.
+func (c *call) limits() *agentproto.Limits {
+	l := c.current().Resources.Limits()
+	return &l
+}
+
+func (c *call) networkOf(a agents.Agent) string {
 	p, err := a.NetworkPolicy()
 	if err != nil {
 		return netpolicy.SettingNone
@@ -73,7 +90,10 @@ func (c *call) exec(ctx context.Context, req agentproto.ExecRequest, timeout tim
 		req.Env = c.procEnv()
 	}
 	if req.User != "" {
-		req.Network = c.network()
+		a := c.current()
+		req.Network = c.networkOf(a)
+		l := a.Resources.Limits()
+		req.Limits = &l
 	}
 	req.TimeoutMillis = timeout.Milliseconds()
 	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
@@ -137,6 +157,14 @@ type execResult struct {
 func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, cwd string, out, errOut *capture) (execResult, error) {
 	stdout, cutOut := out.Text()
 	stderr, cutErr := errOut.Text()
+	if st.Limit != "" {
+		msg := c.limitMessage(st.Limit)
+		if st.TimedOut || st.Code != 0 {
+			return execResult{}, envelope.Errorf(envelope.ExecutionError, "%s Output before it ended:\nstdout: %s\nstderr: %s",
+				msg, truncTail(stdout, 2000), truncTail(stderr, 1000))
+		}
+		c.warn("%s", msg)
+	}
 	if st.TimedOut {
 		return execResult{}, envelope.Errorf(envelope.Timeout,
 			"still running after %s, so it was killed with every process it started. Raise timeout (max %s), make it faster, "+
@@ -233,7 +261,7 @@ func execBackground(ctx context.Context, c *call, a backgroundArgs) (any, error)
 		return nil, err
 	}
 	r, err := c.g.StartBackground(ctx, agentproto.StartBackgroundRequest{ExecRequest: agentproto.ExecRequest{
-		Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path, Env: c.procEnv(), Network: c.network(),
+		Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path, Env: c.procEnv(), Network: c.network(), Limits: c.limits(),
 	}})
 	if err != nil {
 		return nil, c.startError(err, "sh", "cwd")
@@ -448,4 +476,22 @@ func detectLanguage(file string, firstLine []byte) (lang, interp string) {
 		return "node", "node"
 	}
 	return "", ""
+}
+
+// limitMessage explains which of the agent's resource limits a command ran
+// into, and what to do about it.
+func (c *call) limitMessage(limit string) string {
+	a := c.current()
+	l := a.Resources.Limits()
+	switch limit {
+	case agentproto.LimitMemory:
+		return fmt.Sprintf("The command ran out of memory: all your processes together may use %d MB (memoryMB), "+
+			"so it was killed with every process it started. Use less memory (smaller inputs, fewer parallel jobs), "+
+			"or ask the user to raise it: osaurus-sandbox agent set %s memoryMB N.", l.MemoryMB, a.Slug)
+	case agentproto.LimitProcesses:
+		return fmt.Sprintf("The command hit the process limit: you may have at most %d processes and threads at once (maxProcesses), "+
+			"so starting more failed. Run fewer things in parallel, end background processes you no longer need, "+
+			"or ask the user to raise it: osaurus-sandbox agent set %s maxProcesses N.", l.MaxProcesses, a.Slug)
+	}
+	return fmt.Sprintf("The command ran into the resource limit %q.", limit)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -32,6 +34,11 @@ type agentsTab struct {
 	Background *widget.Check
 	PluginOK   *widget.Check
 	Network    *widget.SelectEntry
+	// Resource limits in the VM; empty means the default.
+	MaxProcs   *widget.Entry
+	MemoryMB   *widget.Entry
+	CPUWeight  *widget.Entry
+	Usage      *widget.Label
 	SaveAgent  *widget.Button
 	RemoveBtn  *widget.Button
 	Desktop    *widget.Entry
@@ -46,7 +53,10 @@ type agentsTab struct {
 	// onRemoved stops the removed agent's processes and deletes its Linux
 	// user in the VM (when it runs); set by the app.
 	onRemoved func(context.Context, agents.Agent) (string, error)
-	do        func(func())
+	// usage asks the running VM for an agent's resource use; set by the
+	// app.
+	usage func(context.Context, agents.Agent) (agents.Usage, error)
+	do    func(func())
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
@@ -72,6 +82,19 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	// none, outbound, or a domain list typed in (validated on Save).
 	t.Network = widget.NewSelectEntry([]string{netpolicy.SettingOutbound, netpolicy.SettingNone})
 	t.Network.SetPlaceHolder("none, outbound or example.com,*.example.com")
+	t.MaxProcs, t.MemoryMB, t.CPUWeight = widget.NewEntry(), widget.NewEntry(), widget.NewEntry()
+	for _, e := range []struct {
+		w   *widget.Entry
+		key string
+	}{{t.MaxProcs, "maxProcesses"}, {t.MemoryMB, "memoryMB"}, {t.CPUWeight, "cpuWeight"}} {
+		for _, rs := range agents.ResourceSettings {
+			if rs.Key == e.key {
+				e.w.SetPlaceHolder(fmt.Sprintf("default %d (%d–%d)", rs.Default, rs.Min, rs.Max))
+			}
+		}
+	}
+	t.Usage = widget.NewLabel("")
+	t.Usage.Wrapping = fyne.TextWrapWord
 	t.SaveAgent = widget.NewButton("Save", t.onSave)
 	t.RemoveBtn = widget.NewButton("Remove…", t.onRemove)
 	t.RemoveBtn.Importance = widget.DangerImportance
@@ -92,7 +115,11 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		t.Name, t.Enabled,
 		widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
 		t.Background, t.PluginOK,
-		widget.NewForm(widget.NewFormItem("Network", t.Network)),
+		widget.NewForm(widget.NewFormItem("Network", t.Network),
+			widget.NewFormItem("Max processes", t.MaxProcs),
+			widget.NewFormItem("Memory (MB)", t.MemoryMB),
+			widget.NewFormItem("CPU weight", t.CPUWeight)),
+		t.Usage,
 		container.NewHBox(t.SaveAgent, t.RemoveBtn),
 		widget.NewLabel("MCP: Claude Desktop (claude_desktop_config.json)"), t.Desktop,
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
@@ -120,7 +147,7 @@ func (t *agentsTab) selectAgent(id string) {
 
 func (t *agentsTab) showSelected() {
 	a, err := t.reg.Get(t.selected)
-	editing := []fyne.Disableable{t.Enabled, t.MaxCmds, t.Background, t.PluginOK, t.Network, t.SaveAgent, t.RemoveBtn, t.CopyDesk, t.CopyHTTP, t.Regenerate}
+	editing := []fyne.Disableable{t.Enabled, t.MaxCmds, t.Background, t.PluginOK, t.Network, t.MaxProcs, t.MemoryMB, t.CPUWeight, t.SaveAgent, t.RemoveBtn, t.CopyDesk, t.CopyHTTP, t.Regenerate}
 	if t.selected == "" || err != nil {
 		t.Name.SetText("Select or add an agent")
 		for _, w := range editing {
@@ -128,6 +155,7 @@ func (t *agentsTab) showSelected() {
 		}
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
+		t.Usage.SetText("")
 		return
 	}
 	for _, w := range editing {
@@ -140,6 +168,17 @@ func (t *agentsTab) showSelected() {
 	t.Background.SetChecked(ae.BackgroundProcesses)
 	t.PluginOK.SetChecked(ae.PluginCreate)
 	t.Network.SetText(string(ae.Network))
+	for _, f := range []struct {
+		w *widget.Entry
+		v int
+	}{{t.MaxProcs, a.Resources.MaxProcesses}, {t.MemoryMB, a.Resources.MemoryMB}, {t.CPUWeight, a.Resources.CPUWeight}} {
+		if f.v == 0 {
+			f.w.SetText("")
+		} else {
+			f.w.SetText(strconv.Itoa(f.v))
+		}
+	}
+	t.showUsage(a)
 	token, _ := t.reg.Token(a.ID)
 	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
 	t.Desktop.SetText(c.ClaudeDesktop())
@@ -164,7 +203,22 @@ func (t *agentsTab) onSave() {
 		showError(t.win, "Invalid setting", fmt.Errorf("commands per turn: %q is not a whole number (1–%d)", t.MaxCmds.Text, agents.MaxCommandsPerTurn))
 		return
 	}
+	var res agents.Resources
+	for _, f := range []struct {
+		w    *widget.Entry
+		name string
+		v    *int
+	}{{t.MaxProcs, "max processes", &res.MaxProcesses}, {t.MemoryMB, "memory (MB)", &res.MemoryMB}, {t.CPUWeight, "CPU weight", &res.CPUWeight}} {
+		if strings.TrimSpace(f.w.Text) == "" {
+			continue // the default
+		}
+		if *f.v, err = strconv.Atoi(strings.TrimSpace(f.w.Text)); err != nil {
+			showError(t.win, "Invalid setting", fmt.Errorf("%s: %q is not a whole number; leave it empty for the default", f.name, f.w.Text))
+			return
+		}
+	}
 	_, err = t.reg.Update(t.selected, func(a *agents.Agent) error {
+		a.Resources = res
 		a.AutonomousExec = agents.AutonomousExec{
 			Enabled: t.Enabled.Checked, MaxCommandsPerTurn: n,
 			BackgroundProcesses: t.Background.Checked, PluginCreate: t.PluginOK.Checked,
@@ -223,4 +277,29 @@ func (t *agentsTab) onRegenerate() {
 func (t *agentsTab) copy(s string) {
 	fyne.CurrentApp().Clipboard().SetContent(s)
 	t.Status.SetText("Copied.")
+}
+
+// showUsage fills the usage line from the VM, off the UI thread.
+func (t *agentsTab) showUsage(a agents.Agent) {
+	l := a.Resources.Limits()
+	limits := fmt.Sprintf("Limits: %d processes, %d MB memory, CPU weight %d.", l.MaxProcesses, l.MemoryMB, l.CPUWeight)
+	if t.usage == nil {
+		t.Usage.SetText(limits)
+		return
+	}
+	t.Usage.SetText(limits + " Usage: asking the VM…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		u, err := t.usage(ctx, a)
+		text := limits + " Usage: " + u.Summary(l) + "."
+		if err != nil {
+			text = limits + " Usage: unknown (" + err.Error() + ")."
+		}
+		t.do(func() {
+			if t.selected == a.ID {
+				t.Usage.SetText(text)
+			}
+		})
+	}()
 }

@@ -76,6 +76,8 @@ type Options struct {
 	// OnAgentRemoved cleans up a removed agent in the VM and says what it
 	// did.
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
+	// AgentUsage reports an agent's resource use in the running VM.
+	AgentUsage func(context.Context, agents.Agent) (agents.Usage, error)
 }
 
 // Run shows the window until the user quits. With a tray host, closing
@@ -87,6 +89,7 @@ func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
 	w := NewWindow(a, o.Backend, o.Registry)
 	w.Agents.onRemoved = o.OnAgentRemoved
+	w.Agents.usage = o.AgentUsage
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),

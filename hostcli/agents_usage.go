@@ -1,0 +1,85 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+)
+
+// usageWait bounds asking the guest for usage: a listing must not hang on
+// a busy VM.
+const usageWait = 10 * time.Second
+
+// agentView is an agent as `agent list --json` and `agent show --json`
+// print it: its settings, the limits in force and, while the VM runs, its
+// resource use.
+type agentView struct {
+	agents.Agent
+	Limits agentproto.Limits `json:"limits"`
+	Usage  *agents.Usage     `json:"usage,omitempty"` // absent while the VM is stopped
+}
+
+// agentUsage asks the running guest for the agents' resource use. It
+// returns nil, and why, when the VM is not running or can't say; an agent
+// that has run nothing since the VM started is missing from the map.
+func (c *cli) agentUsage(ctx context.Context, list []agents.Agent) (map[string]agents.Usage, string) {
+	ctx, cancel := context.WithTimeout(ctx, usageWait)
+	defer cancel()
+	g, err := c.runningGuest(ctx)
+	if err != nil {
+		return nil, "the VM is not running"
+	}
+	users := make([]string, 0, len(list))
+	for _, a := range list {
+		users = append(users, a.User())
+	}
+	resp, err := g.Usage(ctx, agentproto.UsageRequest{Users: users})
+	if err != nil {
+		return nil, fmt.Sprintf("the VM did not report usage: %v", err)
+	}
+	out := make(map[string]agents.Usage, len(resp.Users))
+	for _, u := range resp.Users {
+		out[u.User] = agents.UsageFrom(u)
+	}
+	return out, ""
+}
+
+func views(list []agents.Agent, usage map[string]agents.Usage) []agentView {
+	out := make([]agentView, 0, len(list))
+	for _, a := range list {
+		v := agentView{Agent: a, Limits: a.Resources.Limits()}
+		if usage != nil {
+			u := usage[a.User()] // zero: nothing run since the VM started
+			v.Usage = &u
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// agentShowJSON prints one agent as `agent list --json` does.
+func (c *cli) agentShowJSON(ctx context.Context, reg *agents.Registry, ref string) int {
+	a, err := reg.Get(ref)
+	if err != nil {
+		return c.fail(err)
+	}
+	usage, _ := c.agentUsage(ctx, []agents.Agent{a})
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	enc.Encode(views([]agents.Agent{a}, usage)[0])
+	return ExitOK
+}
+
+// oneAgentUsage is agentUsage for the window's Agents tab.
+func (c *cli) oneAgentUsage(ctx context.Context, a agents.Agent) (agents.Usage, error) {
+	usage, why := c.agentUsage(ctx, []agents.Agent{a})
+	if usage == nil {
+		return agents.Usage{}, errors.New(why)
+	}
+	return usage[a.User()], nil
+}
