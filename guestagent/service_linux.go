@@ -70,6 +70,8 @@ type Service struct {
 
 	warnMu   sync.Mutex
 	warnings []string
+
+	limits limitTable
 }
 
 var _ agentproto.Service = (*Service)(nil)

@@ -29,12 +29,12 @@ import (
 )
 
 const agentUsage = `usage:
-  osaurus-sandbox agent add NAME
+  osaurus-sandbox agent add NAME [--adopt-home | --purge-home]
   osaurus-sandbox agent list [--json]
   osaurus-sandbox agent show NAME        settings and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network
+keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
 
@@ -51,8 +51,22 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	sub, args := args[0], args[1:]
 	switch {
-	case sub == "add" && len(args) == 1:
-		a, err := reg.Add(args[0])
+	case sub == "add" && len(args) >= 1:
+		fs := c.flags("agent add")
+		adopt := fs.Bool("adopt-home", false, "give a home left by a removed agent of the same name, and its files, to the new agent")
+		purge := fs.Bool("purge-home", false, "delete a home left by a removed agent of the same name first")
+		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 || *adopt && *purge {
+			fmt.Fprintln(c.err, agentUsage)
+			return ExitUsage
+		}
+		o := agents.AddOptions{Workspace: c.paths.Workspace()}
+		switch {
+		case *adopt:
+			o.Home = agents.HomeAdopt
+		case *purge:
+			o.Home = agents.HomePurge
+		}
+		a, err := reg.AddWith(args[0], o)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -123,6 +137,12 @@ func setAgent(a *agents.Agent, key, value string) error {
 			value = netpolicy.Migrate(b)
 		}
 		return ae.SetNetwork(value)
+	case key == "diskGB":
+		g, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: fmt.Sprintf("a number of GB, %g–%g", agents.MinDiskGB, agents.MaxDiskGB)}
+		}
+		a.DiskGB = g
 	case key == "maxCommandsPerTurn":
 		n, err := strconv.Atoi(value)
 		if err != nil {
@@ -137,7 +157,7 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB"}
 	}
 	return nil
 }

@@ -66,6 +66,9 @@ type Options struct {
 	// OnAgentRemoved cleans up a removed agent in the VM and says what it
 	// did.
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
+	// Workspace is the host folder shared as /workspace, where a new
+	// agent's home may be left over from a removed one.
+	Workspace string
 }
 
 // Run shows the window until the user quits. With a system tray, closing
@@ -76,6 +79,7 @@ func Run(o Options) error {
 	w := NewWindow(a, o.Backend, o.Registry)
 	defer w.Close()
 	w.Agents.onRemoved = o.OnAgentRemoved
+	w.Agents.workspace = o.Workspace
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),
