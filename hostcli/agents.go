@@ -21,6 +21,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/control"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -31,7 +32,7 @@ import (
 const agentUsage = `usage:
   osaurus-sandbox agent add NAME [--adopt-home | --purge-home]
   osaurus-sandbox agent list [--json]
-  osaurus-sandbox agent show NAME        settings and MCP client configuration
+  osaurus-sandbox agent show NAME [--json] settings and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
 keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB
@@ -75,8 +76,13 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return ExitOK
 	case sub == "list" && (len(args) == 0 || len(args) == 1 && args[0] == "--json"):
 		list := reg.List()
+		disk := agentDiskUsage(c.paths, list)
 		if len(args) == 1 {
-			json.NewEncoder(c.out).Encode(list)
+			out := make([]agentView, len(list))
+			for i, a := range list {
+				out[i] = viewAgent(a, disk)
+			}
+			json.NewEncoder(c.out).Encode(out)
 			return ExitOK
 		}
 		if len(list) == 0 {
@@ -84,12 +90,20 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			return ExitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND")
+		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tDISK")
 		for _, a := range list {
 			ae := a.AutonomousExec
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", a.Name, a.Slug, a.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn, onOff(ae.BackgroundProcesses))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.Name, a.Slug, a.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn, onOff(ae.BackgroundProcesses),
+				diskquota.Human(disk[a.Slug])+" of "+diskquota.Human(a.DiskQuota()))
 		}
 		w.Flush()
+		return ExitOK
+	case sub == "show" && len(args) == 2 && args[1] == "--json":
+		a, err := reg.Get(args[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		json.NewEncoder(c.out).Encode(viewAgent(a, agentDiskUsage(c.paths, []agents.Agent{a})))
 		return ExitOK
 	case sub == "show" && len(args) == 1:
 		return c.agentShow(reg, args[0])
@@ -111,6 +125,18 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
+}
+
+// agentView is an agent with its usage, as `agent list --json` and
+// `agent show --json` print it.
+type agentView struct {
+	agents.Agent
+	DiskQuotaBytes int64 `json:"diskQuotaBytes"`
+	DiskUsedBytes  int64 `json:"diskUsedBytes"`
+}
+
+func viewAgent(a agents.Agent, disk map[string]int64) agentView {
+	return agentView{Agent: a, DiskQuotaBytes: a.DiskQuota(), DiskUsedBytes: disk[a.Slug]}
 }
 
 func onOff(b bool) string {
@@ -172,7 +198,8 @@ func (c *cli) agentShow(reg *agents.Registry, ref string) int {
 		return c.fail(err)
 	}
 	ae := a.AutonomousExec
-	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s\n  home:                 %s\n", a.Name, a.ID, a.User(), a.Home())
+	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
+	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)

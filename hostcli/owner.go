@@ -61,7 +61,8 @@ func Own(ctx context.Context, p config.Paths, owner string, logf func(string, ..
 	srv := &control.Server{M: m, DiagEnv: DiagEnv(p), Quit: quit, Owner: owner}
 	go srv.Serve(sctx, ln)
 	stopMCP := serveMCP(p, m, logf)
-	return m, func() { cancel(); ln.Close(); stopMCP() }, nil
+	stopQuota := enforceDisk(sctx, p, m, logf)
+	return m, func() { cancel(); ln.Close(); stopMCP(); stopQuota() }, nil
 }
 
 // serve runs the headless owner until a signal or a quit request.
