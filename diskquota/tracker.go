@@ -61,6 +61,14 @@ func (t *Tracker) reset() {
 	t.byUID = map[uint32]int64{}
 }
 
+// Incremental reports whether refreshes follow changes (inotify) rather
+// than walking everything.
+func (t *Tracker) Incremental() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.w != nil && t.w.ok()
+}
+
 // Close stops watching.
 func (t *Tracker) Close() {
 	t.mu.Lock()
