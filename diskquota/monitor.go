@@ -91,7 +91,7 @@ func (m *Monitor) Round(ctx context.Context) Report {
 		r.Agents[a.Slug] = used
 		switch {
 		case used > a.DiskQuota():
-			r.Blocked[a.Slug] = fmt.Sprintf("disk quota exceeded: agent %s uses %s of its %s quota (diskGB %g). "+
+			r.Blocked[a.Slug] = fmt.Sprintf("agent %s uses %s of its %s quota (diskGB %g). "+
 				"Its commands were stopped and new commands and writes are refused until it is back under. "+
 				"Fix: delete files (sandbox_delete still works, or delete them on the host), or raise it with `osaurus-sandbox agent set %s diskGB N`",
 				a.Name, human(used), human(a.DiskQuota()), float64(a.DiskQuota())/1e9, a.Slug)
