@@ -50,8 +50,10 @@ type agentsTab struct {
 	do        func(func())
 	// workspace is the host's /workspace folder; see agents.AddOptions.
 	workspace string
-	// HomeDialog asks what to do with a left-over home (nil when closed).
-	HomeDialog *dialog.CustomDialog
+	// HomeDialog asks what to do with a left-over home (nil when closed),
+	// with its buttons.
+	HomeDialog           *dialog.CustomDialog
+	AdoptHome, PurgeHome *widget.Button
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
@@ -185,10 +187,9 @@ func (t *agentsTab) askHome(err error) {
 			}
 		}
 	}
-	buttons := container.NewHBox(
-		widget.NewButton("Adopt home", choose(agents.HomeAdopt)),
-		widget.NewButton("Delete home", choose(agents.HomePurge)),
-		widget.NewButton("Cancel", choose(agents.HomeRefuse)))
+	t.AdoptHome = widget.NewButton("Adopt home", choose(agents.HomeAdopt))
+	t.PurgeHome = widget.NewButton("Delete home", choose(agents.HomePurge))
+	buttons := container.NewHBox(t.AdoptHome, t.PurgeHome, widget.NewButton("Cancel", choose(agents.HomeRefuse)))
 	d = dialog.NewCustomWithoutButtons("The agent's home already exists", container.NewVBox(msg, buttons), t.win)
 	d.Resize(fyne.NewSize(520, 240))
 	t.HomeDialog = d
