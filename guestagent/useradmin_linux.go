@@ -216,10 +216,13 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 		}
 	}
 	if uid < 0 {
+		// Never a uid that owns a home beside this one: its user would
+		// read a removed agent's kept files.
+		owned := siblingOwners(home)
 		for id := firstUID; id <= lastUID; id++ {
 			_, uidUsed := uids[id]
 			_, gidUsed := gids[id]
-			if !uidUsed && !gidUsed {
+			if !uidUsed && !gidUsed && !owned[id] {
 				uid = id
 				break
 			}
@@ -303,6 +306,21 @@ func (s *Service) checkFixedUID(req *agentproto.UserAddRequest, home string, uid
 			agentproto.ErrPermission, home, owner, name)
 	}
 	return owner, nil
+}
+
+// siblingOwners returns the uids owning the entries beside home.
+func siblingOwners(home string) map[int]bool {
+	out := map[int]bool{}
+	parent := filepath.Dir(home)
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		if p := filepath.Join(parent, e.Name()); p != home {
+			if owner, ok := uidOwning(p); ok {
+				out[owner] = true
+			}
+		}
+	}
+	return out
 }
 
 // uidOwning is the uid owning p (not following a symlink).

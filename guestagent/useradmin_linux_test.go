@@ -288,3 +288,16 @@ func TestUserLimit(t *testing.T) {
 		t.Fatalf("after unblock: %v", err)
 	}
 }
+
+// A user without a fixed uid (the diagnostics user) never gets a uid that
+// owns another home beside its own.
+func TestUserAddSkipsUIDsOwningHomes(t *testing.T) {
+	e := newTestEnv(t)
+	homes := filepath.Join(e.base, "agents")
+	mustMkdir(t, homes, 0o755, 0)
+	mustMkdir(t, filepath.Join(homes, "kept"), 0o700, firstUID)
+	r, err := e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "diag", Home: filepath.Join(homes, "diag")})
+	if err != nil || r.UID == firstUID {
+		t.Fatalf("UserAdd = %+v, %v; want a uid other than the kept home's %d", r, err, firstUID)
+	}
+}
