@@ -178,8 +178,10 @@ func TestDiskQuota(t *testing.T) {
 	if took > 2*time.Minute {
 		t.Errorf("the loop ran %v", took)
 	}
-	if used > 50e6+50e6 {
-		t.Errorf("alice reached %d bytes, more than twice her quota", used)
+	// Detection takes one or two monitor rounds; 400 MB is far more than
+	// this VM writes to the share in that time.
+	if used > 50e6+400e6 {
+		t.Errorf("alice reached %d bytes, %d over her quota", used, used-50e6)
 	}
 
 	// Blocked: no writes, no commands; the message says what to do.
