@@ -191,6 +191,12 @@ func (c *Client) UserAdd(ctx context.Context, req UserAddRequest) (UserAddRespon
 	return call[UserAddResponse](ctx, c, OpUserAdd, req)
 }
 
+// UserLimit blocks (killing its processes) or unblocks a Linux user.
+func (c *Client) UserLimit(ctx context.Context, req UserLimitRequest) error {
+	_, err := call[Empty](ctx, c, OpUserLimit, req)
+	return err
+}
+
 // UserDel deletes a Linux user after killing its processes.
 func (c *Client) UserDel(ctx context.Context, req UserDelRequest) error {
 	_, err := call[Empty](ctx, c, OpUserDel, req)

@@ -25,6 +25,9 @@ var (
 	ErrInternal     = errors.New("internal error")
 	ErrSessionEnded = errors.New("agent session ended")
 	ErrUnavailable  = errors.New("unavailable")
+	// ErrQuota: the user is over a disk limit the host set (UserLimit);
+	// the message names the limit and the fix.
+	ErrQuota = errors.New("disk quota exceeded")
 )
 
 // codes is ordered: the most specific sentinel comes first, so an error
@@ -35,6 +38,7 @@ var codes = []struct {
 }{
 	{"escape", ErrEscape},
 	{"no_user", ErrNoSuchUser},
+	{"quota", ErrQuota},
 	{"not_found", ErrNotFound},
 	{"exists", ErrExists},
 	{"permission", ErrPermission},

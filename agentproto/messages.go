@@ -18,6 +18,7 @@ const (
 	OpMove      = "move"
 	OpUserAdd   = "user_add"
 	OpUserDel   = "user_del"
+	OpUserLimit = "user_limit" // minor 5
 	OpShutdown  = "shutdown"
 	OpUsage     = "usage" // minor 4
 )
@@ -251,10 +252,18 @@ type MoveRequest struct {
 // UserAddRequest creates a Linux user and its home (idempotent: an existing
 // user with the same home is success).
 type UserAddRequest struct {
-	Name     string `json:"name"`
-	Home     string `json:"home"`
-	HomeMode uint32 `json:"home_mode,omitempty"` // default 0700
-	Shell    string `json:"shell,omitempty"`     // default /bin/sh
+	Name string `json:"name"`
+	Home string `json:"home"`
+	// UID, when set, is the user's fixed uid (the host's registry hands
+	// them out). The guest refuses one that owns another home beside Home
+	// or belongs to another user.
+	UID int `json:"uid,omitempty"`
+	// AdoptHome lets the user take over an existing Home owned by another
+	// uid that no user has: its files are given to UID. Without it such a
+	// home is refused, so no user silently inherits another's files.
+	AdoptHome bool   `json:"adopt_home,omitempty"`
+	HomeMode  uint32 `json:"home_mode,omitempty"` // default 0700
+	Shell     string `json:"shell,omitempty"`     // default /bin/sh
 }
 
 // UserAddResponse reports the ids.
@@ -270,6 +279,19 @@ type UserDelRequest struct {
 	Name       string `json:"name"`
 	RemoveHome bool   `json:"remove_home,omitempty"`
 }
+
+// UserLimitRequest blocks or unblocks a user. Blocking kills the user's
+// processes and makes exec, background starts and writes as the user fail
+// with ErrQuota and Reason until it is unblocked. The state lives in the
+// guest agent's memory, so the host sets it again on each new session.
+type UserLimitRequest struct {
+	Name    string `json:"name"`
+	Blocked bool   `json:"blocked"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// MaxLimitReason bounds UserLimitRequest.Reason.
+const MaxLimitReason = 1024
 
 // ShutdownRequest powers the guest off (or reboots) after syncing disks.
 type ShutdownRequest struct {

@@ -22,6 +22,12 @@ type Service interface {
 	Shutdown(context.Context, *ShutdownRequest) (*Empty, error)
 }
 
+// LimitService is implemented by a guest agent that enforces per-user
+// limits set by the host.
+type LimitService interface {
+	UserLimit(context.Context, *UserLimitRequest) (*Empty, error)
+}
+
 // ServiceMux routes every operation of the protocol to svc.
 func ServiceMux(svc Service) *Mux {
 	m := NewMux()
@@ -45,6 +51,9 @@ func ServiceMux(svc Service) *Mux {
 	}
 	if u, ok := svc.(UsageService); ok {
 		m.Handle(OpUsage, Unary(u.Usage))
+	}
+	if l, ok := svc.(LimitService); ok {
+		m.Handle(OpUserLimit, Unary(l.UserLimit))
 	}
 	return m
 }

@@ -35,6 +35,16 @@ type Agent struct {
 
 	// Resources are the agent's limits in the VM (cgroups).
 	Resources Resources `json:"resources"`
+	// UID is the agent's Linux uid, fixed when it is added (see
+	// AddWith) so a VM reset or another agent's removal never changes
+	// whose files are whose.
+	UID int `json:"uid,omitempty"`
+	// AdoptHome: the agent was added to take over a home left by a removed
+	// agent; the guest gives that home's files to UID.
+	AdoptHome bool `json:"adoptHome,omitempty"`
+	// DiskGB is the agent's disk quota in GB (1e9 bytes); 0 means
+	// DefaultDiskGB.
+	DiskGB float64 `json:"diskGB,omitempty"`
 }
 
 // AutonomousExec is what an agent may do beyond reading files.
@@ -118,7 +128,32 @@ func (a Agent) Validate() error {
 	if _, err := a.NetworkPolicy(); err != nil {
 		return err
 	}
-	return a.Resources.Validate()
+	if err := a.Resources.Validate(); err != nil {
+		return err
+	}
+	if a.UID != 0 && (a.UID < FirstUID || a.UID > LastUID) {
+		return &ValidationError{Field: "uid", Got: fmt.Sprint(a.UID), Want: fmt.Sprintf("%d–%d", FirstUID, LastUID)}
+	}
+	if g := a.DiskGB; g != 0 && !(g >= MinDiskGB && g <= MaxDiskGB) {
+		return &ValidationError{Field: "diskGB", Got: fmt.Sprint(g), Want: fmt.Sprintf("%g–%g (GB; fractions allowed, e.g. 0.5)", MinDiskGB, MaxDiskGB)}
+	}
+	return nil
+}
+
+// Disk quota limits, in GB.
+const (
+	DefaultDiskGB = 10.0
+	MinDiskGB     = 0.01
+	MaxDiskGB     = 100000.0
+)
+
+// DiskQuota is the agent's disk quota in bytes.
+func (a Agent) DiskQuota() int64 {
+	g := a.DiskGB
+	if g == 0 {
+		g = DefaultDiskGB
+	}
+	return int64(g * 1e9)
 }
 
 func validateName(name string) error {

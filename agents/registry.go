@@ -38,6 +38,23 @@ type record struct {
 type fileData struct {
 	Version int      `json:"version"`
 	Agents  []record `json:"agents"`
+	uidState
+}
+
+// uidState is the file's memory of Linux uids: the next one to try and
+// those of removed agents, which are never handed out again (a kept home,
+// or files in /workspace/shared, still belong to them).
+type uidState struct {
+	NextUID int       `json:"nextUID,omitempty"`
+	Retired []Retired `json:"retiredUIDs,omitempty"`
+}
+
+// Retired is the uid a removed agent had, remembered with its slug so an
+// agent added later with --adopt-home gets its files back under the same
+// uid.
+type Retired struct {
+	UID  int    `json:"uid"`
+	Slug string `json:"slug"`
 }
 
 // Registry is the set of agents. It is safe for concurrent use. Methods
@@ -48,6 +65,7 @@ type Registry struct {
 
 	mu   sync.Mutex
 	recs []record
+	uids uidState
 
 	subMu   sync.Mutex
 	subs    map[int]func()
@@ -58,11 +76,11 @@ type Registry struct {
 // missing file is an empty registry; the file is created by the first
 // change.
 func Open(path string) (*Registry, error) {
-	recs, err := load(path)
+	f, err := load(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{path: path, recs: recs, subs: make(map[int]func())}, nil
+	return &Registry{path: path, recs: f.Agents, uids: f.uidState, subs: make(map[int]func())}, nil
 }
 
 // Path is the registry file.
@@ -90,8 +108,14 @@ func (r *Registry) Get(ref string) (Agent, error) {
 	return r.recs[i].Agent, nil
 }
 
-// Add creates an agent with default settings, a fresh slug and token.
-func (r *Registry) Add(name string) (Agent, error) {
+// Add creates an agent with default settings, a fresh slug and token,
+// refusing a name whose home is left over (see AddWith).
+func (r *Registry) Add(name string) (Agent, error) { return r.AddWith(name, AddOptions{}) }
+
+// AddWith creates an agent with default settings, a fresh slug, token and
+// Linux uid. The uid is new: no agent, removed agent, or (as far as the
+// host sees) file under <Workspace>/agents has it.
+func (r *Registry) AddWith(name string, o AddOptions) (Agent, error) {
 	name = strings.TrimSpace(name)
 	if err := validateName(name); err != nil {
 		return Agent{}, err
@@ -105,9 +129,10 @@ func (r *Registry) Add(name string) (Agent, error) {
 		return Agent{}, err
 	}
 	var added Agent
-	err = r.modify(func(recs []record) ([]record, error) {
+	err = r.modifyAll(func(f *fileData) error {
+		recs := f.Agents
 		if err := nameFree(recs, name, ""); err != nil {
-			return nil, err
+			return err
 		}
 		taken := make(map[string]bool, len(recs))
 		for _, rec := range recs {
@@ -120,10 +145,20 @@ func (r *Registry) Add(name string) (Agent, error) {
 			AutonomousExec: DefaultAutonomousExec(),
 			CreatedAt:      time.Now().UTC().Truncate(time.Second),
 		}
-		if err := added.Validate(); err != nil {
-			return nil, err
+		if err := o.prepareHome(added.Slug); err != nil {
+			return err
 		}
-		return append(recs, record{Agent: added, Token: tok}), nil
+		added.AdoptHome = o.Home == HomeAdopt
+		uid, err := f.allocUID(added.Slug, o)
+		if err != nil {
+			return err
+		}
+		added.UID = uid
+		if err := added.Validate(); err != nil {
+			return err
+		}
+		f.Agents = append(recs, record{Agent: added, Token: tok})
+		return nil
 	})
 	return added, err
 }
@@ -149,6 +184,8 @@ func (r *Registry) Update(ref string, fn func(*Agent) error) (Agent, error) {
 		case a.Slug != old.Slug:
 			return nil, &ValidationError{Field: "slug", Got: fmt.Sprintf("%q", a.Slug),
 				Want: fmt.Sprintf("%q (it names the Linux user and home, so it can't change; add a new agent instead)", old.Slug)}
+		case a.UID != old.UID || a.AdoptHome != old.AdoptHome:
+			return nil, &ValidationError{Field: "uid", Got: fmt.Sprint(a.UID), Want: fmt.Sprintf("%d (the Linux uid can't change)", old.UID)}
 		case !a.CreatedAt.Equal(old.CreatedAt):
 			return nil, &ValidationError{Field: "createdAt", Got: a.CreatedAt.String(), Want: old.CreatedAt.String() + " (it can't change)"}
 		}
@@ -169,16 +206,20 @@ func (r *Registry) Update(ref string, fn func(*Agent) error) (Agent, error) {
 }
 
 // Remove deletes an agent from the registry and returns it, so the caller
-// can remove its Linux user and processes.
+// can remove its Linux user and processes. Its uid is retired: never given
+// to another agent, except one that adopts its home.
 func (r *Registry) Remove(ref string) (Agent, error) {
 	var removed Agent
-	err := r.modify(func(recs []record) ([]record, error) {
-		i, err := find(recs, ref)
+	err := r.modifyAll(func(f *fileData) error {
+		i, err := find(f.Agents, ref)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		removed = recs[i].Agent
-		return slices.Delete(recs, i, i+1), nil
+		removed = f.Agents[i].Agent
+		f.Agents = slices.Delete(f.Agents, i, i+1)
+		f.Retired = slices.DeleteFunc(f.Retired, func(x Retired) bool { return x.UID == removed.UID })
+		f.Retired = append(f.Retired, Retired{UID: removed.UID, Slug: removed.Slug})
+		return nil
 	})
 	return removed, err
 }
@@ -254,13 +295,13 @@ func (r *Registry) Subscribe(fn func()) (cancel func()) {
 
 // Reload re-reads the file, to see changes made by another process.
 func (r *Registry) Reload() error {
-	recs, err := load(r.path)
+	f, err := load(r.path)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	changed := !sameRecords(r.recs, recs)
-	r.recs = recs
+	changed := !sameRecords(r.recs, f.Agents)
+	r.recs, r.uids = f.Agents, f.uidState
 	r.mu.Unlock()
 	if changed {
 		r.notify()
@@ -271,6 +312,18 @@ func (r *Registry) Reload() error {
 // modify runs one read-modify-write cycle under the file lock. fn gets a
 // private copy of the current records and returns the new ones.
 func (r *Registry) modify(fn func([]record) ([]record, error)) error {
+	return r.modifyAll(func(f *fileData) error {
+		next, err := fn(f.Agents)
+		if err != nil {
+			return err
+		}
+		f.Agents = next
+		return nil
+	})
+}
+
+// modifyAll is modify with the whole file, uid memory included.
+func (r *Registry) modifyAll(fn func(*fileData) error) error {
 	changed, err := r.modifyLocked(fn)
 	if changed {
 		r.notify()
@@ -278,7 +331,7 @@ func (r *Registry) modify(fn func([]record) ([]record, error)) error {
 	return err
 }
 
-func (r *Registry) modifyLocked(fn func([]record) ([]record, error)) (changed bool, err error) {
+func (r *Registry) modifyLocked(fn func(*fileData) error) (changed bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
@@ -290,25 +343,25 @@ func (r *Registry) modifyLocked(fn func([]record) ([]record, error)) (changed bo
 	}
 	defer unlock()
 
-	current, err := load(r.path)
+	cur, err := load(r.path)
 	if err != nil {
 		return false, err
 	}
 	// Whatever happens next, memory now reflects the file.
-	changed = !sameRecords(r.recs, current)
-	r.recs = current
+	changed = !sameRecords(r.recs, cur.Agents)
+	r.recs, r.uids = cur.Agents, cur.uidState
 
-	next, err := fn(slices.Clone(current))
-	if err != nil {
+	next := fileData{Agents: slices.Clone(cur.Agents), uidState: uidState{NextUID: cur.NextUID, Retired: slices.Clone(cur.Retired)}}
+	if err := fn(&next); err != nil {
 		return changed, err
 	}
-	if sameRecords(current, next) {
+	if sameRecords(cur.Agents, next.Agents) && sameUIDs(cur.uidState, next.uidState) && !cur.migrated {
 		return changed, nil
 	}
 	if err := save(r.path, next); err != nil {
 		return changed, err
 	}
-	r.recs = next
+	r.recs, r.uids = next.Agents, next.uidState
 	return true, nil
 }
 
@@ -355,20 +408,27 @@ func nameFree(recs []record, name, self string) error {
 	return nil
 }
 
-func load(path string) ([]record, error) {
+// loaded is the file as read; migrated says uids were just assigned to
+// agents that had none, so the next modification saves them.
+type loaded struct {
+	fileData
+	migrated bool
+}
+
+func load(path string) (loaded, error) {
+	var f loaded
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return f, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agents: %w", err)
+		return f, fmt.Errorf("agents: %w", err)
 	}
-	var f fileData
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("agents: %s is not valid: %w", path, err)
+	if err := json.Unmarshal(b, &f.fileData); err != nil {
+		return f, fmt.Errorf("agents: %s is not valid: %w", path, err)
 	}
 	if f.Version > fileVersion {
-		return nil, fmt.Errorf("agents: %s has format version %d, newer than this program understands (%d); update osaurus-sandbox", path, f.Version, fileVersion)
+		return f, fmt.Errorf("agents: %s has format version %d, newer than this program understands (%d); update osaurus-sandbox", path, f.Version, fileVersion)
 	}
 	ids, slugs := map[string]bool{}, map[string]bool{}
 	for i, rec := range f.Agents {
@@ -376,10 +436,10 @@ func load(path string) ([]record, error) {
 			return fmt.Errorf("agents: %s: agent %d (%q): %w", path, i+1, rec.Name, err)
 		}
 		if rec.ID == "" || ids[rec.ID] {
-			return nil, bad(fmt.Errorf("%w: missing or duplicate id", ErrInvalid))
+			return f, bad(fmt.Errorf("%w: missing or duplicate id", ErrInvalid))
 		}
 		if slugs[rec.Slug] {
-			return nil, bad(fmt.Errorf("%w: duplicate slug %q", ErrInvalid, rec.Slug))
+			return f, bad(fmt.Errorf("%w: duplicate slug %q", ErrInvalid, rec.Slug))
 		}
 		if f.Agents[i].AutonomousExec.Network == "" {
 			// A file without the setting fails closed.
@@ -387,21 +447,37 @@ func load(path string) ([]record, error) {
 			rec = f.Agents[i]
 		}
 		if err := rec.Validate(); err != nil {
-			return nil, bad(err)
+			return f, bad(err)
 		}
 		if !validToken(rec.Token) {
-			return nil, bad(fmt.Errorf("%w: token must be %d hex digits", ErrInvalid, 2*tokenBytes))
+			return f, bad(fmt.Errorf("%w: token must be %d hex digits", ErrInvalid, 2*tokenBytes))
 		}
 		ids[rec.ID], slugs[rec.Slug] = true, true
 	}
-	return f.Agents, nil
+	if err := f.checkUIDs(); err != nil {
+		return f, fmt.Errorf("agents: %s: %w", path, err)
+	}
+	// Agents from before uids were fixed get one now, in file order, so
+	// every process reading this file agrees; their old home is adopted.
+	for i := range f.Agents {
+		if f.Agents[i].UID == 0 {
+			uid, err := f.allocUID(f.Agents[i].Slug, AddOptions{})
+			if err != nil {
+				return f, fmt.Errorf("agents: %s: %w", path, err)
+			}
+			f.Agents[i].UID, f.Agents[i].AdoptHome = uid, true
+			f.migrated = true
+		}
+	}
+	return f, nil
 }
 
-func save(path string, recs []record) error {
-	if recs == nil {
-		recs = []record{}
+func save(path string, f fileData) error {
+	if f.Agents == nil {
+		f.Agents = []record{}
 	}
-	b, err := json.MarshalIndent(fileData{Version: fileVersion, Agents: recs}, "", "  ")
+	f.Version = fileVersion
+	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("agents: %w", err)
 	}

@@ -38,6 +38,22 @@ type Sandbox struct {
 	// subdomains); empty means DefaultPluginSetupAllowlist. A string, not
 	// a slice, so Sandbox stays comparable.
 	PluginSetupAllowlist string `json:"pluginSetupAllowlist,omitempty"`
+	// HostFreeFloorGB is the free space agents may never take the host's
+	// disk below: under it every agent's commands are stopped and writes
+	// refused. 0 means DefaultHostFreeFloorGB.
+	HostFreeFloorGB float64 `json:"hostFreeFloorGB,omitempty"`
+}
+
+// DefaultHostFreeFloorGB is the free-space floor when none is set.
+const DefaultHostFreeFloorGB = 2.0
+
+// HostFreeFloor is the floor in bytes.
+func (s Sandbox) HostFreeFloor() int64 {
+	g := s.HostFreeFloorGB
+	if g == 0 {
+		g = DefaultHostFreeFloorGB
+	}
+	return int64(g * 1e9)
 }
 
 // DefaultPluginSetupAllowlist is Osaurus's setup allowlist: the package
@@ -103,6 +119,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: network: %q, allowed \"outbound\" or \"none\"", ErrInvalid, s.Network)
 	case !slices.Contains([]string{"auto", "kvm", "tcg"}, s.Accel):
 		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
+	case s.HostFreeFloorGB != 0 && !(s.HostFreeFloorGB >= 0.1 && s.HostFreeFloorGB <= 100000):
+		return fmt.Errorf("%w: hostFreeFloorGB: %g, allowed 0.1–100000 (GB, fractions allowed)", ErrInvalid, s.HostFreeFloorGB)
 	}
 	for _, u := range []struct{ key, val string }{{"githubApiUrl", s.GitHubAPIURL}, {"githubRawUrl", s.GitHubRawURL}} {
 		if u.val != "" && !strings.HasPrefix(u.val, "https://") {
@@ -177,6 +195,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
 	{"githubApiUrl", "GitHub API base URL for plugin imports (GitHub Enterprise); empty for GitHub's"},
 	{"githubRawUrl", "GitHub raw-content base URL for plugin imports; empty for GitHub's"},
+	{"hostFreeFloorGB", "free space in GB agents may never take the host's disk below (default 2)"},
 	{"pluginSetupAllowlist", "comma-separated hosts plugin setup and run commands may reach (*.host for subdomains); empty for the default"},
 }
 
@@ -212,6 +231,8 @@ func (s Sandbox) Get(key string) (string, error) {
 		return s.GitHubRawURL, nil
 	case "pluginSetupAllowlist":
 		return strings.Join(s.SetupAllowlist(), ","), nil
+	case "hostFreeFloorGB":
+		return strconv.FormatFloat(float64(s.HostFreeFloor())/1e9, 'g', -1, 64), nil
 	}
 	return "", unknownKey(key)
 }
@@ -258,6 +279,11 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.GitHubRawURL = value
 	case "pluginSetupAllowlist":
 		s.PluginSetupAllowlist = value
+	case "hostFreeFloorGB":
+		s.HostFreeFloorGB, err = strconv.ParseFloat(value, 64)
+		if err != nil {
+			err = fmt.Errorf("%w: hostFreeFloorGB: %q is not a number of GB (0.1–100000)", ErrInvalid, value)
+		}
 	default:
 		return s, unknownKey(key)
 	}

@@ -231,7 +231,7 @@ func killGroup(pid int, sig syscall.Signal) {
 }
 
 // Exec runs a process in its own process group and streams its output.
-func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+func (s *Service) execCommand(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
 	if req.TimeoutMillis < 0 {
 		return agentproto.ExitStatus{}, fmt.Errorf("%w: negative timeout", agentproto.ErrInvalid)
 	}
@@ -487,6 +487,9 @@ func (t *bgTable) get(pid int) *bgProc {
 // output is appended to a log file created with the user's identity. A
 // timeout, when set, kills the whole session's process group.
 func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBackgroundRequest) (*agentproto.StartBackgroundResponse, error) {
+	if err := s.checkLimit(req.User); err != nil {
+		return nil, err
+	}
 	a, err := s.account(req.User)
 	if err != nil {
 		return nil, err

@@ -328,6 +328,9 @@ func unixMode(m os.FileMode) uint32 {
 // WriteFile replaces a file atomically or appends to it. Replacing keeps
 // the mode of an existing file unless the request sets one.
 func (s *Service) WriteFile(ctx context.Context, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+	if err := s.checkLimit(req.User); err != nil {
+		return nil, err
+	}
 	if req.Mode&^0o7777 != 0 {
 		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
 	}
@@ -606,6 +609,9 @@ func (l *lister) walk(rel string, depth int) error {
 
 // Mkdir creates a directory with exactly the requested mode.
 func (s *Service) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
+	if err := s.checkLimit(req.User); err != nil {
+		return nil, err
+	}
 	if req.Mode&^0o7777 != 0 {
 		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
 	}
@@ -672,6 +678,9 @@ func (s *Service) Remove(ctx context.Context, req *agentproto.PathRequest) (*age
 
 // Move renames Src to Dst, refusing to replace Dst unless Overwrite.
 func (s *Service) Move(ctx context.Context, req *agentproto.MoveRequest) (*agentproto.Empty, error) {
+	if err := s.checkLimit(req.User); err != nil {
+		return nil, err
+	}
 	a, err := s.account(req.User)
 	if err != nil {
 		return nil, err

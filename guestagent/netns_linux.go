@@ -94,6 +94,7 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 // ready is closed: boot loads their modules after the handshake. Call it
 // before the first Prepare.
 func (n *NetPolicy) AfterModules(ready <-chan struct{}) { n.modules = ready }
+
 // scopeSep joins a user and a scope in a namespace key; neither a user
 // name nor a scope can contain it.
 const scopeSep = "+"

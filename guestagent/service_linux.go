@@ -81,6 +81,7 @@ type Service struct {
 	warnings []string
 
 	helloOnce sync.Once
+	limits    limitTable
 }
 
 var _ agentproto.Service = (*Service)(nil)

@@ -154,28 +154,53 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if req.UID != 0 && (req.UID < firstUID || req.UID > lastUID) {
+		return nil, fmt.Errorf("%w: uid %d outside %d-%d", agentproto.ErrInvalid, req.UID, firstUID, lastUID)
+	}
 	if e := af.passwd.find(req.Name); e != nil {
 		a, err := accountFromPasswd(e)
 		if err != nil {
 			return nil, err
 		}
-		if filepath.Clean(a.Home) != home {
-			return nil, fmt.Errorf("%w: user %s exists with home %s", agentproto.ErrExists, a.Name, a.Home)
-		}
-		if _, err := os.Lstat(home); errors.Is(err, fs.ErrNotExist) {
-			if err := setupHome(home, a.UID, a.GID, mode, -1); err != nil {
-				return nil, err
+		if req.UID == 0 || a.UID == req.UID {
+			if filepath.Clean(a.Home) != home {
+				return nil, fmt.Errorf("%w: user %s exists with home %s", agentproto.ErrExists, a.Name, a.Home)
 			}
+			if _, err := os.Lstat(home); errors.Is(err, fs.ErrNotExist) {
+				if err := setupHome(home, a.UID, a.GID, mode, -1); err != nil {
+					return nil, err
+				}
+			}
+			return &agentproto.UserAddResponse{UID: a.UID, GID: a.GID, Home: a.Home}, nil
 		}
-		return &agentproto.UserAddResponse{UID: a.UID, GID: a.GID, Home: a.Home}, nil
+		// The host's registry gives this user another uid (an account
+		// made before uids were fixed): the registry wins.
+		if a.UID < minReusedUID || a.UID == nobodyUID {
+			return nil, fmt.Errorf("%w: %s (uid %d) is a system account", agentproto.ErrPermission, a.Name, a.UID)
+		}
+		if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
+			return nil, err
+		}
+		af.passwd.remove(a.Name)
+		af.shadow.remove(a.Name)
+		if g := af.group.find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
+			af.group.remove(a.Name)
+			af.gshadow.remove(a.Name)
+		}
 	}
 
 	uids, gids := af.passwd.ids(), af.group.ids()
 	grp := af.group.find(req.Name)
-	// A home that outlived the root disk (it lives on a share) keeps its
-	// files owned by its old uid: take that uid again when it is free.
 	uid, adopt := -1, -1
-	if fi, err := os.Lstat(home); err == nil && fi.IsDir() {
+	if req.UID != 0 {
+		uid = req.UID
+		if adopt, err = s.checkFixedUID(req, home, uids); err != nil {
+			return nil, err
+		}
+	} else if fi, err := os.Lstat(home); err == nil && fi.IsDir() {
+		// A home that outlived the root disk (it lives on a share) keeps
+		// its files owned by its old uid: take that uid again when it is
+		// free.
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			owner := int(st.Uid)
 			_, uidUsed := uids[owner]
@@ -191,10 +216,13 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 		}
 	}
 	if uid < 0 {
+		// Never a uid that owns a home beside this one: its user would
+		// read a removed agent's kept files.
+		owned := siblingOwners(home)
 		for id := firstUID; id <= lastUID; id++ {
 			_, uidUsed := uids[id]
 			_, gidUsed := gids[id]
-			if !uidUsed && !gidUsed {
+			if !uidUsed && !gidUsed && !owned[id] {
 				uid = id
 				break
 			}
@@ -238,6 +266,74 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	}
 	s.log.Printf("user %s added (uid %d, home %s)", req.Name, uid, home)
 	return &agentproto.UserAddResponse{UID: uid, GID: gid, Home: home, Created: true}, nil
+}
+
+// checkFixedUID vets a uid the host chose for req.Name: no other user has
+// it, it owns no other home beside home (a removed agent's kept home
+// would otherwise be readable by the new user), and an existing home is
+// the user's already or is adopted on request. It returns the uid whose
+// files in home are handed over, or -1.
+func (s *Service) checkFixedUID(req *agentproto.UserAddRequest, home string, uids map[int]string) (int, error) {
+	if other, used := uids[req.UID]; used && other != req.Name {
+		return -1, fmt.Errorf("%w: uid %d belongs to user %s", agentproto.ErrExists, req.UID, other)
+	}
+	parent := filepath.Dir(home)
+	ents, err := os.ReadDir(parent)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return -1, fmt.Errorf("list %s: %w", parent, err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(parent, e.Name())
+		if p == home {
+			continue
+		}
+		if owner, ok := uidOwning(p); ok && owner == req.UID {
+			return -1, fmt.Errorf("%w: uid %d owns %s, another agent's home; the host must give %s another uid",
+				agentproto.ErrExists, req.UID, p, req.Name)
+		}
+	}
+	owner, ok := uidOwning(home)
+	if !ok || owner == req.UID {
+		return -1, nil
+	}
+	if !req.AdoptHome {
+		return -1, fmt.Errorf("%w: home %s exists and belongs to uid %d, not %d: it was left by another agent; "+
+			"add the agent with --adopt-home to take it over or --purge-home to start with an empty home",
+			agentproto.ErrExists, home, owner, req.UID)
+	}
+	if name, live := uids[owner]; live || owner < minReusedUID || owner == nobodyUID {
+		return -1, fmt.Errorf("%w: home %s belongs to uid %d (%s), a live or system account; it can't be adopted",
+			agentproto.ErrPermission, home, owner, name)
+	}
+	return owner, nil
+}
+
+// siblingOwners returns the uids owning the entries beside home.
+func siblingOwners(home string) map[int]bool {
+	out := map[int]bool{}
+	parent := filepath.Dir(home)
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		if p := filepath.Join(parent, e.Name()); p != home {
+			if owner, ok := uidOwning(p); ok {
+				out[owner] = true
+			}
+		}
+	}
+	return out
+}
+
+// uidOwning is the uid owning p (not following a symlink).
+func uidOwning(p string) (int, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }
 
 // setupHome creates home (root-owned 0755 parents) or takes over an

@@ -195,3 +195,109 @@ func TestUserDelKillsProcessesAndRemoves(t *testing.T) {
 		t.Errorf("deleted user still usable: %v", err)
 	}
 }
+
+// A uid fixed by the host is used as given, and refused when it belongs
+// to another user or owns another home beside the new one; a home owned by
+// another uid is taken over only on request, and never from a live user.
+func TestUserAddFixedUID(t *testing.T) {
+	e := newTestEnv(t)
+	homes := filepath.Join(e.base, "agents")
+	mustMkdir(t, homes, 0o755, 0)
+	// A removed agent's kept home, owned by its uid 10000.
+	old := filepath.Join(homes, "old")
+	mustMkdir(t, old, 0o700, 10000)
+	writeFile(t, filepath.Join(old, "secret"), "x", 0o600)
+	os.Chown(filepath.Join(old, "secret"), 10000, 10000)
+
+	cases := []struct {
+		name string
+		req  agentproto.UserAddRequest
+		want error
+	}{
+		{"uid owning another home", agentproto.UserAddRequest{Name: "bob", Home: filepath.Join(homes, "bob"), UID: 10000}, agentproto.ErrExists},
+		{"uid of another user", agentproto.UserAddRequest{Name: "bob", Home: filepath.Join(homes, "bob"), UID: aliceUID}, agentproto.ErrExists},
+		{"uid out of range", agentproto.UserAddRequest{Name: "bob", Home: filepath.Join(homes, "bob"), UID: 70000}, agentproto.ErrInvalid},
+		{"left-over home without adopt", agentproto.UserAddRequest{Name: "old", Home: old, UID: 10001}, agentproto.ErrExists},
+	}
+	for _, tc := range cases {
+		if _, err := e.svc.UserAdd(bg, &tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if ownerOf(t, filepath.Join(old, "secret")) != 10000 {
+		t.Fatal("a refused add changed the old home")
+	}
+
+	r, err := e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "bob2", Home: filepath.Join(homes, "bob2"), UID: 10002})
+	if err != nil || r.UID != 10002 || !r.Created {
+		t.Fatalf("UserAdd = %+v, %v; want uid 10002", r, err)
+	}
+	// Adopting hands the orphaned files over.
+	r, err = e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "old", Home: old, UID: 10003, AdoptHome: true})
+	if err != nil || r.UID != 10003 {
+		t.Fatalf("adopt: %+v, %v", r, err)
+	}
+	if got := ownerOf(t, filepath.Join(old, "secret")); got != 10003 {
+		t.Errorf("adopted file owner %d, want 10003", got)
+	}
+	// A home of a live user can't be adopted.
+	live := filepath.Join(homes, "live")
+	mustMkdir(t, live, 0o700, bobUID)
+	if _, err := e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "live", Home: live, UID: 10004, AdoptHome: true}); !errors.Is(err, agentproto.ErrPermission) {
+		t.Errorf("adopting a live user's home: err = %v, want ErrPermission", err)
+	}
+	// The account files are recreated (a VM reset): the same uid comes
+	// back from the host and the home is the user's without any chown.
+	e.svc.UserDel(bg, &agentproto.UserDelRequest{Name: "bob2"})
+	r, err = e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "bob2", Home: filepath.Join(homes, "bob2"), UID: 10002})
+	if err != nil || r.UID != 10002 {
+		t.Fatalf("after reset: %+v, %v", r, err)
+	}
+	// An account whose uid differs from the host's is corrected.
+	r, err = e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "bob2", Home: filepath.Join(homes, "bob2"), UID: 10005, AdoptHome: true})
+	if err != nil || r.UID != 10005 || ownerOf(t, filepath.Join(homes, "bob2")) != 10005 {
+		t.Fatalf("uid change: %+v, %v", r, err)
+	}
+}
+
+// A blocked user can't exec or write, its processes are killed, and the
+// message says why; unblocking restores it.
+func TestUserLimit(t *testing.T) {
+	e := newTestEnv(t)
+	if err := (func() error {
+		_, err := e.svc.UserLimit(bg, &agentproto.UserLimitRequest{Name: "root", Blocked: true})
+		return err
+	})(); !errors.Is(err, agentproto.ErrInvalid) {
+		t.Fatalf("blocking root: %v", err)
+	}
+	if _, err := e.svc.UserLimit(bg, &agentproto.UserLimitRequest{Name: "alice", Blocked: true, Reason: "over quota 1 GB"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Exec(bg, &agentproto.ExecRequest{Identity: agentproto.Identity{User: "alice"}, Argv: []string{"true"}}, agentproto.ExecIO{})
+	if !errors.Is(err, agentproto.ErrQuota) || !strings.Contains(err.Error(), "over quota 1 GB") {
+		t.Fatalf("exec while blocked: %v", err)
+	}
+	_, err = e.svc.WriteFile(bg, &agentproto.WriteFileRequest{Identity: agentproto.Identity{User: "alice"}, Path: e.home("alice") + "/f"})
+	if !errors.Is(err, agentproto.ErrQuota) {
+		t.Fatalf("write while blocked: %v", err)
+	}
+	if _, err := e.svc.UserLimit(bg, &agentproto.UserLimitRequest{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.checkLimit("alice"); err != nil {
+		t.Fatalf("after unblock: %v", err)
+	}
+}
+
+// A user without a fixed uid (the diagnostics user) never gets a uid that
+// owns another home beside its own.
+func TestUserAddSkipsUIDsOwningHomes(t *testing.T) {
+	e := newTestEnv(t)
+	homes := filepath.Join(e.base, "agents")
+	mustMkdir(t, homes, 0o755, 0)
+	mustMkdir(t, filepath.Join(homes, "kept"), 0o700, firstUID)
+	r, err := e.svc.UserAdd(bg, &agentproto.UserAddRequest{Name: "diag", Home: filepath.Join(homes, "diag")})
+	if err != nil || r.UID == firstUID {
+		t.Fatalf("UserAdd = %+v, %v; want a uid other than the kept home's %d", r, err, firstUID)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"io"
 	"log/slog"
 	"os"
@@ -18,18 +17,20 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 const agentUsage = `usage:
-  osaurus-sandbox agent add NAME
+  osaurus-sandbox agent add NAME [--adopt-home | --purge-home]
   osaurus-sandbox agent list [--json]
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network,
+keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
@@ -47,8 +48,22 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	sub, args := args[0], args[1:]
 	switch {
-	case sub == "add" && len(args) == 1:
-		a, err := reg.Add(args[0])
+	case sub == "add" && len(args) >= 1:
+		fs := c.flags("agent add")
+		adopt := fs.Bool("adopt-home", false, "give a home left by a removed agent of the same name, and its files, to the new agent")
+		purge := fs.Bool("purge-home", false, "delete a home left by a removed agent of the same name first")
+		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 || *adopt && *purge {
+			fmt.Fprintln(c.err, agentUsage)
+			return ExitUsage
+		}
+		o := agents.AddOptions{Workspace: c.paths.Workspace()}
+		switch {
+		case *adopt:
+			o.Home = agents.HomeAdopt
+		case *purge:
+			o.Home = agents.HomePurge
+		}
+		a, err := reg.AddWith(args[0], o)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -62,7 +77,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			usage, _ = c.agentUsage(ctx, list)
 		}
 		if len(args) == 1 {
-			json.NewEncoder(c.out).Encode(views(list, usage))
+			json.NewEncoder(c.out).Encode(views(list, usage, agentDiskUsage(c.paths, list)))
 			return ExitOK
 		}
 		if len(list) == 0 {
@@ -70,8 +85,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			return ExitOK
 		}
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tCPU\tMEMORY\tPROCESSES")
-		for _, v := range views(list, usage) {
+		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tCPU\tMEMORY\tPROCESSES\tDISK")
+		for _, v := range views(list, usage, agentDiskUsage(c.paths, list)) {
 			ae := v.AutonomousExec
 			cpu, mem, procs := "-", "-", "-"
 			if v.Usage != nil {
@@ -79,8 +94,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 				mem = fmt.Sprintf("%.0f/%d MB", v.Usage.MemoryMB, v.Limits.MemoryMB)
 				procs = fmt.Sprintf("%d/%d", v.Usage.Processes, v.Limits.MaxProcesses)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.Name, v.Slug, v.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn,
-				onOff(ae.BackgroundProcesses), cpu, mem, procs)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Slug, v.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn,
+				onOff(ae.BackgroundProcesses), cpu, mem, procs, diskquota.Human(v.DiskUsedBytes)+" of "+diskquota.Human(v.DiskQuotaBytes))
 		}
 		w.Flush()
 		if usage == nil {
@@ -135,6 +150,12 @@ func setAgent(a *agents.Agent, key, value string) error {
 			value = netpolicy.Migrate(b)
 		}
 		return ae.SetNetwork(value)
+	case key == "diskGB":
+		g, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: fmt.Sprintf("a number of GB, %g–%g", agents.MinDiskGB, agents.MaxDiskGB)}
+		}
+		a.DiskGB = g
 	case key == "maxCommandsPerTurn":
 		n, err := strconv.Atoi(value)
 		if err != nil {
@@ -155,7 +176,7 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, maxProcesses, memoryMB, cpuWeight"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
 	}
 	return nil
 }
@@ -170,7 +191,8 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 		return c.fail(err)
 	}
 	ae := a.AutonomousExec
-	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s\n  home:                 %s\n", a.Name, a.ID, a.User(), a.Home())
+	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
+	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)

@@ -22,6 +22,10 @@ type agentView struct {
 	agents.Agent
 	Limits agentproto.Limits `json:"limits"`
 	Usage  *agents.Usage     `json:"usage,omitempty"` // absent while the VM is stopped
+	// DiskQuotaBytes is diskGB in bytes; DiskUsedBytes the agent's home's
+	// size as the owner last measured it (or as measured now).
+	DiskQuotaBytes int64 `json:"diskQuotaBytes"`
+	DiskUsedBytes  int64 `json:"diskUsedBytes"`
 }
 
 // agentUsage asks the running guest for the agents' resource use. It
@@ -49,10 +53,10 @@ func (c *cli) agentUsage(ctx context.Context, list []agents.Agent) (map[string]a
 	return out, ""
 }
 
-func views(list []agents.Agent, usage map[string]agents.Usage) []agentView {
+func views(list []agents.Agent, usage map[string]agents.Usage, disk map[string]int64) []agentView {
 	out := make([]agentView, 0, len(list))
 	for _, a := range list {
-		v := agentView{Agent: a, Limits: a.Resources.Limits()}
+		v := agentView{Agent: a, Limits: a.Resources.Limits(), DiskQuotaBytes: a.DiskQuota(), DiskUsedBytes: disk[a.Slug]}
 		if usage != nil {
 			u := usage[a.User()] // zero: nothing run since the VM started
 			v.Usage = &u
@@ -71,7 +75,7 @@ func (c *cli) agentShowJSON(ctx context.Context, reg *agents.Registry, ref strin
 	usage, _ := c.agentUsage(ctx, []agents.Agent{a})
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
-	enc.Encode(views([]agents.Agent{a}, usage)[0])
+	enc.Encode(views([]agents.Agent{a}, usage, agentDiskUsage(c.paths, []agents.Agent{a}))[0])
 	return ExitOK
 }
 

@@ -36,7 +36,7 @@ func (e *Env) ensureUser(ctx context.Context, g *agentproto.Client, a agents.Age
 		}
 		e.shared = true
 	}
-	if _, err := g.UserAdd(ctx, agentproto.UserAddRequest{Name: a.User(), Home: a.Home(), HomeMode: homeMode}); err != nil {
+	if _, err := g.UserAdd(ctx, agentproto.UserAddRequest{Name: a.User(), Home: a.Home(), HomeMode: homeMode, UID: a.UID, AdoptHome: a.AdoptHome}); err != nil {
 		return setupError(fmt.Errorf("could not create the Linux user %s for agent %s: %w", a.User(), a.Name, err))
 	}
 	e.users[a.Slug] = true

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -57,6 +58,12 @@ type agentsTab struct {
 	// app.
 	usage func(context.Context, agents.Agent) (agents.Usage, error)
 	do    func(func())
+	// workspace is the host's /workspace folder; see agents.AddOptions.
+	workspace string
+	// HomeDialog asks what to do with a left-over home (nil when closed),
+	// with its buttons.
+	HomeDialog           *dialog.CustomDialog
+	AdoptHome, PurgeHome *widget.Button
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
@@ -185,8 +192,16 @@ func (t *agentsTab) showSelected() {
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
 }
 
-func (t *agentsTab) onAdd() {
-	a, err := t.reg.Add(t.NewName.Text)
+func (t *agentsTab) onAdd() { t.add(agents.HomeRefuse) }
+
+// add adds the agent named in NewName. A home left by a removed agent is
+// never taken silently: the user chooses to adopt or delete it.
+func (t *agentsTab) add(choice agents.HomeChoice) {
+	a, err := t.reg.AddWith(t.NewName.Text, agents.AddOptions{Workspace: t.workspace, Home: choice})
+	if errors.Is(err, agents.ErrHomeExists) {
+		t.askHome(err)
+		return
+	}
 	if err != nil {
 		showError(t.win, "Adding the agent failed", err)
 		return
@@ -195,6 +210,29 @@ func (t *agentsTab) onAdd() {
 	t.selected = a.ID
 	t.refresh()
 	t.Status.SetText("Added " + a.Name + ".")
+}
+
+// askHome shows why the home is in the way and the two ways forward.
+func (t *agentsTab) askHome(err error) {
+	msg := widget.NewLabel(err.Error() + "\n\nAdopt gives the old files to the new agent; Delete removes them for good.")
+	msg.Wrapping = fyne.TextWrapWord
+	var d *dialog.CustomDialog
+	choose := func(c agents.HomeChoice) func() {
+		return func() {
+			d.Hide()
+			t.HomeDialog = nil
+			if c != agents.HomeRefuse {
+				t.add(c)
+			}
+		}
+	}
+	t.AdoptHome = widget.NewButton("Adopt home", choose(agents.HomeAdopt))
+	t.PurgeHome = widget.NewButton("Delete home", choose(agents.HomePurge))
+	buttons := container.NewHBox(t.AdoptHome, t.PurgeHome, widget.NewButton("Cancel", choose(agents.HomeRefuse)))
+	d = dialog.NewCustomWithoutButtons("The agent's home already exists", container.NewVBox(msg, buttons), t.win)
+	d.Resize(fyne.NewSize(520, 240))
+	t.HomeDialog = d
+	d.Show()
 }
 
 func (t *agentsTab) onSave() {

@@ -78,6 +78,9 @@ type Options struct {
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
 	// AgentUsage reports an agent's resource use in the running VM.
 	AgentUsage func(context.Context, agents.Agent) (agents.Usage, error)
+	// Workspace is the host folder shared as /workspace, where a new
+	// agent's home may be left over from a removed one.
+	Workspace string
 }
 
 // Run shows the window until the user quits. With a tray host, closing
@@ -90,6 +93,7 @@ func Run(o Options) error {
 	w := NewWindow(a, o.Backend, o.Registry)
 	w.Agents.onRemoved = o.OnAgentRemoved
 	w.Agents.usage = o.AgentUsage
+	w.Agents.workspace = o.Workspace
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -353,6 +354,28 @@ func TestAgentAddEditRemove(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("removing the agent did not clean up its Linux user")
+	}
+}
+
+// A home left by a removed agent is never taken silently: adding asks,
+// and Adopt home adds the agent with the home given to it.
+func TestAgentAddAsksAboutLeftOverHome(t *testing.T) {
+	f := newFake(t)
+	w, reg := newTestWindow(t, f)
+	at := w.Agents
+	at.workspace = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(at.workspace, "agents", "alice"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	test.Type(at.NewName, "alice")
+	test.Tap(at.Add)
+	if at.HomeDialog == nil || len(reg.List()) != 0 {
+		t.Fatalf("add over a left-over home: dialog %v, agents %+v", at.HomeDialog, reg.List())
+	}
+	test.Tap(at.AdoptHome)
+	list := reg.List()
+	if len(list) != 1 || !list[0].AdoptHome || at.HomeDialog != nil {
+		t.Fatalf("after Adopt home: %+v", list)
 	}
 }
 

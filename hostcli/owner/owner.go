@@ -118,8 +118,9 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 	go (&Server{Ctl: l}).Serve(sctx, ln)
 	go mcpserver.Watch(sctx, reg, 2*time.Second, o.Logf)
 	stopMCP := serveMCP(sctx, host, o.Version, o.Logf)
+	stopQuota := enforceDisk(sctx, o.Paths, m, o.Logf)
 	var once sync.Once
-	return &Owner{Local: l, stop: func() { once.Do(func() { cancel(); ln.Close(); stopMCP() }) }}, nil
+	return &Owner{Local: l, stop: func() { once.Do(func() { cancel(); ln.Close(); stopMCP(); stopQuota() }) }}, nil
 }
 
 // Close stops serving and gives up ownership.

@@ -44,6 +44,7 @@ func ArgErrorf(field, expected, format string, args ...any) error {
 //	context.Canceled                unavailable
 //	context.DeadlineExceeded        timeout
 //	agentproto.ErrTimeout           timeout
+//	agentproto.ErrQuota             rejected (over a disk limit; the message says which)
 //	agentproto.ErrEscape            rejected (a symlink leads out of the root)
 //	agentproto.ErrPermission        rejected
 //	agentproto.ErrNotFound          not_found
@@ -75,6 +76,8 @@ func FromError(tool string, err error) Envelope {
 		return Fail(tool, Unavailable, "the call was cancelled before it finished: "+detail(err))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, agentproto.ErrTimeout):
 		return Fail(tool, Timeout, "timed out: "+detail(err))
+	case errors.Is(err, agentproto.ErrQuota):
+		return Fail(tool, Rejected, detail(err))
 	case errors.Is(err, agentproto.ErrEscape):
 		return Fail(tool, Rejected, "access refused: the path leads outside the directories this agent may use "+
 			"(your home and /workspace/shared), through a symbolic link. Use a path that doesn't pass through that link: "+detail(err))

@@ -1,0 +1,227 @@
+package diskquota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+)
+
+// Interval is how often the Monitor measures and enforces.
+const Interval = time.Second
+
+// WriteEvery is the longest the UsageFile goes unwritten while a Monitor
+// runs, so a reader can tell a live measure from a stale one.
+const WriteEvery = 5 * time.Second
+
+// Monitor enforces the quotas: every Interval it refreshes the Tracker,
+// and blocks in the guest (processes killed, exec and writes refused) each
+// agent over its diskGB quota, and every agent while the host's free space
+// is under the floor. It unblocks them when they are back under.
+type Monitor struct {
+	Tracker  *Tracker
+	Registry *agents.Registry
+	// Guest returns the running VM's agent, or an error when none runs.
+	Guest func() (*agentproto.Client, error)
+	// Free is the host's free space for the workspace, in bytes.
+	Free func() (int64, error)
+	// Floor is the free-space floor in bytes (read on every round, so a
+	// changed setting applies at once).
+	Floor func() int64
+	// UsageFile, when set, receives the latest per-agent usage (JSON),
+	// for `agent list` in other processes.
+	UsageFile string
+	Logf      func(string, ...any)
+
+	guest   *agentproto.Client
+	applied map[string]string // user → reason the guest has
+	written Report
+}
+
+// Report is one round's measure, as written to UsageFile.
+type Report struct {
+	Time     time.Time         `json:"time"`
+	HostFree int64             `json:"hostFreeBytes"`
+	Floor    int64             `json:"hostFreeFloorBytes"`
+	Agents   map[string]int64  `json:"agents"`            // slug → bytes
+	Blocked  map[string]string `json:"blocked,omitempty"` // slug → reason
+}
+
+// Run enforces until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	tick := time.NewTicker(Interval)
+	defer tick.Stop()
+	for {
+		m.Round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Round measures once and brings the guest's blocks in line.
+func (m *Monitor) Round(ctx context.Context) Report {
+	// Settings changed by the CLI or the window apply on this round.
+	if err := m.Registry.Reload(); err != nil {
+		m.logf("disk quota: %v", err)
+	}
+	m.Tracker.Refresh()
+	r := Report{Time: time.Now().UTC().Truncate(time.Second), Agents: map[string]int64{}, Blocked: map[string]string{}}
+	free, ferr := int64(-1), error(nil)
+	if m.Free != nil {
+		free, ferr = m.Free()
+	}
+	if m.Floor != nil {
+		r.Floor = m.Floor()
+	}
+	r.HostFree = free
+	underFloor := ferr == nil && free >= 0 && free < r.Floor
+	for _, a := range m.Registry.List() {
+		used := m.Tracker.Usage(a.Slug, a.UID)
+		r.Agents[a.Slug] = used
+		switch {
+		case used > a.DiskQuota():
+			r.Blocked[a.Slug] = fmt.Sprintf("agent %s uses %s of its %s quota (diskGB %g). "+
+				"Its commands were stopped and new commands and writes are refused until it is back under. "+
+				"Fix: delete files (sandbox_delete still works, or delete them on the host), or raise it with `osaurus-sandbox agent set %s diskGB N`",
+				a.Name, human(used), human(a.DiskQuota()), float64(a.DiskQuota())/1e9, a.Slug)
+		case underFloor:
+			r.Blocked[a.Slug] = fmt.Sprintf("the host's disk is almost full: %s free, under the %s floor (hostFreeFloorGB). "+
+				"Every agent's commands were stopped and writes are refused until space is freed. "+
+				"Fix: free space on the host, or lower it with `osaurus-sandbox config set hostFreeFloorGB N`",
+				human(free), human(r.Floor))
+		}
+	}
+	m.apply(ctx, r)
+	if m.UsageFile != "" && m.changed(r) {
+		if b, err := json.MarshalIndent(r, "", "  "); err == nil {
+			if err := atomicfile.WriteFile(m.UsageFile, append(b, '\n'), 0o644); err != nil {
+				m.logf("disk quota: %v", err)
+			} else {
+				m.written = r
+			}
+		}
+	}
+	return r
+}
+
+// changed says whether r is worth writing: a block changed, or a usage
+// moved by more than 1 MB, or WriteEvery passed.
+func (m *Monitor) changed(r Report) bool {
+	last := m.written
+	if !maps.Equal(r.Blocked, last.Blocked) || len(r.Agents) != len(last.Agents) || r.Time.Sub(last.Time) >= WriteEvery {
+		return true
+	}
+	for k, v := range r.Agents {
+		if d := v - last.Agents[k]; d > 1<<20 || d < -(1<<20) {
+			return true
+		}
+	}
+	return false
+}
+
+// apply sends the blocks that changed, and all of them to a new guest
+// session (a restarted VM forgot them).
+func (m *Monitor) apply(ctx context.Context, r Report) {
+	if m.Guest == nil {
+		return
+	}
+	g, err := m.Guest()
+	if err != nil {
+		m.guest, m.applied = nil, nil
+		return
+	}
+	if g != m.guest {
+		m.guest, m.applied = g, map[string]string{}
+	}
+	want := map[string]string{}
+	for slug, reason := range r.Blocked {
+		want["agent-"+slug] = reason
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for user, reason := range want {
+		if m.applied[user] == reason {
+			continue
+		}
+		err := g.UserLimit(cctx, agentproto.UserLimitRequest{Name: user, Blocked: true, Reason: reason})
+		if errors.Is(err, agentproto.ErrNoSuchUser) {
+			continue // no processes yet; retried next round
+		}
+		if err != nil {
+			m.logf("disk quota: blocking %s: %v", user, err)
+			continue
+		}
+		m.logf("disk quota: blocked %s: %s", user, reason)
+		m.applied[user] = reason
+	}
+	for user := range m.applied {
+		if _, still := want[user]; still {
+			continue
+		}
+		if err := g.UserLimit(cctx, agentproto.UserLimitRequest{Name: user}); err != nil && !errors.Is(err, agentproto.ErrNoSuchUser) {
+			m.logf("disk quota: unblocking %s: %v", user, err)
+			continue
+		}
+		m.logf("disk quota: unblocked %s", user)
+		delete(m.applied, user)
+	}
+}
+
+func (m *Monitor) logf(f string, a ...any) {
+	if m.Logf != nil {
+		m.Logf(f, a...)
+	}
+}
+
+// ReadReport reads a UsageFile.
+func ReadReport(path string) (Report, error) {
+	var r Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Measure walks workspace once and returns each agent's usage, for when
+// no Monitor runs.
+func Measure(workspace, output string, list []agents.Agent) map[string]int64 {
+	t := &Tracker{homes: filepath.Join(workspace, "agents"), roots: []string{workspace, output}}
+	t.reset()
+	t.Refresh()
+	out := map[string]int64{}
+	for _, a := range list {
+		out[a.Slug] = t.Usage(a.Slug, a.UID)
+	}
+	return out
+}
+
+// human formats bytes in decimal units, as diskGB is.
+func human(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// Human is human for callers printing usage.
+func Human(n int64) string { return human(n) }

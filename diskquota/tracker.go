@@ -1,0 +1,211 @@
+// Package diskquota accounts for the disk space each agent uses in the
+// host folders shared with the VM and enforces the agents' quotas and the
+// host's free-space floor from the host, where an agent can't undo it.
+//
+// A Tracker keeps the size of every file under its roots. On Linux it
+// follows changes with inotify and re-stats only the paths that changed,
+// so a refresh costs in proportion to what was written, not to the size of
+// the tree; elsewhere (or when inotify runs out of watches) each refresh
+// walks the tree again.
+package diskquota
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// entry is one file or directory as last seen.
+type entry struct {
+	bytes int64  // allocated bytes (st_blocks × 512)
+	uid   uint32 // owner on the host
+	home  string // slug of the agent home it lies in, or ""
+	dir   bool
+}
+
+// Tracker sums disk use per agent home and, for files outside any home
+// (the shared area, /output), per owner uid.
+type Tracker struct {
+	homes string   // <workspace>/agents
+	roots []string // trees accounted
+
+	mu     sync.Mutex
+	files  map[string]entry
+	byHome map[string]int64
+	byUID  map[uint32]int64
+	w      watcher // nil: walk on every refresh
+	n      int     // refreshes since the last full walk
+}
+
+// fullEvery makes every so many refreshes a full walk, which heals what a
+// watcher can miss (a file created between listing a new directory and
+// watching it).
+const fullEvery = 60
+
+// NewTracker accounts for roots; homes is the directory whose children are
+// agents' homes (<workspace>/agents). Call Refresh to take the first
+// measure, Close to release the watches.
+func NewTracker(homes string, roots ...string) *Tracker {
+	t := &Tracker{homes: filepath.Clean(homes), roots: roots}
+	t.reset()
+	t.w = newWatcher()
+	return t
+}
+
+func (t *Tracker) reset() {
+	t.files = map[string]entry{}
+	t.byHome = map[string]int64{}
+	t.byUID = map[uint32]int64{}
+}
+
+// Incremental reports whether refreshes follow changes (inotify) rather
+// than walking everything.
+func (t *Tracker) Incremental() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.w != nil && t.w.ok()
+}
+
+// Close stops watching.
+func (t *Tracker) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w != nil {
+		t.w.close()
+		t.w = nil
+	}
+}
+
+// Home is the bytes used under the agent home slug.
+func (t *Tracker) Home(slug string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byHome[slug]
+}
+
+// Usage is what the agent with home slug and uid uses: its home, plus
+// files it owns elsewhere under the roots.
+func (t *Tracker) Usage(slug string, uid int) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.byHome[slug]
+	if uid > 0 {
+		n += t.byUID[uint32(uid)]
+	}
+	return n
+}
+
+// Refresh brings the accounting up to date: the paths the watcher saw
+// change, or every path when there is no watcher (or it lost events).
+func (t *Tracker) Refresh() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n++
+	if t.w != nil && t.w.ok() && len(t.files) > 0 && t.n < fullEvery {
+		dirty, overflow := t.w.drain()
+		if !overflow {
+			for _, p := range dirty {
+				t.update(p)
+			}
+			return
+		}
+	}
+	t.n = 0
+	if t.w != nil {
+		t.w.drain() // the walk sees everything they name
+	}
+	t.reset()
+	for _, r := range t.roots {
+		t.walk(r)
+	}
+}
+
+// update re-reads one path that changed.
+func (t *Tracker) update(p string) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.drop(p)
+		return
+	}
+	if fi.IsDir() {
+		if old, ok := t.files[p]; !ok || !old.dir {
+			t.drop(p)
+			t.walk(p) // a new or moved-in directory
+			return
+		}
+	}
+	t.set(p, fi)
+}
+
+// walk adds every path under root (root included).
+func (t *Tracker) walk(root string) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // vanished or unreadable: skip it
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		t.set(p, fi)
+		if d.IsDir() && t.w != nil {
+			t.w.add(p)
+		}
+		return nil
+	})
+}
+
+func (t *Tracker) set(p string, fi fs.FileInfo) {
+	t.remove(p)
+	e := entry{dir: fi.IsDir(), home: t.homeOf(p)}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		e.bytes = int64(st.Blocks) * 512
+		e.uid = st.Uid
+	} else {
+		e.bytes = fi.Size()
+	}
+	t.files[p] = e
+	t.account(e, e.bytes)
+}
+
+// drop forgets p and, when it was a directory, everything under it.
+func (t *Tracker) drop(p string) {
+	e, ok := t.files[p]
+	t.remove(p)
+	if ok && e.dir {
+		prefix := p + string(filepath.Separator)
+		for q := range t.files {
+			if strings.HasPrefix(q, prefix) {
+				t.remove(q)
+			}
+		}
+	}
+}
+
+func (t *Tracker) remove(p string) {
+	if e, ok := t.files[p]; ok {
+		t.account(e, -e.bytes)
+		delete(t.files, p)
+	}
+}
+
+func (t *Tracker) account(e entry, n int64) {
+	if e.home != "" {
+		t.byHome[e.home] += n
+	} else {
+		t.byUID[e.uid] += n
+	}
+}
+
+// homeOf is the slug of the home p lies in (the home itself included).
+func (t *Tracker) homeOf(p string) string {
+	rel, ok := strings.CutPrefix(p, t.homes+string(filepath.Separator))
+	if !ok {
+		return ""
+	}
+	slug, _, _ := strings.Cut(rel, string(filepath.Separator))
+	return slug
+}

@@ -1,0 +1,105 @@
+package diskquota
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, p string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Random-ish content so no file system can compress or dedupe it.
+	b := bytes.Repeat([]byte{0x5a, 0x13, 0x77, 0x01}, n/4)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The tracker follows writes, growth, deletions and moves, per home.
+func TestTrackerFollowsChanges(t *testing.T) {
+	ws := t.TempDir()
+	homes := filepath.Join(ws, "agents")
+	write(t, filepath.Join(homes, "alice", "a"), 1<<20)
+	tr := NewTracker(homes, ws)
+	defer tr.Close()
+	tr.Refresh()
+	base := tr.Home("alice")
+	if base < 1<<20 {
+		t.Fatalf("alice = %d, want ≥ 1 MiB", base)
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want func(int64) bool
+	}{
+		{"new file in a new directory", func() { write(t, filepath.Join(homes, "alice", "d", "e", "b"), 2<<20) },
+			func(n int64) bool { return n >= base+2<<20 }},
+		{"file grows", func() {
+			f, _ := os.OpenFile(filepath.Join(homes, "alice", "a"), os.O_APPEND|os.O_WRONLY, 0)
+			f.Write(bytes.Repeat([]byte{1, 2, 3, 4}, 1<<18))
+			f.Close()
+		}, func(n int64) bool { return n >= base+3<<20 }},
+		{"directory deleted", func() { os.RemoveAll(filepath.Join(homes, "alice", "d")) },
+			func(n int64) bool { return n < base+2<<20 && n >= base+1<<20 }},
+		{"file moved out of the home", func() { os.Rename(filepath.Join(homes, "alice", "a"), filepath.Join(ws, "moved")) },
+			func(n int64) bool { return n < 1<<20 }},
+	}
+	for _, s := range steps {
+		s.do()
+		// inotify delivers asynchronously: refresh until the change shows
+		// or a generous deadline passes.
+		deadline := time.Now().Add(5 * time.Second)
+		for tr.Refresh(); !s.want(tr.Home("alice")) && time.Now().Before(deadline); tr.Refresh() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := tr.Home("alice"); !s.want(got) {
+			t.Fatalf("%s: alice = %d", s.name, got)
+		}
+	}
+}
+
+// A refresh after a small change costs far less than a full walk.
+func TestTrackerIncrementalCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures a 20,000-file tree")
+	}
+	ws := t.TempDir()
+	homes := filepath.Join(ws, "agents")
+	for i := range 200 {
+		for j := range 100 {
+			write(t, filepath.Join(homes, "alice", fmt.Sprint(i), fmt.Sprint(j)), 4)
+		}
+	}
+	tr := NewTracker(homes, ws)
+	defer tr.Close()
+	start := time.Now()
+	tr.Refresh()
+	full := time.Since(start)
+	before := tr.Home("alice")
+	write(t, filepath.Join(homes, "alice", "0", "new"), 1<<20)
+	// Refresh until the write shows; the slowest of these refreshes is
+	// the incremental cost.
+	var inc time.Duration
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.Home("alice") < before+1<<20 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never showed")
+		}
+		start = time.Now()
+		tr.Refresh()
+		inc = max(inc, time.Since(start))
+	}
+	t.Logf("20,000 files: first walk %v, refresh after one write %v", full, inc)
+	if !tr.Incremental() {
+		t.Fatal("the tracker fell back to walking: inotify is unavailable or out of watches (raise fs.inotify.max_user_instances / max_user_watches)")
+	}
+	if inc*10 > full {
+		t.Errorf("incremental refresh %v is not much cheaper than a full walk %v", inc, full)
+	}
+}
