@@ -185,6 +185,7 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
+	c.removeAgentSecrets(a.Slug)
 	g, err := c.runningGuest(ctx)
 	if err != nil {
 		if purge {

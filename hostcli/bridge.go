@@ -105,6 +105,21 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 	return ExitUsage
 }
 
+// removeAgentSecrets deletes a removed agent's secrets from the keychain,
+// so a later agent of the same name starts without them. The agent is
+// already gone from the registry, so a keychain that can't be reached is
+// a warning rather than a failure: on a machine without one there is
+// nothing to delete.
+func (c *cli) removeAgentSecrets(slug string) {
+	gone, err := secretStore.RemoveAll(slug)
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain were not deleted: %v\n", err)
+	case len(gone) > 0:
+		fmt.Fprintf(c.out, "deleted its secrets from the OS keychain: %s\n", strings.Join(gone, ", "))
+	}
+}
+
 // readSecret reads a value from stdin: without echo on a terminal, else
 // the piped input with one trailing newline dropped.
 func (c *cli) readSecret(agent, key string) (string, error) {

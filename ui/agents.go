@@ -46,6 +46,8 @@ type agentsTab struct {
 	// onRemoved stops the removed agent's processes and deletes its Linux
 	// user in the VM (when it runs); set by the app.
 	onRemoved func(context.Context, agents.Agent) (string, error)
+	// secrets is the keychain store; nil hides the agent's secrets.
+	secrets Secrets
 	do        func(func())
 }
 
@@ -196,18 +198,21 @@ func (t *agentsTab) onRemove() {
 		t.selected = ""
 		t.refresh()
 		t.Status.SetText("Removed " + a.Name + ".")
-		if t.onRemoved != nil {
-			go func() {
-				msg, err := t.onRemoved(context.Background(), a)
-				t.do(func() {
-					if err != nil {
-						showError(t.win, "Removing "+a.User()+" in the VM failed", err)
-						return
-					}
-					t.Status.SetText("Removed " + a.Name + ": " + msg)
-				})
-			}()
-		}
+		// Keychain and VM calls may take a while: off the UI goroutine.
+		go func() {
+			t.removeSecrets(a)
+			if t.onRemoved == nil {
+				return
+			}
+			msg, err := t.onRemoved(context.Background(), a)
+			t.do(func() {
+				if err != nil {
+					showError(t.win, "Removing "+a.User()+" in the VM failed", err)
+					return
+				}
+				t.Status.SetText("Removed " + a.Name + ": " + msg)
+			})
+		}()
 	}, t.win)
 }
 

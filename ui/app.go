@@ -66,6 +66,8 @@ type Options struct {
 	// OnAgentRemoved cleans up a removed agent in the VM and says what it
 	// did.
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
+	// Secrets is the agents' keychain store.
+	Secrets Secrets
 }
 
 // Run shows the window until the user quits. With a system tray, closing
@@ -76,6 +78,7 @@ func Run(o Options) error {
 	w := NewWindow(a, o.Backend, o.Registry)
 	defer w.Close()
 	w.Agents.onRemoved = o.OnAgentRemoved
+	w.Agents.secrets = o.Secrets
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),
