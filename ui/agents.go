@@ -48,7 +48,7 @@ type agentsTab struct {
 	onRemoved func(context.Context, agents.Agent) (string, error)
 	// secrets is the keychain store; nil hides the agent's secrets.
 	secrets Secrets
-	do        func(func())
+	do      func(func())
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
