@@ -243,7 +243,8 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	guest := &relayGuest{paths: c.paths}
 	defer guest.close()
 	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: guest.get, Agents: reg, Redactor: secretStore, Plugins: c.installedPlugins(), Registry: pluginRegistry(c.paths)}),
+		Env: tools.NewEnv(tools.Options{Guest: guest.get, Agents: reg, Redactor: secretStore, Plugins: c.installedPlugins(), Registry: pluginRegistry(c.paths),
+			SecretStore: secretStore, SecretPrompter: secretPrompts}),
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -332,7 +333,8 @@ func serveMCP(p config.Paths, m *sandbox.Manager, logf func(string, ...any)) (st
 		return func() {}
 	}
 	cfg := mcpserver.Config{
-		Env:      tools.NewEnv(tools.Options{Guest: managerGuest(m), Agents: reg, Redactor: secretStore, Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: pluginRegistry(p)}),
+		Env: tools.NewEnv(tools.Options{Guest: managerGuest(m), Agents: reg, Redactor: secretStore, Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: pluginRegistry(p),
+			SecretStore: secretStore, SecretPrompter: secretPrompts}),
 		Registry: reg,
 		Version:  Version,
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"golang.org/x/term"
 )
 
@@ -29,6 +30,11 @@ func bridgeLog(p config.Paths) *bridge.LogStore {
 
 // secretStore is the OS keychain store every part of the app shares.
 var secretStore = secrets.New()
+
+// secretPrompts asks the user for secrets sandbox_secret_set wants
+// without a value: through the MCP client's URL elicitation (a one-time
+// page on loopback) and, while it is open, the window's dialog.
+var secretPrompts = &prompt.Broker{Store: secretStore, Pages: &prompt.Pages{Store: secretStore}}
 
 // NewBridge builds the host API bridge of a data dir. The VM's owner
 // passes its Attach to the sandbox manager (Options.OnGuest).

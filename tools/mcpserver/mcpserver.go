@@ -173,6 +173,9 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 			if req.Params != nil {
 				args = req.Params.Arguments
 			}
+			if el := urlElicitor(req.Session); el != nil {
+				ctx = tools.WithURLElicitor(ctx, el)
+			}
 			env = ts.Run(ctx, name, args)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
