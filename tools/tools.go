@@ -94,9 +94,9 @@ type Env struct {
 	// secretStore and prompter serve the secret tools.
 	secretStore SecretStore
 	prompter    SecretPrompter
-	subsMu   sync.Mutex
-	subs     map[int]func() // SubscribePlugins
-	nextSub  int
+	subsMu      sync.Mutex
+	subs        map[int]func() // SubscribePlugins
+	nextSub     int
 	// install serialises package installs across agents (a channel so a
 	// waiting call can give up when its ctx ends).
 	install chan struct{}

@@ -243,4 +243,3 @@ input[type=password]{width:100%;padding:.4em;font-size:1em}button{margin:.8em .6
 </form>{{end}}
 </body></html>
 `))
-
