@@ -30,7 +30,7 @@ func (c *cli) gui() int {
 		return c.fail(err)
 	}
 	logf := func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) }
-	o := ui.Options{Registry: reg, Secrets: secretStore, OnAgentRemoved: func(ctx context.Context, a agents.Agent) (string, error) {
+	o := ui.Options{Registry: reg, Secrets: secretStore, Prompts: secretPrompts, AgentLog: bridgeLog(c.paths).Read, OnAgentRemoved: func(ctx context.Context, a agents.Agent) (string, error) {
 		g, err := c.runningGuest(ctx)
 		if err != nil {
 			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept", nil

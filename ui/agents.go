@@ -48,7 +48,13 @@ type agentsTab struct {
 	onRemoved func(context.Context, agents.Agent) (string, error)
 	// secrets is the keychain store; nil hides the agent's secrets.
 	secrets Secrets
-	do      func(func())
+	sec     *secretsView
+	// readLog reads an agent's log buffer (bridge.LogStore.Read).
+	readLog func(slug string) (string, error)
+	logs    *agentLogView
+	// The open secret dialogs' entries, for tests.
+	SecretKey, SecretValue, PromptValue *widget.Entry
+	do                                  func(func())
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
@@ -85,6 +91,8 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.CopyHTTP = widget.NewButton("Copy Claude Code command", func() { t.copy(t.CodeHTTP.Text) })
 	t.Regenerate = widget.NewButton("Regenerate token", t.onRegenerate)
 	t.Status = widget.NewLabel("")
+	t.newSecretsView()
+	t.newLogView()
 	t.refresh()
 	return t
 }
@@ -100,6 +108,8 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
 		t.Status,
+		t.secretsContent(),
+		t.logContent(),
 	)
 	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
@@ -130,6 +140,8 @@ func (t *agentsTab) showSelected() {
 		}
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
+		t.showSecrets(nil)
+		t.showLog(nil)
 		return
 	}
 	for _, w := range editing {
@@ -146,6 +158,8 @@ func (t *agentsTab) showSelected() {
 	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
 	t.Desktop.SetText(c.ClaudeDesktop())
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
+	t.showSecrets(&a)
+	t.showLog(&a)
 }
 
 func (t *agentsTab) onAdd() {

@@ -17,6 +17,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 )
 
 // Window is the management window's content, separate from the app so
@@ -68,6 +69,10 @@ type Options struct {
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
 	// Secrets is the agents' keychain store.
 	Secrets Secrets
+	// Prompts gets the window's secret dialog while the window runs.
+	Prompts *prompt.Broker
+	// AgentLog reads an agent's log buffer.
+	AgentLog func(slug string) (string, error)
 }
 
 // Run shows the window until the user quits. With a system tray, closing
@@ -79,6 +84,11 @@ func Run(o Options) error {
 	defer w.Close()
 	w.Agents.onRemoved = o.OnAgentRemoved
 	w.Agents.secrets = o.Secrets
+	w.Agents.readLog = o.AgentLog
+	if o.Prompts != nil {
+		// While the window runs, secret prompts also show here.
+		defer o.Prompts.SetDialog(w.Agents.promptSecret)()
+	}
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),
