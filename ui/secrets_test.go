@@ -66,7 +66,9 @@ func TestAgentSecrets(t *testing.T) {
 		defer broker.SetDialog(at.promptSecret)()
 		ask := func(key, desc string) chan error {
 			done := make(chan error, 1)
-			go func() { done <- broker.PromptSecret(context.Background(), tools.SecretRequest{Agent: a, Key: key, Description: desc}) }()
+			go func() {
+				done <- broker.PromptSecret(context.Background(), tools.SecretRequest{Agent: a, Key: key, Description: desc})
+			}()
 			eventually(t, "the dialog", func() bool { return at.PromptValue != nil })
 			return done
 		}
