@@ -205,7 +205,7 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_secret_check",
 			Description: "Check whether you have a secret (an API key, a token) stored under key. Returns {exists}; " +
-				"never the value. Your secrets are in your environment when you run commands.",
+				"never the value. Your commands read a secret with `osaurus-host secrets get KEY`.",
 			InputSchema: object(
 				str("key", "The secret's name, an environment variable name such as OPENAI_API_KEY.").must(),
 			),

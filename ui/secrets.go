@@ -54,7 +54,7 @@ func (t *agentsTab) newSecretsView() {
 func (t *agentsTab) secretsContent() fyne.CanvasObject {
 	v := t.sec
 	return container.NewBorder(
-		widget.NewLabel("Secrets (OS keychain; agents' commands get them, models never see them)"),
+		widget.NewLabel("Secrets (OS keychain; the agent's commands read them with osaurus-host, models never see them)"),
 		container.NewVBox(container.NewHBox(v.SetBtn, v.RemoveSec), v.Note),
 		nil, nil,
 		container.NewGridWrap(fyne.NewSize(420, 110), v.List))
@@ -129,7 +129,7 @@ func (t *agentsTab) onRemoveSecret() {
 		return
 	}
 	key := v.names[v.selected]
-	dialog.ShowConfirm("Remove secret", fmt.Sprintf("Remove %s from %s's secrets?\nIts commands no longer get it.", key, a.Name), func(ok bool) {
+	dialog.ShowConfirm("Remove secret", fmt.Sprintf("Remove %s from %s's secrets?\nIts commands can no longer read it.", key, a.Name), func(ok bool) {
 		if !ok {
 			return
 		}
