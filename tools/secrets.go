@@ -87,7 +87,7 @@ type secretSetArgs struct {
 	Description string  `json:"description"`
 }
 
-// charge counts a secret call against the agent's rate limit; these tools
+// chargeSecrets counts a secret call against the agent's rate limit; these tools
 // need no VM, so they skip admit.
 func (c *call) chargeSecrets() error {
 	if c.env.secretStore == nil {

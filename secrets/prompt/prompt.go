@@ -93,8 +93,8 @@ func (b *Broker) PromptSecret(ctx context.Context, req tools.SecretRequest) erro
 				action, err := el.ElicitURL(ctx, id, pg.URL, msg)
 				switch {
 				case err != nil:
-					// The client could not ask; the page stays open
-					// for the other channels' sake only if one exists.
+					// The client could not ask: this channel is out,
+					// the others (the window) may still answer.
 					results <- outcome{dead: true}
 				case action != "accept":
 					results <- outcome{err: fmt.Errorf("%w (%s in the MCP client)", tools.ErrSecretDenied, action)}
