@@ -7,12 +7,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -22,7 +30,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
@@ -55,7 +65,10 @@ func TestBridge(t *testing.T) {
 	ctx := context.Background()
 	br.Attach(ctx, m.Agent())
 
-	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Redactor: store})
+	pages := &prompt.Pages{Store: store}
+	t.Cleanup(func() { pages.Close() })
+	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Redactor: store,
+		SecretStore: store, SecretPrompter: &prompt.Broker{Store: store, Pages: pages}})
 	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
 	ln, err := mcpserver.Listen("127.0.0.1:0")
 	if err != nil {
@@ -200,6 +213,83 @@ func TestBridge(t *testing.T) {
 		}
 		if strings.Count(got, "[REDACTED:OPENAI_API_KEY]") != 2 {
 			t.Errorf("want both halves redacted; around the cut: %q", around(got, "omitted"))
+		}
+	})
+
+	t.Run("a secret typed on the prompt page reaches the agent's commands", func(t *testing.T) {
+		const typed = "sk-prompted-987654"
+		var (
+			seenMu sync.Mutex
+			seen   strings.Builder
+		)
+		tok, _ := reg.Token("alice")
+		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-elicit", Version: "1"}, &mcp.ClientOptions{
+			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+			ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				b, _ := json.Marshal(r.Params)
+				seenMu.Lock()
+				seen.Write(b)
+				seenMu.Unlock()
+				// The user's browser: load the page, type, save.
+				res, err := http.Get(r.Params.URL)
+				if err != nil {
+					return nil, err
+				}
+				page, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+				if m == nil {
+					return nil, fmt.Errorf("no form on the page: %s", page)
+				}
+				res, err = http.PostForm(r.Params.URL, url.Values{"csrf": {string(m[1])}, "value": {typed}, "action": {"save"}})
+				if err != nil {
+					return nil, err
+				}
+				res.Body.Close()
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			},
+		})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: te.url, HTTPClient: &http.Client{Transport: bearer(tok)}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_secret_set", Arguments: map[string]any{"key": "PROMPTED", "description": "e2e"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		if res.IsError || !strings.Contains(text, `"stored":true`) || strings.Contains(text+seen.String(), typed) {
+			t.Fatalf("result %s; the client saw %s", text, seen.String())
+		}
+		sum := sha256.Sum256([]byte(typed + "\n"))
+		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get PROMPTED | sha256sum"})
+		if got := r["stdout"].(string); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
+			t.Errorf("alice's hash of the prompted secret: %q, want %x", got, sum)
+		}
+	})
+
+	t.Run("without a channel the prompt names the CLI command, which works", func(t *testing.T) {
+		// The real binary over stdio: no URL elicitation, no window.
+		s := te.stdio(t, "alice")
+		e := s.fails(t, "sandbox_secret_set", map[string]any{"key": "FROM_CLI"}, envelope.UserDenied)
+		if !strings.Contains(e.Message, "`osaurus-sandbox secret set alice FROM_CLI`") {
+			t.Fatalf("message: %s", e.Message)
+		}
+		cmd := exec.Command(te.bin, "secret", "set", "alice", "FROM_CLI")
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)
+		cmd.Stdin = strings.NewReader("cli-value-123456")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("secret set: %v\n%s", err, out)
+		}
+		if r := s.ok(t, "sandbox_secret_check", map[string]any{"key": "FROM_CLI"}); r["exists"] != true {
+			t.Fatalf("check after the CLI set it: %v", r)
+		}
+		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get FROM_CLI"})
+		if got := r["stdout"].(string); got != "[REDACTED:FROM_CLI]\n" {
+			t.Errorf("alice's tool result shows %q, want it redacted", got)
 		}
 	})
 

@@ -23,6 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -70,6 +71,8 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
 			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
 		}},
+		// Listed like the app's; the keychain is only reached when called.
+		SecretStore: secrets.New(),
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
@@ -343,8 +346,8 @@ func everyTool(t *testing.T, s *session, slug, pkg string) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 16 {
-		t.Fatalf("%d tools listed, want all 16", got)
+	if got := len(s.tools(t)); got != 18 {
+		t.Fatalf("%d tools listed, want all 18", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -597,8 +600,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 14 {
-			t.Fatalf("%s: %d tools after enabling, want 14", s.name, got)
+		if got := len(s.tools(t)); got != 16 {
+			t.Fatalf("%s: %d tools after enabling, want 16", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)

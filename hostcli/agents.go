@@ -21,6 +21,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
@@ -231,6 +232,7 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
+	c.removeAgentSecrets(a.Slug)
 	cl, err := owner.Dial(ctx, c.paths)
 	var g *agentproto.Client
 	if err == nil {
@@ -278,11 +280,14 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// the first call: MCP clients start their servers eagerly.
 	ctl := owner.NewLazy(c.paths)
 	defer ctl.Close()
+	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installedPlugins(), Registry: owner.PluginRegistry(c.paths),
+		SecretStore: owner.Secrets, SecretPrompter: owner.SecretPrompts})
 	cfg := mcpserver.Config{
-		// Env lists the agent's tools here (its installed plugins' too);
-		// the owner runs them.
-		Env:      tools.NewEnv(tools.Options{Plugins: c.installedPlugins(), Registry: owner.PluginRegistry(c.paths)}),
-		Runner:   owner.Runner{Ctl: ctl},
+		// Env lists the agent's tools here (its installed plugins' too).
+		// The owner runs them, except the secret tools: they run here,
+		// where the MCP session is that can ask the user for a value.
+		Env:    local,
+		Runner: stdioRunner{Runner: owner.Runner{Ctl: ctl}, local: local},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -298,3 +303,19 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// stdioRunner runs the secret tools in this process, where the MCP
+// session is that can ask the user for a value (URL elicitation), and
+// every other tool in the owner. Secret tools touch only the keychain, so
+// running them here shares no limit the owner keeps.
+type stdioRunner struct {
+	owner.Runner
+	local *tools.Env
+}
+
+func (r stdioRunner) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+	if tools.IsSecretTool(name) {
+		return r.local.RunTool(ctx, a, name, args)
+	}
+	return r.Runner.RunTool(ctx, a, name, args)
+}

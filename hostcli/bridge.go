@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"io"
 	"os"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/secrets"
 	"golang.org/x/term"
+
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 const secretUsage = `usage:
@@ -76,6 +77,21 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(c.err, secretUsage)
 	return ExitUsage
+}
+
+// removeAgentSecrets deletes a removed agent's secrets from the keychain,
+// so a later agent of the same name starts without them. The agent is
+// already gone from the registry, so a keychain that can't be reached is
+// a warning rather than a failure: on a machine without one there is
+// nothing to delete.
+func (c *cli) removeAgentSecrets(slug string) {
+	gone, err := owner.Secrets.RemoveAll(slug)
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain were not deleted: %v\n", err)
+	case len(gone) > 0:
+		fmt.Fprintf(c.out, "deleted its secrets from the OS keychain: %s\n", strings.Join(gone, ", "))
+	}
 }
 
 // readSecret reads a value from stdin: without echo on a terminal, else

@@ -32,7 +32,7 @@ func (c *cli) gui() int {
 	// Own the VM, or drive the process that does: either way through one
 	// Controller. An owning window calls its manager directly.
 	var ctl owner.Controller
-	o := ui.Options{Registry: reg, Workspace: c.paths.Workspace()}
+	o := ui.Options{Registry: reg, Workspace: c.paths.Workspace(), Secrets: owner.Secrets, Prompts: owner.SecretPrompts, AgentLog: owner.BridgeLog(c.paths).Read}
 	own, err := owner.Own(ctx, owner.Options{Paths: c.paths, Kind: "app", Logf: logf, Version: Version})
 	switch {
 	case errors.Is(err, owner.ErrOwned):

@@ -164,6 +164,36 @@ func (s *Store) Remove(agent, key string) error {
 	return derr
 }
 
+// RemoveAll deletes every secret of an agent, for when the agent is
+// removed: a later agent of the same name must not inherit them. It
+// returns the names it deleted.
+func (s *Store) RemoveAll(agent string) ([]string, error) {
+	if err := checkAgent(agent); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names, err := s.list(agent)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, n := range names {
+		if err := s.wrap(s.B.Delete(Service, entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
+			// Keep the index of what is left, so a retry finds it.
+			return done, errors.Join(err, s.writeIndex(agent, slices.DeleteFunc(names, func(x string) bool { return slices.Contains(done, x) })))
+		}
+		done = append(done, n)
+	}
+	if err := s.writeIndex(agent, nil); err != nil {
+		return done, err
+	}
+	s.knownMu.Lock()
+	delete(s.known, agent)
+	s.knownMu.Unlock()
+	return done, nil
+}
+
 // List returns the names of an agent's secrets, sorted.
 func (s *Store) List(agent string) ([]string, error) {
 	if err := checkAgent(agent); err != nil {

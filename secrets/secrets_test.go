@@ -44,6 +44,36 @@ func TestKeychain(t *testing.T) {
 	if names, _ := s.List("alice"); !slices.Equal(names, []string{"OPENAI_API_KEY"}) {
 		t.Fatalf("List after remove = %v", names)
 	}
+
+	// Removing the agent removes all its secrets, and only its own.
+	if err := s.Set("alice", "SECOND", "second-value"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("bob", "OPENAI_API_KEY", "sk-bob-1234567"); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := s.RemoveAll("alice")
+	if err != nil || !slices.Equal(gone, []string{"OPENAI_API_KEY", "SECOND"}) {
+		t.Fatalf("RemoveAll = %v, %v", gone, err)
+	}
+	for _, k := range []string{"OPENAI_API_KEY", "SECOND"} {
+		// Straight from the keychain, not through the index.
+		if _, err := keyring.Get(secrets.Service, "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
+			t.Errorf("alice/%s still in the keychain: %v", k, err)
+		}
+	}
+	if names, err := s.List("alice"); err != nil || len(names) != 0 {
+		t.Errorf("List after RemoveAll = %v, %v", names, err)
+	}
+	if got := s.Scrub("alice", "x sk-alice-123456"); got != "x sk-alice-123456" {
+		t.Errorf("a removed agent's old values are still remembered: %q", got)
+	}
+	if v, err := s.Get("bob", "OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
+		t.Errorf("bob's secret after removing alice: %q, %v", v, err)
+	}
+	if gone, err := s.RemoveAll("alice"); err != nil || len(gone) != 0 {
+		t.Errorf("second RemoveAll = %v, %v", gone, err)
+	}
 }
 
 func TestScrubValues(t *testing.T) {

@@ -43,6 +43,7 @@ const (
 	gateAutonomous               // autonomousExec.enabled
 	gateBackground               // enabled and backgroundProcesses
 	gatePluginCreate             // enabled and pluginCreate, with a plugin library
+	gateSecrets                  // enabled, with a secret store
 )
 
 // tool is one entry of the catalog.
@@ -199,6 +200,33 @@ var catalog = []*tool{
 			OpenWorld: true,
 		},
 		gate: gatePluginCreate, service: serviceHTTP, bind: bind(registerPlugin),
+	},
+	{
+		Spec: Spec{
+			Name: "sandbox_secret_check",
+			Description: "Check whether you have a secret (an API key, a token) stored under key. Returns {exists}; " +
+				"never the value. Your commands read a secret with `osaurus-host secrets get KEY`.",
+			InputSchema: object(
+				str("key", "The secret's name, an environment variable name such as OPENAI_API_KEY.").must(),
+			),
+			ReadOnly: true, Idempotent: true,
+		},
+		gate: gateSecrets, service: serviceSecrets, bind: bind(secretCheck),
+	},
+	{
+		Spec: Spec{
+			Name: "sandbox_secret_set",
+			Description: "Store a secret in the OS keychain under key. Pass value only if you already have it; without value " +
+				"the user is asked to type it (the value never reaches you). Returns {stored: true, key}, or user_denied " +
+				"when the user declines or can't be asked (the message says how the user can set it).",
+			InputSchema: object(
+				str("key", "The secret's name, an environment variable name such as OPENAI_API_KEY.").must(),
+				str("value", "The value, only when you already have it; omit it to ask the user."),
+				str("description", "What the secret is for, shown to the user when asking (at most 500 characters)."),
+			),
+			Idempotent: true,
+		},
+		gate: gateSecrets, service: serviceSecrets, bind: bind(secretSet),
 	},
 	{
 		Spec: Spec{

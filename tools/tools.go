@@ -74,6 +74,11 @@ type Options struct {
 	// Registry, when set (with Plugins), offers sandbox_plugin_register
 	// to agents with autonomous exec and pluginCreate.
 	Registry *PluginRegistry
+	// SecretStore, when set, offers sandbox_secret_check and
+	// sandbox_secret_set to agents with autonomous exec; SecretPrompter
+	// asks the user when sandbox_secret_set has no value.
+	SecretStore    SecretStore
+	SecretPrompter SecretPrompter
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -87,9 +92,12 @@ type Env struct {
 	plugins  InstalledPlugins
 	secrets  PluginSecrets
 	registry *PluginRegistry
-	subsMu   sync.Mutex
-	subs     map[int]func() // SubscribePlugins
-	nextSub  int
+	// secretStore and prompter serve the secret tools.
+	secretStore SecretStore
+	prompter    SecretPrompter
+	subsMu      sync.Mutex
+	subs        map[int]func() // SubscribePlugins
+	nextSub     int
 	// install serialises package installs across agents (a channel so a
 	// waiting call can give up when its ctx ends).
 	install chan struct{}
@@ -108,7 +116,8 @@ func NewEnv(o Options) *Env {
 	if o.Rate == nil {
 		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
 	}
-	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry, install: make(chan struct{}, 1)}
+	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: make(chan struct{}, 1)}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -270,6 +279,14 @@ func (t *Toolset) allowed(d *tool) string {
 		case !ae.Enabled || !ae.PluginCreate:
 			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec and pluginCreate; the user can run "+
 				"`osaurus-sandbox agent set %s pluginCreate true` (and `enabled true`).", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gateSecrets:
+		switch {
+		case t.env.secretStore == nil:
+			return fmt.Sprintf("%s is not available: this server has no secret store.", d.Name)
+		case !ae.Enabled:
+			return fmt.Sprintf("%s is not available to agent %s: secrets are for commands, which need autonomous exec; the user can turn it on with "+
+				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
 		}
 	case gateBackground:
 		if !ae.Enabled || !ae.BackgroundProcesses {

@@ -64,6 +64,14 @@ type agentsTab struct {
 	// with its buttons.
 	HomeDialog           *dialog.CustomDialog
 	AdoptHome, PurgeHome *widget.Button
+	// secrets is the keychain store; nil hides the agent's secrets.
+	secrets Secrets
+	sec     *secretsView
+	// readLog reads an agent's log buffer (bridge.LogStore.Read).
+	readLog func(slug string) (string, error)
+	logs    *agentLogView
+	// The open secret dialogs' entries, for tests.
+	SecretKey, SecretValue, PromptValue *widget.Entry
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
@@ -113,6 +121,8 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.CopyHTTP = widget.NewButton("Copy Claude Code command", func() { t.copy(t.CodeHTTP.Text) })
 	t.Regenerate = widget.NewButton("Regenerate token", t.onRegenerate)
 	t.Status = widget.NewLabel("")
+	t.newSecretsView()
+	t.newLogView()
 	t.refresh()
 	return t
 }
@@ -132,6 +142,8 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
 		t.Status,
+		t.secretsContent(),
+		t.logContent(),
 	)
 	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
@@ -163,6 +175,8 @@ func (t *agentsTab) showSelected() {
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
 		t.Usage.SetText("")
+		t.showSecrets(nil)
+		t.showLog(nil)
 		return
 	}
 	for _, w := range editing {
@@ -190,6 +204,8 @@ func (t *agentsTab) showSelected() {
 	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
 	t.Desktop.SetText(c.ClaudeDesktop())
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
+	t.showSecrets(&a)
+	t.showLog(&a)
 }
 
 func (t *agentsTab) onAdd() { t.add(agents.HomeRefuse) }
@@ -288,18 +304,21 @@ func (t *agentsTab) onRemove() {
 		t.selected = ""
 		t.refresh()
 		t.Status.SetText("Removed " + a.Name + ".")
-		if t.onRemoved != nil {
-			go func() {
-				msg, err := t.onRemoved(context.Background(), a)
-				t.do(func() {
-					if err != nil {
-						showError(t.win, "Removing "+a.User()+" in the VM failed", err)
-						return
-					}
-					t.Status.SetText("Removed " + a.Name + ": " + msg)
-				})
-			}()
-		}
+		// Keychain and VM calls may take a while: off the UI goroutine.
+		go func() {
+			t.removeSecrets(a)
+			if t.onRemoved == nil {
+				return
+			}
+			msg, err := t.onRemoved(context.Background(), a)
+			t.do(func() {
+				if err != nil {
+					showError(t.win, "Removing "+a.User()+" in the VM failed", err)
+					return
+				}
+				t.Status.SetText("Removed " + a.Name + ": " + msg)
+			})
+		}()
 	}, t.win)
 }
 

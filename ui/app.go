@@ -20,6 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 )
 
 // Window is the management window's content, separate from the app so
@@ -81,6 +82,12 @@ type Options struct {
 	// Workspace is the host folder shared as /workspace, where a new
 	// agent's home may be left over from a removed one.
 	Workspace string
+	// Secrets is the agents' keychain store.
+	Secrets Secrets
+	// Prompts gets the window's secret dialog while the window runs.
+	Prompts *prompt.Broker
+	// AgentLog reads an agent's log buffer.
+	AgentLog func(slug string) (string, error)
 }
 
 // Run shows the window until the user quits. With a tray host, closing
@@ -94,6 +101,12 @@ func Run(o Options) error {
 	w.Agents.onRemoved = o.OnAgentRemoved
 	w.Agents.usage = o.AgentUsage
 	w.Agents.workspace = o.Workspace
+	w.Agents.secrets = o.Secrets
+	w.Agents.readLog = o.AgentLog
+	if o.Prompts != nil {
+		// While the window runs, secret prompts also show here.
+		defer o.Prompts.SetDialog(w.Agents.promptSecret)()
+	}
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),

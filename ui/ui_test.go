@@ -110,8 +110,13 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWindow(a, b, reg, lockedDo)
-	w.Win.Resize(fyne.NewSize(900, 760))
+	// Under the lock: a previous test's background update may still be
+	// measuring text in Fyne's shared caches.
+	var w *Window
+	lockedDo(func() {
+		w = newWindow(a, b, reg, lockedDo)
+		w.Win.Resize(fyne.NewSize(900, 760))
+	})
 	t.Cleanup(w.Close)
 	return w, reg
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -23,6 +24,12 @@ func BridgeLog(p config.Paths) *bridge.LogStore {
 
 // Secrets is the OS keychain store every part of the app shares.
 var Secrets = secrets.New()
+
+// SecretPrompts asks the user for secrets sandbox_secret_set wants
+// without a value: through the MCP client's URL elicitation (a one-time
+// page on loopback) and, while it is open in this process, the window's
+// dialog.
+var SecretPrompts = &prompt.Broker{Store: Secrets, Pages: &prompt.Pages{Store: Secrets}}
 
 // NewBridge builds the host API bridge of a data dir. The VM's owner
 // passes its Attach to the sandbox manager (Options.OnGuest).

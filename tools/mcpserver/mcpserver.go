@@ -209,6 +209,9 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 			if req.Params != nil {
 				args = req.Params.Arguments
 			}
+			if el := urlElicitor(req.Session); el != nil {
+				ctx = tools.WithURLElicitor(ctx, el)
+			}
 			if s.newTurn.CompareAndSwap(true, false) {
 				s.cfg.Runner.EndTurn(ctx, s.id)
 			}
