@@ -37,7 +37,9 @@ func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
 		Secrets: secretStore,
 		Config:  bridgeConfig(p),
 		Log:     bridgeLog(p),
-		HostCLI: assets.HostCLI,
+		// Services behind the bridge: see services.go.
+		Inference: inferenceClient(p),
+		HostCLI:   assets.HostCLI,
 		Logf:    logf,
 	})
 }
@@ -45,10 +47,14 @@ func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
 const secretUsage = `usage:
   osaurus-sandbox secret set AGENT KEY      the value is read from stdin (not echoed on a terminal)
   osaurus-sandbox secret list AGENT [--json]
-  osaurus-sandbox secret remove AGENT KEY`
+  osaurus-sandbox secret remove AGENT KEY
+  osaurus-sandbox secret set|remove --app INFERENCE_API_KEY   the app's own (the model server's API key)`
 
 // secret manages agents' secrets in the OS keychain.
 func (c *cli) secret(ctx context.Context, args []string) int {
+	if len(args) >= 2 && args[1] == "--app" {
+		return c.secretApp(args)
+	}
 	if len(args) < 2 {
 		fmt.Fprintln(c.err, secretUsage)
 		return ExitUsage
