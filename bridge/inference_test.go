@@ -3,7 +3,7 @@ package bridge_test
 import (
 	"bufio"
 	"encoding/json"
-		"strings"
+	"strings"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"

@@ -40,7 +40,7 @@ func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
 		// Services behind the bridge: see services.go.
 		Inference: inferenceClient(p),
 		HostCLI:   assets.HostCLI,
-		Logf:    logf,
+		Logf:      logf,
 	})
 }
 
