@@ -15,6 +15,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools"
 	"golang.org/x/term"
 )
 
@@ -31,14 +32,16 @@ func bridgeLog(p config.Paths) *bridge.LogStore {
 var secretStore = secrets.New()
 
 // NewBridge builds the host API bridge of a data dir. The VM's owner
-// passes its Attach to the sandbox manager (Options.OnGuest).
-func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
+// passes its Attach to the sandbox manager (Options.OnGuest); guest is
+// how its agent runner reaches the VM.
+func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc) *bridge.Server {
 	return bridge.New(bridge.Options{
 		Secrets: secretStore,
 		Config:  bridgeConfig(p),
 		Log:     bridgeLog(p),
 		// Services behind the bridge: see services.go.
 		Inference: inferenceClient(p),
+		Dispatch:  ownerRunner(p, guest, logf),
 		HostCLI:   assets.HostCLI,
 		Logf:      logf,
 	})

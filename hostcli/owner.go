@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/control"
@@ -32,8 +33,11 @@ func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
 		Logf:  logf,
 	}
 	// The host API bridge: serves the guest's calls, installs osaurus-host.
-	o.OnGuest = NewBridge(p, logf).Attach
-	return sandbox.New(o)
+	// Its agent runner reaches the VM through the manager made below.
+	var m *sandbox.Manager
+	o.OnGuest = NewBridge(p, logf, func(ctx context.Context) (*agentproto.Client, error) { return managerGuest(m)(ctx) }).Attach
+	m = sandbox.New(o)
+	return m
 }
 
 // DiagEnv fills the diagnostics settings from sandbox.json.

@@ -53,7 +53,9 @@ const usage = `usage: osaurus-host [--json] COMMAND
   config set KEY VALUE          store a config value
   inference chat -m MESSAGE [--model M] [--system S] [--stream]
                                 run a chat completion on the host's model
-  agent dispatch ID TASK        dispatch a task to an agent
+  agent dispatch ID TASK [--wait]
+                                dispatch a task to yourself (ID: your agent id or
+                                name); --wait prints the answer when it is done
   agent memory query TEXT       search the agent's memory
   agent memory store TEXT       store a memory entry
   events emit TYPE [PAYLOAD]    emit an event (PAYLOAD: JSON or text)
@@ -226,14 +228,14 @@ func parse(a []string, stdin io.Reader) (request, error) {
 		return request{}, errors.New("expected: osaurus-host inference chat -m MESSAGE [--model M] [--system S] [--stream]")
 	case "agent":
 		switch {
-		case len(a) == 4 && a[1] == "dispatch":
-			return request{method: "POST", path: "/api/agent/dispatch", body: map[string]string{"agent_id": a[2], "task": a[3]}, show: printField("task_id")}, nil
+		case len(a) >= 2 && a[1] == "dispatch":
+			return parseDispatch(a[2:])
 		case len(a) == 4 && a[1] == "memory" && a[2] == "query":
 			return request{method: "POST", path: "/api/agent/memory/query", body: map[string]string{"query": a[3]}, show: showMemory}, nil
 		case len(a) == 4 && a[1] == "memory" && a[2] == "store":
 			return request{method: "POST", path: "/api/agent/memory/store", body: map[string]string{"content": a[3]}, show: quiet}, nil
 		}
-		return request{}, errors.New("expected: osaurus-host agent dispatch ID TASK | agent memory query TEXT | agent memory store TEXT")
+		return request{}, errors.New("expected: osaurus-host agent dispatch ID TASK [--wait] | agent memory query TEXT | agent memory store TEXT")
 	case "events":
 		if (len(a) == 3 || len(a) == 4) && a[1] == "emit" {
 			body := map[string]any{"type": a[2]}

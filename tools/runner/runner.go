@@ -105,6 +105,7 @@ var (
 // Dispatch starts a task from the guest: caller (an agent's slug) may
 // dispatch only to itself; target empty means the caller.
 func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
+	r.o.Agents.Reload()
 	a, err := r.o.Agents.Get(caller)
 	if err != nil || a.Slug != caller {
 		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
@@ -120,6 +121,8 @@ func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
 // Start begins working a task for agent ref in the background; onUpdate,
 // when set, gets the task after every change.
 func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, error) {
+	// Another process (the CLI, the window) may have changed the agents.
+	r.o.Agents.Reload()
 	a, err := r.o.Agents.Get(ref)
 	if err != nil {
 		return Task{}, err
@@ -324,6 +327,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 		}
 		// The agent's settings as they are now: a gate turned off in the
 		// meantime holds from this step.
+		r.o.Agents.Reload()
 		cur, err := r.o.Agents.Get(a.ID)
 		if err != nil {
 			finish(Failed, "", "the agent was removed")
