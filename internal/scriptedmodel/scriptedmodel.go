@@ -116,7 +116,8 @@ func (s *Server) Play(turns ...Turn) {
 	s.script = append(s.script, turns...)
 }
 
-// Respond answers every request the script has no turn left for.
+// Respond answers every request the script has no turn left for; nil
+// stops it.
 func (s *Server) Respond(f func(Request) Turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
