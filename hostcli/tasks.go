@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -76,9 +75,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 			json.NewEncoder(c.out).Encode(t)
 			return ExitOK
 		}
-		fmt.Fprintf(c.out, "task %s  %s  agent %s  from %s  %s\n%s\n", t.ID, t.State, t.Agent, t.Source, t.Created.Local().Format(time.RFC3339), t.Task)
-		p := &stepPrinter{w: c.out}
-		p.update(t)
+		io.WriteString(c.out, t.Text())
 		return ExitOK
 	case args[0] == "cancel" && fs.NArg() == 1:
 		t, err := st.RequestCancel(fs.Arg(0))
@@ -220,12 +217,4 @@ func (p *stepPrinter) update(t runner.Task) {
 	}
 }
 
-// oneLine shortens s to one line of at most n characters.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
-}
+func oneLine(s string, n int) string { return runner.OneLine(s, n) }

@@ -25,6 +25,7 @@ type Window struct {
 	Win       fyne.Window
 	Container *containerTab
 	Agents    *agentsTab
+	Tasks     *tasksTab
 	Tabs      *container.AppTabs
 	stop      func()
 }
@@ -40,14 +41,17 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Tabs = container.NewAppTabs(
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
+		container.NewTabItem("Tasks", w.Tasks.content()),
 	)
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
 	ctx, stopFollow := context.WithCancel(context.Background())
 	go w.Container.followConsole(ctx)
+	go w.Tasks.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w
 }
