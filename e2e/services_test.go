@@ -69,7 +69,7 @@ func TestHostServices(t *testing.T) {
 		}
 		// Make its Linux user, as its first tool call would.
 		env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
-		if e := env.Toolset(a).Run(context.Background(), "sandbox_list_directory", nil); e.IsError() {
+		if e := env.Toolset(a).Run(context.Background(), "sandbox_list_directory", json.RawMessage(`{}`)); e.IsError() {
 			t.Fatalf("creating %s's user: %s", name, e.JSON())
 		}
 		return a
