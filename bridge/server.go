@@ -49,6 +49,10 @@ type Options struct {
 	Config *ConfigStore
 	// Log receives POST /api/log lines; nil → 503.
 	Log *LogStore
+	// Inference answers POST /api/inference/chat; nil → 503.
+	Inference Inference
+	// Dispatch runs POST /api/agent/dispatch; nil → 503.
+	Dispatch Dispatcher
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -81,6 +85,9 @@ func New(o Options) *Server {
 	m.HandleFunc("GET /api/config/{key}", s.getConfig)
 	m.HandleFunc("POST /api/config/{key}", s.setConfig)
 	m.HandleFunc("POST /api/log", s.log)
+	m.HandleFunc("POST /api/inference/chat", s.inferenceChat)
+	m.HandleFunc("POST /api/agent/dispatch", s.dispatch)
+	m.HandleFunc("GET /api/agent/tasks/{id}", s.task)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})

@@ -114,7 +114,7 @@ func TestRoutes(t *testing.T) {
 		{"log empty", "POST", "/api/log", `{"level":"info"}`, 400, "", ""},
 		{"log bad level", "POST", "/api/log", `{"level":"loud","message":"x"}`, 400, "", ""},
 		{"too big", "POST", "/api/log", big, 413, "", ""},
-		{"later route", "POST", "/api/inference/chat", `{}`, 404, "", ""},
+		{"inference off", "POST", "/api/inference/chat", `{}`, 503, "", ""},
 		{"unknown", "GET", "/nope", "", 404, "error", "no route GET /nope"},
 		{"wrong method", "DELETE", "/api/config/k", "", 404, "", ""},
 	} {

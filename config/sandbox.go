@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,16 @@ type Sandbox struct {
 	// subdomains); empty means DefaultPluginSetupAllowlist. A string, not
 	// a slice, so Sandbox stays comparable.
 	PluginSetupAllowlist string `json:"pluginSetupAllowlist,omitempty"`
+	// InferenceURL is the OpenAI-compatible base URL (…/v1) the bridge's
+	// inference route and the agent runner call; empty means inference is
+	// off. Its API key, if any, is in the keychain (INFERENCE_API_KEY).
+	InferenceURL string `json:"inferenceUrl,omitempty"`
+	// InferenceModel is the model used when a request names none.
+	InferenceModel string `json:"inferenceModel,omitempty"`
+	// RunnerMaxSteps and RunnerTimeoutSeconds bound one task of the agent
+	// runner: model calls, and wall time.
+	RunnerMaxSteps       int `json:"runnerMaxSteps,omitempty"`
+	RunnerTimeoutSeconds int `json:"runnerTimeoutSeconds,omitempty"`
 	// HostFreeFloorGB is the free space agents may never take the host's
 	// disk below: under it every agent's commands are stopped and writes
 	// refused. 0 means DefaultHostFreeFloorGB.
@@ -55,6 +66,14 @@ func (s Sandbox) HostFreeFloor() int64 {
 	}
 	return int64(g * 1e9)
 }
+
+// Runner budget defaults and bounds.
+const (
+	DefaultRunnerMaxSteps       = 20
+	MaxRunnerMaxSteps           = 200
+	DefaultRunnerTimeoutSeconds = 600
+	MaxRunnerTimeoutSeconds     = 24 * 3600
+)
 
 // DefaultPluginSetupAllowlist is Osaurus's setup allowlist: the package
 // hosts of Alpine, Python, Node and Rust, and GitHub with its release
@@ -102,7 +121,8 @@ func allowlistEntry(h string) bool {
 
 // Defaults are Osaurus's.
 func Defaults() Sandbox {
-	return Sandbox{CPUs: 2, MemoryGB: 2, Network: "outbound", AutoStart: true, Accel: "auto"}
+	return Sandbox{CPUs: 2, MemoryGB: 2, Network: "outbound", AutoStart: true, Accel: "auto",
+		RunnerMaxSteps: DefaultRunnerMaxSteps, RunnerTimeoutSeconds: DefaultRunnerTimeoutSeconds}
 }
 
 // ErrInvalid is wrapped by every validation failure.
@@ -121,6 +141,15 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
 	case s.HostFreeFloorGB != 0 && !(s.HostFreeFloorGB >= 0.1 && s.HostFreeFloorGB <= 100000):
 		return fmt.Errorf("%w: hostFreeFloorGB: %g, allowed 0.1–100000 (GB, fractions allowed)", ErrInvalid, s.HostFreeFloorGB)
+	case s.RunnerMaxSteps < 1 || s.RunnerMaxSteps > MaxRunnerMaxSteps:
+		return fmt.Errorf("%w: runnerMaxSteps: %d, allowed 1–%d", ErrInvalid, s.RunnerMaxSteps, MaxRunnerMaxSteps)
+	case s.RunnerTimeoutSeconds < 10 || s.RunnerTimeoutSeconds > MaxRunnerTimeoutSeconds:
+		return fmt.Errorf("%w: runnerTimeoutSeconds: %d, allowed 10–%d", ErrInvalid, s.RunnerTimeoutSeconds, MaxRunnerTimeoutSeconds)
+	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
+	}
+	if err := checkInferenceURL(s.InferenceURL); err != nil {
+		return err
 	}
 	for _, u := range []struct{ key, val string }{{"githubApiUrl", s.GitHubAPIURL}, {"githubRawUrl", s.GitHubRawURL}} {
 		if u.val != "" && !strings.HasPrefix(u.val, "https://") {
@@ -197,6 +226,10 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"githubRawUrl", "GitHub raw-content base URL for plugin imports; empty for GitHub's"},
 	{"hostFreeFloorGB", "free space in GB agents may never take the host's disk below (default 2)"},
 	{"pluginSetupAllowlist", "comma-separated hosts plugin setup and run commands may reach (*.host for subdomains); empty for the default"},
+	{"inferenceUrl", "OpenAI-compatible base URL for inference and the agent runner, e.g. http://127.0.0.1:11434/v1; empty turns inference off"},
+	{"inferenceModel", "model to use when a request names none"},
+	{"runnerMaxSteps", "model calls one agent-runner task may make, 1–200"},
+	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
 }
 
 // KeyDocs returns each key with a one-line description.
@@ -233,6 +266,14 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strings.Join(s.SetupAllowlist(), ","), nil
 	case "hostFreeFloorGB":
 		return strconv.FormatFloat(float64(s.HostFreeFloor())/1e9, 'g', -1, 64), nil
+	case "inferenceUrl":
+		return s.InferenceURL, nil
+	case "inferenceModel":
+		return s.InferenceModel, nil
+	case "runnerMaxSteps":
+		return strconv.Itoa(s.RunnerMaxSteps), nil
+	case "runnerTimeoutSeconds":
+		return strconv.Itoa(s.RunnerTimeoutSeconds), nil
 	}
 	return "", unknownKey(key)
 }
@@ -284,6 +325,14 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		if err != nil {
 			err = fmt.Errorf("%w: hostFreeFloorGB: %q is not a number of GB (0.1–100000)", ErrInvalid, value)
 		}
+	case "inferenceUrl":
+		s.InferenceURL = strings.TrimRight(strings.TrimSpace(value), "/")
+	case "inferenceModel":
+		s.InferenceModel = strings.TrimSpace(value)
+	case "runnerMaxSteps":
+		s.RunnerMaxSteps, err = atoi()
+	case "runnerTimeoutSeconds":
+		s.RunnerTimeoutSeconds, err = atoi()
 	default:
 		return s, unknownKey(key)
 	}
@@ -291,4 +340,29 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		return s, err
 	}
 	return s, s.Validate()
+}
+
+// checkInferenceURL accepts an empty value or an http(s) URL with a host,
+// no credentials (the key belongs in the keychain), query or fragment.
+func checkInferenceURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	bad := func(why string) error {
+		return fmt.Errorf("%w: inferenceUrl: %q %s; want an OpenAI-compatible base URL such as http://127.0.0.1:11434/v1, or empty to turn inference off", ErrInvalid, v, why)
+	}
+	switch {
+	case err != nil:
+		return bad("does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("is not http:// or https://")
+	case u.Host == "":
+		return bad("has no host")
+	case u.User != nil:
+		return bad("carries credentials (store the API key with `osaurus-sandbox secret set --app INFERENCE_API_KEY`)")
+	case u.RawQuery != "" || u.Fragment != "":
+		return bad("has a query or fragment")
+	}
+	return nil
 }

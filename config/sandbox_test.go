@@ -34,6 +34,20 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"pluginSetupAllowlist", "", ""},
 		{"pluginSetupAllowlist", "example.org,https://x.org", `pluginSetupAllowlist: "https://x.org" is not a host name`},
 		{"pluginSetupAllowlist", "*", "pluginSetupAllowlist"},
+		{"inferenceUrl", "http://127.0.0.1:11434/v1", ""},
+		{"inferenceUrl", "https://models.example/v1/", ""},
+		{"inferenceUrl", "", ""},
+		{"inferenceUrl", "ftp://x/v1", "inferenceUrl"},
+		{"inferenceUrl", "http://user:pw@127.0.0.1/v1", "carries credentials"},
+		{"inferenceUrl", "http:///v1", "has no host"},
+		{"inferenceUrl", "http://h/v1?x=1", "query"},
+		{"inferenceModel", "llama3.2:3b", ""},
+		{"inferenceModel", "a\nb", "inferenceModel"},
+		{"runnerMaxSteps", "1", ""},
+		{"runnerMaxSteps", "0", "runnerMaxSteps: 0, allowed 1–200"},
+		{"runnerMaxSteps", "201", "runnerMaxSteps"},
+		{"runnerTimeoutSeconds", "9", "runnerTimeoutSeconds"},
+		{"runnerTimeoutSeconds", "60", ""},
 	}
 	for _, tc := range tests {
 		_, err := Defaults().Set(tc.key, tc.value)

@@ -175,10 +175,11 @@ func TestBridge(t *testing.T) {
 		if out, _, _ := sh(t, g, "agent-bob", "osaurus-host --json config get color"); strings.TrimSpace(out) != "{}" {
 			t.Errorf("bob sees alice's config: %q", out)
 		}
-		// Every command of the table exists; the later routes answer 404.
+		// A service this bridge was built without answers 503 (exit 6);
+		// TestHostServices has it wired.
 		out, errOut, st = sh(t, g, "agent-alice", "osaurus-host inference chat -m hi")
-		if st.Code != 3 || !strings.Contains(errOut, "no route") {
-			t.Errorf("inference chat before its route exists: %d %q %q", st.Code, out, errOut)
+		if st.Code != 6 || !strings.Contains(errOut, "not available") {
+			t.Errorf("inference chat without the service: %d %q %q", st.Code, out, errOut)
 		}
 		if _, errOut, st := sh(t, g, "agent-alice", "osaurus-host frobnicate"); st.Code != 2 || !strings.Contains(errOut, "unknown command") {
 			t.Errorf("bad usage: %d %q", st.Code, errOut)

@@ -19,10 +19,14 @@ import (
 const secretUsage = `usage:
   osaurus-sandbox secret set AGENT KEY      the value is read from stdin (not echoed on a terminal)
   osaurus-sandbox secret list AGENT [--json]
-  osaurus-sandbox secret remove AGENT KEY`
+  osaurus-sandbox secret remove AGENT KEY
+  osaurus-sandbox secret set|remove --app INFERENCE_API_KEY   the app's own (the model server's API key)`
 
 // secret manages agents' secrets in the OS keychain.
 func (c *cli) secret(ctx context.Context, args []string) int {
+	if len(args) >= 2 && args[1] == "--app" {
+		return c.secretApp(args)
+	}
 	if len(args) < 2 {
 		fmt.Fprintln(c.err, secretUsage)
 		return ExitUsage

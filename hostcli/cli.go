@@ -65,6 +65,11 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   secret remove AGENT KEY
                         delete an agent's secret
   logs --agent NAME     show what the agent logged with "osaurus-host log"
+  run --agent NAME "TASK"
+                        work a task with the configured model (inferenceUrl) and the
+                        agent's tools, printing each step
+  task list|show ID|cancel ID [--json]
+                        the runner's tasks (also those agents dispatched)
 
 Network (each agent's policy is its "network" setting; see agent set):
   network log [--follow] [--json] [--agent NAME]
@@ -131,6 +136,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"mcp":         c.mcp,
 		"plugin":      c.plugin,
 		"network":     c.network,
+		"task":        c.task,
+		"run":         c.run,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {

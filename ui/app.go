@@ -30,6 +30,7 @@ type Window struct {
 	Container *containerTab
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
+	Tasks     *tasksTab
 	Tabs      *container.AppTabs
 	stop      func()
 	closeOnce sync.Once
@@ -46,9 +47,11 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Tabs = container.NewAppTabs(
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
+		container.NewTabItem("Tasks", w.Tasks.content()),
 	)
 	ctx, stopFollow := context.WithCancel(context.Background())
 	if nl, ok := b.(NetLogger); ok {
@@ -59,6 +62,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
 	go w.Container.followConsole(ctx)
+	go w.Tasks.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w
 }

@@ -68,7 +68,11 @@ func TestNetworkTabShowsRefusalsAsTheyHappen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Network == nil || len(w.Tabs.Items) != 3 || w.Tabs.Items[2].Text != "Network" {
+	hasTab := false
+	for _, it := range w.Tabs.Items {
+		hasTab = hasTab || it.Text == "Network"
+	}
+	if w.Network == nil || !hasTab {
 		t.Fatalf("no Network tab: %+v", w.Tabs.Items)
 	}
 	row := func(i int) (s string) {

@@ -51,8 +51,11 @@ const usage = `usage: osaurus-host [--json] COMMAND
   secrets get NAME              print the calling agent's secret NAME
   config get KEY                print a config value (nothing when unset)
   config set KEY VALUE          store a config value
-  inference chat -m MESSAGE     run a chat completion on the host
-  agent dispatch ID TASK        dispatch a task to an agent
+  inference chat -m MESSAGE [--model M] [--system S] [--stream]
+                                run a chat completion on the host's model
+  agent dispatch ID TASK [--wait]
+                                dispatch a task to yourself (ID: your agent id or
+                                name); --wait prints the answer when it is done
   agent memory query TEXT       search the agent's memory
   agent memory store TEXT       store a memory entry
   events emit TYPE [PAYLOAD]    emit an event (PAYLOAD: JSON or text)
@@ -72,6 +75,11 @@ type request struct {
 	body         any
 	// show prints a successful answer in the plain (non --json) form.
 	show func(w io.Writer, resp map[string]any) error
+	// stream: the answer is newline-delimited JSON printed as it comes.
+	stream bool
+	// then continues after a successful answer was shown (e.g. waiting
+	// for a dispatched task).
+	then func(sock string, resp map[string]any, stdout, stderr io.Writer) int
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -101,6 +109,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if sock == "" {
 		sock = defaultSocket
 	}
+	if req.stream && !jsonOut {
+		return runStream(sock, req, stdout, stderr)
+	}
 	status, header, body, err := do(sock, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "osaurus-host: cannot reach the host bridge at %s: %v\n", sock, err)
@@ -109,27 +120,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var resp map[string]any
 	jerr := json.Unmarshal(body, &resp)
 	if status >= 300 {
-		msg := strings.TrimSpace(string(body))
-		if jerr == nil {
-			if e, ok := resp["error"].(string); ok {
-				msg = e
-			}
-		}
-		if ra := header["retry-after"]; status == 429 && ra != "" {
-			msg += " (retry after " + ra + "s)"
-		}
-		fmt.Fprintf(stderr, "osaurus-host: %s (HTTP %d)\n", msg, status)
-		switch status {
-		case 404:
-			return exitNotFound
-		case 401, 403:
-			return exitRefused
-		case 429:
-			return exitRateLimited
-		case 503:
-			return exitUnavailable
-		}
-		return exitFailed
+		return failed(status, header, body, stderr)
 	}
 	if jsonOut || jerr != nil || req.show == nil {
 		stdout.Write(body)
@@ -142,7 +133,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "osaurus-host: %v\n", err)
 		return exitFailed
 	}
+	if req.then != nil {
+		return req.then(sock, resp, stdout, stderr)
+	}
 	return exitOK
+}
+
+// failed reports an error answer and returns its exit code.
+func failed(status int, header map[string]string, body []byte, stderr io.Writer) int {
+	msg := strings.TrimSpace(string(body))
+	var resp map[string]any
+	if json.Unmarshal(body, &resp) == nil {
+		if e, ok := resp["error"].(string); ok {
+			msg = e
+		}
+	}
+	if ra := header["retry-after"]; status == 429 && ra != "" {
+		msg += " (retry after " + ra + "s)"
+	}
+	fmt.Fprintf(stderr, "osaurus-host: %s (HTTP %d)\n", msg, status)
+	switch status {
+	case 404:
+		return exitNotFound
+	case 401, 403:
+		return exitRefused
+	case 429:
+		return exitRateLimited
+	case 503:
+		return exitUnavailable
+	}
+	return exitFailed
 }
 
 func printField(name string) func(io.Writer, map[string]any) error {
@@ -202,22 +222,20 @@ func parse(a []string, stdin io.Reader) (request, error) {
 		}
 		return request{}, errors.New("expected: osaurus-host config get KEY | config set KEY VALUE")
 	case "inference":
-		if len(a) == 4 && a[1] == "chat" && (a[2] == "-m" || a[2] == "--message") {
-			return request{method: "POST", path: "/api/inference/chat", body: map[string]any{
-				"messages": []map[string]string{{"role": "user", "content": a[3]}},
-			}, show: printField("content")}, nil
+		if len(a) >= 2 && a[1] == "chat" {
+			return parseChat(a[2:])
 		}
-		return request{}, errors.New("expected: osaurus-host inference chat -m MESSAGE")
+		return request{}, errors.New("expected: osaurus-host inference chat -m MESSAGE [--model M] [--system S] [--stream]")
 	case "agent":
 		switch {
-		case len(a) == 4 && a[1] == "dispatch":
-			return request{method: "POST", path: "/api/agent/dispatch", body: map[string]string{"agent_id": a[2], "task": a[3]}, show: printField("task_id")}, nil
+		case len(a) >= 2 && a[1] == "dispatch":
+			return parseDispatch(a[2:])
 		case len(a) == 4 && a[1] == "memory" && a[2] == "query":
 			return request{method: "POST", path: "/api/agent/memory/query", body: map[string]string{"query": a[3]}, show: showMemory}, nil
 		case len(a) == 4 && a[1] == "memory" && a[2] == "store":
 			return request{method: "POST", path: "/api/agent/memory/store", body: map[string]string{"content": a[3]}, show: quiet}, nil
 		}
-		return request{}, errors.New("expected: osaurus-host agent dispatch ID TASK | agent memory query TEXT | agent memory store TEXT")
+		return request{}, errors.New("expected: osaurus-host agent dispatch ID TASK [--wait] | agent memory query TEXT | agent memory store TEXT")
 	case "events":
 		if (len(a) == 3 || len(a) == 4) && a[1] == "emit" {
 			body := map[string]any{"type": a[2]}
@@ -268,15 +286,25 @@ func showMemory(w io.Writer, resp map[string]any) error {
 
 // do sends one request and reads the answer. Header names are lower case.
 func do(sock string, req request) (int, map[string]string, []byte, error) {
-	conn, err := net.DialTimeout("unix", sock, 10*time.Second)
+	conn, err := send(sock, req)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	defer conn.Close()
+	return readResponse(bufio.NewReader(conn))
+}
+
+// send connects and writes one request.
+func send(sock string, req request) (net.Conn, error) {
+	conn, err := net.DialTimeout("unix", sock, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	var body []byte
 	if req.body != nil {
 		if body, err = json.Marshal(req.body); err != nil {
-			return 0, nil, nil, err
+			conn.Close()
+			return nil, err
 		}
 	}
 	var b bytes.Buffer
@@ -287,31 +315,45 @@ func do(sock string, req request) (int, map[string]string, []byte, error) {
 	b.WriteString("\r\n")
 	b.Write(body)
 	if _, err := conn.Write(b.Bytes()); err != nil {
-		return 0, nil, nil, err
+		conn.Close()
+		return nil, err
 	}
-	return readResponse(bufio.NewReader(conn))
+	return conn, nil
 }
 
 // readResponse parses an HTTP/1.1 response: status line, headers, and a
 // body by Content-Length, chunked, or up to EOF.
 func readResponse(r *bufio.Reader) (int, map[string]string, []byte, error) {
+	status, h, err := readHead(r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	body, err := readBody(r, h)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return status, h, body, nil
+}
+
+// readHead reads the status line and the headers (names lower case).
+func readHead(r *bufio.Reader) (int, map[string]string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("no answer: %w", err)
+		return 0, nil, fmt.Errorf("no answer: %w", err)
 	}
 	f := strings.Fields(line)
 	if len(f) < 2 || !strings.HasPrefix(f[0], "HTTP/1.") {
-		return 0, nil, nil, fmt.Errorf("bad status line %q", strings.TrimSpace(line))
+		return 0, nil, fmt.Errorf("bad status line %q", strings.TrimSpace(line))
 	}
 	status, err := strconv.Atoi(f[1])
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("bad status line %q", strings.TrimSpace(line))
+		return 0, nil, fmt.Errorf("bad status line %q", strings.TrimSpace(line))
 	}
 	h := map[string]string{}
 	for {
 		l, err := r.ReadString('\n')
 		if err != nil {
-			return 0, nil, nil, fmt.Errorf("reading headers: %w", err)
+			return 0, nil, fmt.Errorf("reading headers: %w", err)
 		}
 		l = strings.TrimRight(l, "\r\n")
 		if l == "" {
@@ -321,6 +363,12 @@ func readResponse(r *bufio.Reader) (int, map[string]string, []byte, error) {
 			h[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 		}
 	}
+	return status, h, nil
+}
+
+// readBody reads a body by Content-Length, chunked, or up to EOF.
+func readBody(r *bufio.Reader, h map[string]string) ([]byte, error) {
+	var err error
 	const max = 64 << 20
 	var body []byte
 	switch {
@@ -328,38 +376,38 @@ func readResponse(r *bufio.Reader) (int, map[string]string, []byte, error) {
 		for {
 			l, err := r.ReadString('\n')
 			if err != nil {
-				return 0, nil, nil, fmt.Errorf("reading body: %w", err)
+				return nil, fmt.Errorf("reading body: %w", err)
 			}
 			sz, _, _ := strings.Cut(strings.TrimSpace(l), ";")
 			n, err := strconv.ParseInt(sz, 16, 64)
 			if err != nil || n < 0 || int64(len(body))+n > max {
-				return 0, nil, nil, fmt.Errorf("bad chunk size %q", strings.TrimSpace(l))
+				return nil, fmt.Errorf("bad chunk size %q", strings.TrimSpace(l))
 			}
 			if n == 0 {
 				break
 			}
 			chunk := make([]byte, n)
 			if _, err := io.ReadFull(r, chunk); err != nil {
-				return 0, nil, nil, fmt.Errorf("reading body: %w", err)
+				return nil, fmt.Errorf("reading body: %w", err)
 			}
 			body = append(body, chunk...)
 			if _, err := r.Discard(2); err != nil {
-				return 0, nil, nil, fmt.Errorf("reading body: %w", err)
+				return nil, fmt.Errorf("reading body: %w", err)
 			}
 		}
 	case h["content-length"] != "":
 		n, err := strconv.ParseInt(h["content-length"], 10, 64)
 		if err != nil || n < 0 || n > max {
-			return 0, nil, nil, fmt.Errorf("bad content length %q", h["content-length"])
+			return nil, fmt.Errorf("bad content length %q", h["content-length"])
 		}
 		body = make([]byte, n)
 		if _, err := io.ReadFull(r, body); err != nil {
-			return 0, nil, nil, fmt.Errorf("reading body: %w", err)
+			return nil, fmt.Errorf("reading body: %w", err)
 		}
 	default:
 		if body, err = io.ReadAll(io.LimitReader(r, max)); err != nil {
-			return 0, nil, nil, fmt.Errorf("reading body: %w", err)
+			return nil, fmt.Errorf("reading body: %w", err)
 		}
 	}
-	return status, h, body, nil
+	return body, nil
 }

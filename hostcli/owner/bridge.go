@@ -32,14 +32,18 @@ var Secrets = secrets.New()
 var SecretPrompts = &prompt.Broker{Store: Secrets, Pages: &prompt.Pages{Store: Secrets}}
 
 // NewBridge builds the host API bridge of a data dir. The VM's owner
-// passes its Attach to the sandbox manager (Options.OnGuest).
-func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
+// passes its Attach to the sandbox manager (Options.OnGuest); guest is
+// how its agent runner reaches the VM.
+func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc) *bridge.Server {
 	return bridge.New(bridge.Options{
 		Secrets: Secrets,
 		Config:  bridgeConfig(p),
 		Log:     BridgeLog(p),
-		HostCLI: assets.HostCLI,
-		Logf:    logf,
+		// Services behind the bridge: see services.go.
+		Inference: inferenceClient(p),
+		Dispatch:  ownerRunner(p, guest, logf),
+		HostCLI:   assets.HostCLI,
+		Logf:      logf,
 	})
 }
 

@@ -129,7 +129,11 @@ func (o *Owner) Close() { o.stop() }
 
 // NewManager builds the sandbox manager for a data dir.
 func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
-	return sandbox.New(sandbox.Options{
+	// The bridge's agent runner reaches the VM through the manager made
+	// here.
+	var m *sandbox.Manager
+	guest := func(ctx context.Context) (*agentproto.Client, error) { return managerGuest(m)(ctx) }
+	m = sandbox.New(sandbox.Options{
 		Paths:  p,
 		Driver: newDriver(p),
 		Manifest: func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error) {
@@ -138,8 +142,9 @@ func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
 		Agent: assets.GuestAgent,
 		Logf:  logf,
 		// The host API bridge: serves the guest's calls, installs osaurus-host.
-		OnGuest: NewBridge(p, logf).Attach,
+		OnGuest: NewBridge(p, logf, guest).Attach,
 	})
+	return m
 }
 
 // DiagEnv fills the diagnostics settings from sandbox.json.

@@ -1,0 +1,116 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/inference"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
+)
+
+// inferenceClient reaches the model server of sandbox.json, re-read on
+// every call so a changed setting applies without a restart.
+func inferenceClient(p config.Paths) *inference.Client {
+	return &inference.Client{Settings: func() (inference.Settings, error) {
+		cfg, err := config.LoadSandbox(p.SandboxJSON())
+		if err != nil {
+			return inference.Settings{}, fmt.Errorf("%w: %v", inference.ErrNotConfigured, err)
+		}
+		// A local model server needs no key; a keychain that can't be
+		// read is the same as no key, and the server says so if it wants one.
+		key, _ := Secrets.GetApp(secrets.InferenceKey)
+		return inference.Settings{URL: cfg.InferenceURL, Model: cfg.InferenceModel, APIKey: key}, nil
+	}}
+}
+
+// inferenceReady says why the runner can't start a task, or nil.
+func inferenceReady(p config.Paths) func() error {
+	return func() error {
+		cfg, err := config.LoadSandbox(p.SandboxJSON())
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", inference.ErrNotConfigured, err)
+		case cfg.InferenceURL == "":
+			return fmt.Errorf("%w: inferenceUrl is empty; point it at an OpenAI-compatible server with `osaurus-sandbox config set inferenceUrl http://127.0.0.1:11434/v1`", inference.ErrNotConfigured)
+		case cfg.InferenceModel == "":
+			return fmt.Errorf("%w: inferenceModel is empty; set it with `osaurus-sandbox config set inferenceModel MODEL`", inference.ErrNotConfigured)
+		}
+		return nil
+	}
+}
+
+// TaskStore is where the runner's tasks are kept.
+func TaskStore(p config.Paths) *runner.Store {
+	return &runner.Store{Dir: filepath.Join(p.Root, "tasks")}
+}
+
+// NewRunner is the agent runner on guest, with the same tools an MCP
+// client of the agent gets (plugins, secrets redaction, plugin creation).
+func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, logf func(string, ...any)) *runner.Runner {
+	env := tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets,
+		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)})
+	return runner.New(runner.Options{
+		Env:    env,
+		Agents: reg,
+		Model:  inferenceClient(p),
+		Store:  TaskStore(p),
+		Budget: func() runner.Budget {
+			cfg, err := config.LoadSandbox(p.SandboxJSON())
+			if err != nil {
+				cfg = config.Defaults()
+			}
+			return runner.Budget{MaxSteps: cfg.RunnerMaxSteps, Timeout: time.Duration(cfg.RunnerTimeoutSeconds) * time.Second}
+		},
+		Ready: inferenceReady(p),
+		Logf:  logf,
+	})
+}
+
+// ownerRunner is the runner of dispatched tasks in the VM's owner. Tasks
+// an earlier owner left running are marked interrupted.
+func ownerRunner(p config.Paths, guest tools.GuestFunc, logf func(string, ...any)) bridge.Dispatcher {
+	reg, err := agents.Open(p.AgentsJSON())
+	if err != nil {
+		logf("agent runner: %v (dispatch is unavailable)", err)
+		return nil
+	}
+	r := NewRunner(p, reg, guest, logf)
+	r.Recover()
+	return r
+}
+
+// StartingGuest is the guest of the VM ctl drives, started first when it
+// is stopped (not when it needs provisioning), for a runner working in
+// a process that doesn't own the VM.
+func StartingGuest(ctl Controller) tools.GuestFunc {
+	return func(ctx context.Context) (*agentproto.Client, error) {
+		if g, err := ctl.Guest(ctx); err == nil {
+			return g, nil
+		}
+		st, err := ctl.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch st.State {
+		case sandbox.Running:
+		case sandbox.NotProvisioned, sandbox.Provisioning:
+			return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; run `osaurus-sandbox start` once", sandbox.ErrNotRunning)
+		default:
+			if _, err := ctl.Lifecycle(ctx, OpStart, nil); err != nil && !errors.Is(err, sandbox.ErrBusy) {
+				return nil, fmt.Errorf("starting the sandbox VM: %w", err)
+			}
+		}
+		return ctl.Guest(ctx)
+	}
+}

@@ -1,0 +1,222 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
+)
+
+const taskUsage = `usage:
+  osaurus-sandbox task list [--agent NAME] [--json]
+  osaurus-sandbox task show ID [--json]
+  osaurus-sandbox task cancel ID
+  osaurus-sandbox run --agent NAME "TASK"`
+
+// task lists, shows and cancels the agent runner's tasks.
+func (c *cli) task(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(c.err, taskUsage)
+		return ExitUsage
+	}
+	st := owner.TaskStore(c.paths)
+	fs := c.flags("task " + args[0])
+	asJSON := fs.Bool("json", false, "print JSON")
+	agent := ""
+	if args[0] == "list" {
+		fs.StringVar(&agent, "agent", "", "only this agent's tasks")
+	}
+	if fs.Parse(reorder(args[1:])) != nil {
+		return ExitUsage
+	}
+	switch {
+	case args[0] == "list" && fs.NArg() == 0:
+		slug := ""
+		if agent != "" {
+			reg, err := c.openAgents()
+			if err != nil {
+				return c.fail(err)
+			}
+			a, err := reg.Get(agent)
+			if err != nil {
+				return c.fail(err)
+			}
+			slug = a.Slug
+		}
+		ts, err := st.List(slug)
+		if err != nil {
+			return c.fail(err)
+		}
+		if *asJSON {
+			if ts == nil {
+				ts = []runner.Task{}
+			}
+			json.NewEncoder(c.out).Encode(ts)
+			return ExitOK
+		}
+		if len(ts) == 0 {
+			fmt.Fprintln(c.out, `no tasks yet; start one with osaurus-sandbox run --agent NAME "TASK"`)
+		}
+		for _, t := range ts {
+			fmt.Fprintf(c.out, "%s  %-11s %-8s %s  %d steps  %s\n", t.ID, t.State, t.Agent, t.Created.Local().Format("2006-01-02 15:04:05"), len(t.Steps), oneLine(t.Task, 60))
+		}
+		return ExitOK
+	case args[0] == "show" && fs.NArg() == 1:
+		t, err := st.Get(fs.Arg(0))
+		if err != nil {
+			return c.fail(err)
+		}
+		if *asJSON {
+			json.NewEncoder(c.out).Encode(t)
+			return ExitOK
+		}
+		io.WriteString(c.out, t.Text())
+		return ExitOK
+	case args[0] == "cancel" && fs.NArg() == 1:
+		t, err := st.RequestCancel(fs.Arg(0))
+		if err != nil {
+			return c.fail(err)
+		}
+		if t.Finished() {
+			fmt.Fprintf(c.out, "task %s already ended: %s\n", t.ID, t.State)
+			return ExitOK
+		}
+		// The process working it checks twice a second; wait a while
+		// for it to confirm.
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		deadline := time.After(10 * time.Second)
+		for !t.Finished() {
+			select {
+			case <-ctx.Done():
+				return c.fail(ctx.Err())
+			case <-deadline:
+				fmt.Fprintf(c.out, "asked to cancel task %s; it is still running (its process may be busy)\n", t.ID)
+				return ExitOK
+			case <-tk.C:
+			}
+			if t, err = st.Get(t.ID); err != nil {
+				return c.fail(err)
+			}
+		}
+		fmt.Fprintf(c.out, "task %s %s\n", t.ID, t.State)
+		return ExitOK
+	}
+	fmt.Fprintln(c.err, taskUsage)
+	return ExitUsage
+}
+
+// reorder puts flags before the positional arguments, so `task show ID
+// --json` works as well as `task show --json ID`.
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--agent" || args[i] == "-agent":
+			flags = append(flags, args[i])
+			if i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+		case strings.HasPrefix(args[i], "-"):
+			flags = append(flags, args[i])
+		default:
+			pos = append(pos, args[i])
+		}
+	}
+	return append(flags, pos...)
+}
+
+// run works a task with the built-in runner from this process, printing
+// each step as it happens. Ctrl-C cancels the task.
+func (c *cli) run(ctx context.Context, args []string) int {
+	fs := c.flags("run")
+	ref := fs.String("agent", "", "the agent whose tools to use (name, slug or id)")
+	if fs.Parse(reorder(args)) != nil || fs.NArg() != 1 || *ref == "" {
+		fmt.Fprintln(c.err, `usage: osaurus-sandbox run --agent NAME "TASK"`)
+		return ExitUsage
+	}
+	reg, err := c.openAgents()
+	if err != nil {
+		return c.fail(err)
+	}
+	// The tools run here on the VM the owner keeps (started when needed).
+	ctl := owner.NewLazy(c.paths)
+	defer ctl.Close()
+	r := owner.NewRunner(c.paths, reg, owner.StartingGuest(ctl), func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+	defer r.Close()
+	p := &stepPrinter{w: c.out}
+	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)
+	if err != nil {
+		return c.fail(err)
+	}
+	switch t.State {
+	case runner.Done:
+		return ExitOK
+	case runner.Cancelled, runner.Interrupted, runner.Failed:
+		if errors.Is(ctx.Err(), context.Canceled) {
+			fmt.Fprintln(c.err, "osaurus-sandbox: cancelled")
+		}
+	}
+	return ExitError
+}
+
+// stepPrinter prints what is new in a task each time it changes.
+type stepPrinter struct {
+	w       io.Writer
+	started bool
+	steps   int // steps whose text was printed
+	results int // tool results printed in the last printed step
+	ended   bool
+}
+
+func (p *stepPrinter) update(t runner.Task) {
+	if !p.started {
+		p.started = true
+		if t.State == runner.Running {
+			fmt.Fprintf(p.w, "task %s for %s\n", t.ID, t.Agent)
+		}
+	}
+	for i := range t.Steps {
+		s := t.Steps[i]
+		if i >= p.steps {
+			p.steps, p.results = i+1, 0
+			if len(s.ToolCalls) > 0 || t.State == runner.Running {
+				fmt.Fprintf(p.w, "step %d", s.N)
+				if s.Content != "" {
+					fmt.Fprintf(p.w, ": %s", oneLine(s.Content, 200))
+				}
+				fmt.Fprintln(p.w)
+			}
+		}
+		if i != p.steps-1 {
+			continue
+		}
+		for j := p.results; j < len(s.ToolCalls) && s.ToolCalls[j].Done; j++ {
+			tc := s.ToolCalls[j]
+			mark := "ok"
+			if !tc.OK {
+				mark = "error"
+			}
+			fmt.Fprintf(p.w, "  %s %s\n    %s: %s\n", tc.Name, oneLine(tc.Arguments, 200), mark, oneLine(tc.Result, 300))
+			p.results = j + 1
+		}
+	}
+	if t.Finished() && !p.ended {
+		p.ended = true
+		switch t.State {
+		case runner.Done:
+			fmt.Fprintf(p.w, "answer: %s\n", t.Answer)
+		default:
+			fmt.Fprintf(p.w, "%s: %s\n", t.State, t.Error)
+		}
+	}
+}
+
+func oneLine(s string, n int) string { return runner.OneLine(s, n) }

@@ -1,0 +1,403 @@
+// Package runner is the built-in agent runner: it works a task with the
+// configured model and the agent's own sandbox tools (the same catalog,
+// limits and gates an MCP client of that agent gets), looping until the
+// model answers without a tool call or a step or time budget runs out.
+// Tasks are persisted (package store) as they go, so they can be watched
+// live, survive a restart (as interrupted) and be cancelled from another
+// process.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/inference"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// Errors.
+var (
+	// ErrForbidden: an agent dispatched to another agent.
+	ErrForbidden = errors.New("an agent may dispatch tasks only to itself")
+	// ErrEmptyTask: the task text is empty.
+	ErrEmptyTask = errors.New("the task is empty")
+	// ErrBusy: the agent already has MaxRunning tasks running.
+	ErrBusy = errors.New("too many tasks running")
+)
+
+// MaxTaskLen bounds a task's text.
+const MaxTaskLen = 64 << 10
+
+// MaxRunning bounds the tasks one agent has running in one process.
+const MaxRunning = 3
+
+// Model is the chat completions client (inference.Client).
+type Model interface {
+	Complete(ctx context.Context, req inference.Request, onDelta func(string)) (inference.Message, error)
+}
+
+// Budget bounds one task.
+type Budget struct {
+	MaxSteps int           // model calls
+	Timeout  time.Duration // wall time
+}
+
+// Options configure a Runner.
+type Options struct {
+	Env    *tools.Env
+	Agents *agents.Registry
+	Model  Model
+	Store  *Store
+	// Budget is read when a task starts.
+	Budget func() Budget
+	// Ready, when set, says why the model can't be used (not configured),
+	// so a dispatch fails at once instead of as a failed task.
+	Ready func() error
+	// CancelPoll is how often a running task checks for a cancel request
+	// from another process; default 500 ms.
+	CancelPoll time.Duration
+	Logf       func(string, ...any)
+}
+
+// Runner works tasks.
+type Runner struct {
+	o Options
+
+	mu      sync.Mutex
+	running map[string]*live // by task id
+	closed  bool
+}
+
+type live struct {
+	agent  string
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// New returns a Runner.
+func New(o Options) *Runner {
+	if o.CancelPoll <= 0 {
+		o.CancelPoll = 500 * time.Millisecond
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return &Runner{o: o, running: map[string]*live{}}
+}
+
+// Store is the task store.
+func (r *Runner) Store() *Store { return r.o.Store }
+
+// Causes of a task's end other than its own.
+var (
+	errCancelled = errors.New("cancelled")
+	errShutdown  = errors.New("the app stopped")
+)
+
+// Dispatch starts a task from the guest: caller (an agent's slug) may
+// dispatch only to itself; target empty means the caller.
+func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
+	r.o.Agents.Reload()
+	a, err := r.o.Agents.Get(caller)
+	if err != nil || a.Slug != caller {
+		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
+	}
+	if target != "" {
+		if t, err := r.o.Agents.Get(target); err != nil || t.ID != a.ID {
+			return Task{}, fmt.Errorf("%w: %q is not %s (use your own id %s, or omit it)", ErrForbidden, target, a.Slug, a.ID)
+		}
+	}
+	return r.Start(a.ID, task, "dispatch", nil)
+}
+
+// Start begins working a task for agent ref in the background; onUpdate,
+// when set, gets the task after every change.
+func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, error) {
+	// Another process (the CLI, the window) may have changed the agents.
+	r.o.Agents.Reload()
+	a, err := r.o.Agents.Get(ref)
+	if err != nil {
+		return Task{}, err
+	}
+	task = strings.TrimSpace(task)
+	switch {
+	case task == "":
+		return Task{}, fmt.Errorf("%w: say what the agent should do", ErrEmptyTask)
+	case len(task) > MaxTaskLen:
+		return Task{}, fmt.Errorf("%w: the task is %d bytes, the limit is %d", ErrEmptyTask, len(task), MaxTaskLen)
+	}
+	if r.o.Ready != nil {
+		if err := r.o.Ready(); err != nil {
+			return Task{}, err
+		}
+	}
+	now := time.Now().UTC()
+	t := Task{ID: newID(), Agent: a.Slug, Task: task, Source: source, State: Running, Created: now, Updated: now, Steps: []Step{}, PID: os.Getpid()}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &live{agent: a.Slug, cancel: cancel, done: make(chan struct{})}
+	r.mu.Lock()
+	n := 0
+	for _, o := range r.running {
+		if o.agent == a.Slug {
+			n++
+		}
+	}
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		cancel(nil)
+		return Task{}, errShutdown
+	case n >= MaxRunning:
+		r.mu.Unlock()
+		cancel(nil)
+		return Task{}, fmt.Errorf("%w: %s already has %d tasks running; wait for one or cancel it", ErrBusy, a.Slug, n)
+	}
+	r.running[t.ID] = l
+	r.mu.Unlock()
+	if err := r.o.Store.Save(t); err != nil {
+		r.forget(t.ID)
+		cancel(nil)
+		return Task{}, err
+	}
+	go func() {
+		defer close(l.done)
+		defer r.forget(t.ID)
+		defer cancel(nil)
+		r.work(ctx, a, t, onUpdate)
+	}()
+	return t, nil
+}
+
+func (r *Runner) forget(id string) {
+	r.mu.Lock()
+	delete(r.running, id)
+	r.mu.Unlock()
+}
+
+// Run works a task in the foreground until it ends or ctx does (which
+// cancels it).
+func (r *Runner) Run(ctx context.Context, ref, task, source string, onUpdate func(Task)) (Task, error) {
+	t, err := r.Start(ref, task, source, onUpdate)
+	if err != nil {
+		return t, err
+	}
+	select {
+	case <-ctx.Done():
+		r.Cancel(t.ID)
+	case <-r.doneOf(t.ID):
+	}
+	<-r.doneOf(t.ID)
+	return r.o.Store.Get(t.ID)
+}
+
+func (r *Runner) doneOf(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.running[id]; l != nil {
+		return l.done
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait waits up to d for a task to finish and returns it as it is then.
+// Tasks of other processes are not waited for.
+func (r *Runner) Wait(ctx context.Context, id string, d time.Duration) (Task, error) {
+	if d > 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-r.doneOf(id):
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+	}
+	return r.o.Store.Get(id)
+}
+
+// Cancel stops a task: at once when this process works it, else through
+// the store for the process that does.
+func (r *Runner) Cancel(id string) (Task, error) {
+	r.mu.Lock()
+	l := r.running[id]
+	r.mu.Unlock()
+	if l != nil {
+		l.cancel(errCancelled)
+		<-l.done
+		return r.o.Store.Get(id)
+	}
+	return r.o.Store.RequestCancel(id)
+}
+
+// Recover marks tasks left running by an earlier process interrupted.
+// The owner calls it when it starts.
+func (r *Runner) Recover() {
+	ts, _ := r.o.Store.List("")
+	for _, t := range ts {
+		r.mu.Lock()
+		_, mine := r.running[t.ID]
+		r.mu.Unlock()
+		// The pid is ours but the task isn't: the pid was reused.
+		if t.State == Running && t.PID == os.Getpid() && !mine {
+			r.o.Store.interrupt(&t, "the app restarted before the task finished")
+		}
+	}
+}
+
+// Close interrupts every running task and waits for them to be saved.
+func (r *Runner) Close() {
+	r.mu.Lock()
+	r.closed = true
+	var ls []*live
+	for _, l := range r.running {
+		ls = append(ls, l)
+	}
+	r.mu.Unlock()
+	for _, l := range ls {
+		l.cancel(errShutdown)
+		<-l.done
+	}
+}
+
+func systemPrompt(a agents.Agent) string {
+	return "You are " + a.Name + ", an agent working in an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
+		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. Use the sandbox_* tools to do the task. " +
+		"Every tool returns a JSON envelope: {ok, result, warnings} or {ok: false, kind, message}; read the message and fix the call. " +
+		"When the task is done, reply with a short summary of what you did and no tool call."
+}
+
+// work is the loop of one task.
+func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func(Task)) {
+	b := Budget{MaxSteps: 20, Timeout: 10 * time.Minute}
+	if r.o.Budget != nil {
+		b = r.o.Budget()
+	}
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, b.Timeout, fmt.Errorf("the time budget of %s ran out (runnerTimeoutSeconds)", b.Timeout))
+	defer cancelTimeout()
+	go r.watchCancel(ctx, t.ID)
+
+	save := func() {
+		t.Updated = time.Now().UTC()
+		if err := r.o.Store.Save(t); err != nil {
+			r.o.Logf("runner: saving task %s: %v", t.ID, err)
+		}
+		if onUpdate != nil {
+			onUpdate(t.clone())
+		}
+	}
+	finish := func(state, answer, errMsg string) {
+		t.State, t.Answer, t.Error = state, answer, errMsg
+		save()
+		os.Remove(r.o.Store.cancelFile(t.ID))
+	}
+	ended := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, errCancelled):
+			finish(Cancelled, "", "cancelled")
+		case errors.Is(cause, errShutdown):
+			finish(Interrupted, "", "the app stopped before the task finished")
+		default:
+			finish(Failed, "", cause.Error())
+		}
+		return true
+	}
+	// A task is a new conversation: a new turn for maxCommandsPerTurn.
+	r.o.Env.ExecLimiter().EndTurn(a.ID)
+	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a)}, {Role: "user", Content: t.Task}}
+	for n := 1; ; n++ {
+		if ended() {
+			return
+		}
+		if n > b.MaxSteps {
+			finish(Failed, "", fmt.Sprintf("the step budget of %d model calls ran out before the model gave an answer (runnerMaxSteps)", b.MaxSteps))
+			return
+		}
+		// The agent's settings as they are now: a gate turned off in the
+		// meantime holds from this step.
+		r.o.Agents.Reload()
+		cur, err := r.o.Agents.Get(a.ID)
+		if err != nil {
+			finish(Failed, "", "the agent was removed")
+			return
+		}
+		ts := r.o.Env.Toolset(cur)
+		var specs []inference.Tool
+		for _, sp := range ts.List() {
+			specs = append(specs, inference.Tool{Type: "function", Function: inference.Function{Name: sp.Name, Description: sp.Description, Parameters: sp.InputSchema}})
+		}
+		m, err := r.o.Model.Complete(ctx, inference.Request{Messages: msgs, Tools: specs}, nil)
+		if ended() {
+			return
+		}
+		if err != nil {
+			finish(Failed, "", err.Error())
+			return
+		}
+		st := Step{N: n, Time: time.Now().UTC(), Content: m.Content}
+		for _, c := range m.ToolCalls {
+			st.ToolCalls = append(st.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		t.Steps = append(t.Steps, st)
+		if len(m.ToolCalls) == 0 {
+			finish(Done, m.Content, "")
+			return
+		}
+		save()
+		msgs = append(msgs, inference.Message{Role: "assistant", Content: m.Content, ToolCalls: m.ToolCalls})
+		for i, c := range m.ToolCalls {
+			var env envelope.Envelope
+			args := json.RawMessage(c.Function.Arguments)
+			if strings.TrimSpace(c.Function.Arguments) == "" {
+				args = json.RawMessage("{}")
+			}
+			if !json.Valid(args) {
+				env = envelope.Fail(c.Function.Name, envelope.InvalidArgs, "the arguments are not valid JSON; send a JSON object")
+			} else {
+				env = ts.Run(ctx, c.Function.Name, args)
+			}
+			res := env.JSON()
+			tc := &t.Steps[len(t.Steps)-1].ToolCalls[i]
+			tc.Result, tc.OK, tc.Done = res, !env.IsError(), true
+			save()
+			msgs = append(msgs, inference.Message{Role: "tool", ToolCallID: c.ID, Content: res})
+			if ended() {
+				return
+			}
+		}
+	}
+}
+
+// watchCancel ends a task when another process asks to cancel it.
+func (r *Runner) watchCancel(ctx context.Context, id string) {
+	tk := time.NewTicker(r.o.CancelPoll)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			if r.o.Store.cancelRequested(id) {
+				r.mu.Lock()
+				l := r.running[id]
+				r.mu.Unlock()
+				if l != nil {
+					l.cancel(errCancelled)
+				}
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
+)
+
+// Paths is the data dir of a backend; the tasks tab finds the task store
+// and sandbox.json through it.
+func (s settingsFile) Paths() config.Paths { return s.paths }
+
+// tasksTab shows the agent runner's tasks, each step as it happens, and
+// the model server settings the runner and the inference route use.
+type tasksTab struct {
+	b     Backend
+	win   fyne.Window
+	do    func(func())
+	store *runner.Store
+
+	URL, Model, Steps, Timeout *widget.Entry
+	Key                        *widget.Entry
+	Save, StoreKey             *widget.Button
+	Saved                      *widget.Label
+
+	List     *widget.List
+	Detail   *widget.Label
+	Cancel   *widget.Button
+	tasks    []runner.Task
+	selected string
+}
+
+func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
+	t := &tasksTab{b: b, win: win, do: do}
+	if p, ok := b.(interface{ Paths() config.Paths }); ok {
+		t.store = &runner.Store{Dir: filepath.Join(p.Paths().Root, "tasks")}
+	}
+	t.URL, t.Model = widget.NewEntry(), widget.NewEntry()
+	t.URL.SetPlaceHolder("http://127.0.0.1:11434/v1")
+	t.Steps, t.Timeout = widget.NewEntry(), widget.NewEntry()
+	t.Key = widget.NewPasswordEntry()
+	t.Key.SetPlaceHolder("API key (kept in the keychain; empty for local servers)")
+	t.Saved = widget.NewLabel("")
+	t.Saved.Wrapping = fyne.TextWrapWord
+	t.Save = widget.NewButton("Save", t.onSave)
+	t.StoreKey = widget.NewButton("Store key", t.onStoreKey)
+	t.Detail = widget.NewLabel("Select a task to see its steps.")
+	t.Detail.Wrapping = fyne.TextWrapWord
+	t.Cancel = widget.NewButton("Cancel task", t.onCancel)
+	t.Cancel.Disable()
+	t.List = widget.NewList(
+		func() int { return len(t.tasks) },
+		func() fyne.CanvasObject { return widget.NewLabel("") },
+		func(i widget.ListItemID, o fyne.CanvasObject) {
+			if i < len(t.tasks) {
+				k := t.tasks[i]
+				o.(*widget.Label).SetText(fmt.Sprintf("%s  %s  %s: %s", k.Created.Local().Format("15:04:05"), k.State, k.Agent, runner.OneLine(k.Task, 50)))
+			}
+		})
+	t.List.OnSelected = func(i widget.ListItemID) {
+		if i < len(t.tasks) {
+			t.selected = t.tasks[i].ID
+			t.showSelected()
+		}
+	}
+	t.loadSettings()
+	t.refresh()
+	return t
+}
+
+func (t *tasksTab) content() fyne.CanvasObject {
+	form := widget.NewForm(
+		widget.NewFormItem("Model server URL", t.URL),
+		widget.NewFormItem("Model", t.Model),
+		widget.NewFormItem("Max steps per task", t.Steps),
+		widget.NewFormItem("Time per task (s)", t.Timeout),
+		widget.NewFormItem("API key", container.NewBorder(nil, nil, nil, t.StoreKey, t.Key)),
+	)
+	settings := widget.NewCard("Model server", "", container.NewVBox(
+		wrapped("An OpenAI-compatible server (Osaurus, Ollama, LM Studio, llama.cpp, a hosted API) for osaurus-host inference and the agent runner."),
+		form, container.NewHBox(t.Save), t.Saved))
+	detail := container.NewBorder(t.Cancel, nil, nil, nil, container.NewVScroll(t.Detail))
+	split := container.NewHSplit(t.List, detail)
+	split.Offset = 0.4
+	return container.NewBorder(settings, nil, nil, nil,
+		widget.NewCard("Tasks", "", container.NewBorder(
+			wrapped(`Dispatched by agents (osaurus-host agent dispatch) or run with osaurus-sandbox run --agent NAME "TASK".`), nil, nil, nil, split)))
+}
+
+func wrapped(text string) *widget.Label {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return l
+}
+
+func (t *tasksTab) loadSettings() {
+	cfg, err := t.b.Settings()
+	if err != nil {
+		t.Saved.SetText(err.Error())
+		cfg = config.Defaults()
+	}
+	t.URL.SetText(cfg.InferenceURL)
+	t.Model.SetText(cfg.InferenceModel)
+	t.Steps.SetText(strconv.Itoa(cfg.RunnerMaxSteps))
+	t.Timeout.SetText(strconv.Itoa(cfg.RunnerTimeoutSeconds))
+}
+
+func (t *tasksTab) onSave() {
+	next, err := t.b.Settings()
+	if err != nil {
+		showError(t.win, "Settings", err)
+		return
+	}
+	for _, kv := range [][2]string{{"inferenceUrl", t.URL.Text}, {"inferenceModel", t.Model.Text}, {"runnerMaxSteps", t.Steps.Text}, {"runnerTimeoutSeconds", t.Timeout.Text}} {
+		if next, err = next.Set(kv[0], kv[1]); err != nil {
+			t.Saved.SetText(err.Error())
+			return
+		}
+	}
+	if err := t.b.SaveSettings(next); err != nil {
+		t.Saved.SetText(err.Error())
+		return
+	}
+	t.Saved.SetText("Saved.")
+}
+
+func (t *tasksTab) onStoreKey() {
+	if t.Key.Text == "" {
+		t.Saved.SetText("Type the API key first.")
+		return
+	}
+	if err := secrets.New().SetApp(secrets.InferenceKey, t.Key.Text); err != nil {
+		t.Saved.SetText(err.Error())
+		return
+	}
+	t.Key.SetText("")
+	t.Saved.SetText("API key stored in the keychain.")
+}
+
+func (t *tasksTab) onCancel() {
+	if t.store == nil || t.selected == "" {
+		return
+	}
+	// The process working the task watches for this and stops it.
+	if _, err := t.store.RequestCancel(t.selected); err != nil {
+		t.Saved.SetText(err.Error())
+		return
+	}
+	t.Cancel.Disable()
+	t.Cancel.SetText("Cancelling…")
+}
+
+// refresh re-reads the tasks; call on the UI goroutine.
+func (t *tasksTab) refresh() {
+	if t.store == nil {
+		return
+	}
+	ts, err := t.store.List("")
+	if err != nil {
+		t.Detail.SetText(err.Error())
+		return
+	}
+	changed := len(ts) != len(t.tasks)
+	for i := 0; !changed && i < len(ts); i++ {
+		changed = !ts[i].Updated.Equal(t.tasks[i].Updated) || ts[i].State != t.tasks[i].State
+	}
+	if !changed {
+		return
+	}
+	t.tasks = ts
+	t.List.Refresh()
+	t.showSelected()
+}
+
+func (t *tasksTab) showSelected() {
+	i := slices.IndexFunc(t.tasks, func(k runner.Task) bool { return k.ID == t.selected })
+	if i < 0 {
+		t.Cancel.Disable()
+		return
+	}
+	k := t.tasks[i]
+	t.Detail.SetText(k.Text())
+	if k.State == runner.Running {
+		if t.Cancel.Text != "Cancelling…" {
+			t.Cancel.Enable()
+		}
+	} else {
+		t.Cancel.SetText("Cancel task")
+		t.Cancel.Disable()
+	}
+}
+
+// follow refreshes the list every second until ctx ends, so steps show
+// as they happen whichever process works the task.
+func (t *tasksTab) follow(ctx context.Context) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			t.do(t.refresh)
+		}
+	}
+}
