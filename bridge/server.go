@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
@@ -49,6 +51,10 @@ type Options struct {
 	Config *ConfigStore
 	// Log receives POST /api/log lines; nil → 503.
 	Log *LogStore
+	// Memory backs /api/agent/memory/*; nil → 503.
+	Memory *memory.Store
+	// Events backs /api/events/emit; nil → 503.
+	Events *events.Store
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -81,6 +87,9 @@ func New(o Options) *Server {
 	m.HandleFunc("GET /api/config/{key}", s.getConfig)
 	m.HandleFunc("POST /api/config/{key}", s.setConfig)
 	m.HandleFunc("POST /api/log", s.log)
+	m.HandleFunc("POST /api/agent/memory/store", s.memoryStore)
+	m.HandleFunc("POST /api/agent/memory/query", s.memoryQuery)
+	m.HandleFunc("POST /api/events/emit", s.emitEvent)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
