@@ -246,6 +246,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:   eventsOrNil(ctx, c.paths, nil),
 	}
 	in, out := c.in, c.out
 	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
@@ -334,6 +335,7 @@ func serveMCP(p config.Paths, m *sandbox.Manager, logf func(string, ...any)) (st
 		Env:      tools.NewEnv(tools.Options{Guest: managerGuest(m), Agents: reg, Redactor: secretStore, Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: pluginRegistry(p)}),
 		Registry: reg,
 		Version:  Version,
+		Events:   eventsOrNil(context.Background(), p, logf),
 	}
 	h := mcpserver.NewHTTPHandler(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -33,10 +33,22 @@ var secretStore = secrets.New()
 // NewBridge builds the host API bridge of a data dir. The VM's owner
 // passes its Attach to the sandbox manager (Options.OnGuest).
 func NewBridge(p config.Paths, logf func(string, ...any)) *bridge.Server {
+	// Without its database a route answers 503; the rest of the bridge
+	// still works.
+	mem, err := OpenMemory(context.Background(), p)
+	if err != nil {
+		logf("bridge: agent memory unavailable: %v", err)
+	}
+	ev, err := OpenEvents(context.Background(), p)
+	if err != nil {
+		logf("bridge: event log unavailable: %v", err)
+	}
 	return bridge.New(bridge.Options{
 		Secrets: secretStore,
 		Config:  bridgeConfig(p),
 		Log:     bridgeLog(p),
+		Memory:  mem,
+		Events:  ev,
 		HostCLI: assets.HostCLI,
 		Logf:    logf,
 	})

@@ -65,6 +65,10 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   secret remove AGENT KEY
                         delete an agent's secret
   logs --agent NAME     show what the agent logged with "osaurus-host log"
+  memory list|search|remove --agent NAME [--json]
+                        an agent's memory (osaurus-host agent memory store)
+  events [--follow] [--agent NAME] [--json]
+                        events agents emit (osaurus-host events emit)
 
 Plugins (JSON recipes: packages, files and tools for agents):
   plugin import SOURCE  from a file, an https:// URL or github.com/OWNER/REPO
@@ -126,6 +130,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"secret":      c.secret,
 		"mcp":         c.mcp,
 		"plugin":      c.plugin,
+		"memory":      c.memory,
+		"events":      c.events,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {
