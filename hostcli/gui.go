@@ -40,6 +40,8 @@ func (c *cli) gui() int {
 		}
 		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
 	}}
+	o.Memory, _ = OpenMemory(ctx, c.paths) // nil shows memory as unavailable
+	o.Events = eventsOrNil(ctx, c.paths, logf)
 	m, stop, err := Own(ctx, c.paths, "app", logf, nil)
 	switch {
 	case errors.Is(err, control.ErrOwned):

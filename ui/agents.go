@@ -40,6 +40,7 @@ type agentsTab struct {
 	CopyHTTP   *widget.Button
 	Regenerate *widget.Button
 	Status     *widget.Label
+	Memory     *memoryPanel
 
 	items    []agents.Agent
 	selected string // agent id
@@ -83,6 +84,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.CopyHTTP = widget.NewButton("Copy Claude Code command", func() { t.copy(t.CodeHTTP.Text) })
 	t.Regenerate = widget.NewButton("Regenerate token", t.onRegenerate)
 	t.Status = widget.NewLabel("")
+	t.Memory = newMemoryPanel(win)
 	t.refresh()
 	return t
 }
@@ -98,6 +100,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
 		t.Status,
+		t.Memory.content(),
 	)
 	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
@@ -128,6 +131,7 @@ func (t *agentsTab) showSelected() {
 		}
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
+		t.Memory.show("")
 		return
 	}
 	for _, w := range editing {
@@ -144,6 +148,7 @@ func (t *agentsTab) showSelected() {
 	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
 	t.Desktop.SetText(c.ClaudeDesktop())
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
+	t.Memory.show(a.Slug)
 }
 
 func (t *agentsTab) onAdd() {

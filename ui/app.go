@@ -15,6 +15,8 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
@@ -25,6 +27,7 @@ type Window struct {
 	Win       fyne.Window
 	Container *containerTab
 	Agents    *agentsTab
+	Events    *eventsView
 	Tabs      *container.AppTabs
 	stop      func()
 }
@@ -40,9 +43,11 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Events = newEventsView(do)
 	w.Tabs = container.NewAppTabs(
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
+		container.NewTabItem("Events", w.Events.content()),
 	)
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
@@ -66,6 +71,10 @@ type Options struct {
 	// OnAgentRemoved cleans up a removed agent in the VM and says what it
 	// did.
 	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
+	// Memory and Events show agents' memories (Agents tab) and events
+	// (Events tab); nil shows them as unavailable.
+	Memory *memory.Store
+	Events *events.Store
 }
 
 // Run shows the window until the user quits. With a system tray, closing
@@ -76,6 +85,10 @@ func Run(o Options) error {
 	w := NewWindow(a, o.Backend, o.Registry)
 	defer w.Close()
 	w.Agents.onRemoved = o.OnAgentRemoved
+	w.Agents.Memory.store = o.Memory
+	w.Agents.Memory.load()
+	w.Events.start(o.Events)
+	defer w.Events.close()
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),
