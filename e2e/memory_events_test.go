@@ -2,6 +2,8 @@
 
 package e2e
 
+//lint:file-ignore SA1019 MCP logging is deprecated from protocol 2026-07-28 but is how events reach clients today; these tests check that delivery.
+
 import (
 	"bufio"
 	"context"
