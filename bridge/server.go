@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
@@ -53,6 +55,10 @@ type Options struct {
 	Inference Inference
 	// Dispatch runs POST /api/agent/dispatch; nil → 503.
 	Dispatch Dispatcher
+	// Memory backs /api/agent/memory/*; nil → 503.
+	Memory *memory.Store
+	// Events backs /api/events/emit; nil → 503.
+	Events *events.Store
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -88,6 +94,9 @@ func New(o Options) *Server {
 	m.HandleFunc("POST /api/inference/chat", s.inferenceChat)
 	m.HandleFunc("POST /api/agent/dispatch", s.dispatch)
 	m.HandleFunc("GET /api/agent/tasks/{id}", s.task)
+	m.HandleFunc("POST /api/agent/memory/store", s.memoryStore)
+	m.HandleFunc("POST /api/agent/memory/query", s.memoryQuery)
+	m.HandleFunc("POST /api/events/emit", s.emitEvent)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli"
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -24,7 +24,7 @@ import (
 )
 
 // TestHostServices is inference and the agent runner on the real guest,
-// as the app wires them (hostcli.NewBridge), with a scripted
+// as the app wires them (owner.NewBridge), with a scripted
 // OpenAI-compatible model server on loopback and a real keyring: agents
 // call them with osaurus-host inside the VM, the user with the CLI.
 func TestHostServices(t *testing.T) {
@@ -38,7 +38,9 @@ func TestHostServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	// `osaurus-sandbox run` reaches the VM through an owner, as in the app.
-	fakeOwner(t, paths, m)
+	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
+		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
+	}), Registry: reg})
 	model := scriptedmodel.Start(t, "127.0.0.1:0")
 	cli := cliRun{t: t, bin: buildCLI(t), home: home}
 
@@ -53,7 +55,7 @@ func TestHostServices(t *testing.T) {
 		t.Fatalf("secret set --app: %v\n%s", err, out)
 	}
 
-	br := hostcli.NewBridge(paths, t.Logf, func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil })
+	br := owner.NewBridge(paths, t.Logf, func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil })
 	t.Cleanup(func() { br.Close() })
 	br.Attach(context.Background(), g)
 

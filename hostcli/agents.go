@@ -286,11 +286,12 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
 		// where the MCP session is that can ask the user for a value.
-		Env:    local,
-		Runner: stdioRunner{Runner: owner.Runner{Ctl: ctl}, local: local},
+		Env:      local,
+		Runner:   stdioRunner{Runner: owner.Runner{Ctl: ctl}, local: local},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:   owner.EventsOrNil(ctx, c.paths, nil),
 	}
 	in, out := c.in, c.out
 	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}

@@ -71,6 +71,11 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   task list|show ID|cancel ID [--json]
                         the runner's tasks (also those agents dispatched)
 
+  memory list|search|remove --agent NAME [--json]
+                        an agent's memory (osaurus-host agent memory store)
+  events [--follow] [--agent NAME] [--json]
+                        events agents emit (osaurus-host events emit)
+
 Network (each agent's policy is its "network" setting; see agent set):
   network log [--follow] [--json] [--agent NAME]
                         every connection the policy refused: agent, destination, port, time
@@ -138,6 +143,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"network":     c.network,
 		"task":        c.task,
 		"run":         c.run,
+		"memory":      c.memory,
+		"events":      c.events,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {

@@ -62,6 +62,8 @@ func (c *cli) gui() int {
 		}
 		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
 	}
+	o.Memory, _ = owner.OpenMemory(ctx, c.paths) // nil shows memory as unavailable
+	o.Events = owner.EventsOrNil(ctx, c.paths, logf)
 	o.AgentUsage = c.oneAgentUsage
 	b, err := ui.NewBackend(ctx, ctl, c.paths)
 	if err != nil {

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"

@@ -48,6 +48,7 @@ type agentsTab struct {
 	CopyHTTP   *widget.Button
 	Regenerate *widget.Button
 	Status     *widget.Label
+	Memory     *memoryPanel
 
 	items    []agents.Agent
 	selected string // agent id
@@ -123,6 +124,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.Status = widget.NewLabel("")
 	t.newSecretsView()
 	t.newLogView()
+	t.Memory = newMemoryPanel(win)
 	t.refresh()
 	return t
 }
@@ -144,6 +146,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		t.Status,
 		t.secretsContent(),
 		t.logContent(),
+		t.Memory.content(),
 	)
 	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
@@ -177,6 +180,7 @@ func (t *agentsTab) showSelected() {
 		t.Usage.SetText("")
 		t.showSecrets(nil)
 		t.showLog(nil)
+		t.Memory.show("")
 		return
 	}
 	for _, w := range editing {
@@ -206,6 +210,7 @@ func (t *agentsTab) showSelected() {
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
 	t.showSecrets(&a)
 	t.showLog(&a)
+	t.Memory.show(a.Slug)
 }
 
 func (t *agentsTab) onAdd() { t.add(agents.HomeRefuse) }

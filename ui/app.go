@@ -18,6 +18,8 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
@@ -31,6 +33,7 @@ type Window struct {
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
 	Tasks     *tasksTab
+	Events    *eventsView
 	Tabs      *container.AppTabs
 	stop      func()
 	closeOnce sync.Once
@@ -48,10 +51,12 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Tasks = newTasksTab(b, w.Win, do)
+	w.Events = newEventsView(do)
 	w.Tabs = container.NewAppTabs(
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
 		container.NewTabItem("Tasks", w.Tasks.content()),
+		container.NewTabItem("Events", w.Events.content()),
 	)
 	ctx, stopFollow := context.WithCancel(context.Background())
 	if nl, ok := b.(NetLogger); ok {
@@ -92,6 +97,10 @@ type Options struct {
 	Prompts *prompt.Broker
 	// AgentLog reads an agent's log buffer.
 	AgentLog func(slug string) (string, error)
+	// Memory and Events show agents' memories (Agents tab) and events
+	// (Events tab); nil shows them as unavailable.
+	Memory *memory.Store
+	Events *events.Store
 }
 
 // Run shows the window until the user quits. With a tray host, closing
@@ -111,6 +120,10 @@ func Run(o Options) error {
 		// While the window runs, secret prompts also show here.
 		defer o.Prompts.SetDialog(w.Agents.promptSecret)()
 	}
+	w.Agents.Memory.store = o.Memory
+	w.Agents.Memory.load()
+	w.Events.start(o.Events)
+	defer w.Events.close()
 	prefs := a.Preferences()
 	w.Win.Resize(fyne.NewSize(
 		float32(prefs.FloatWithFallback("window.width", 900)),

@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"context"
 	"path/filepath"
 
 	"github.com/osaurus/osaurus-sandbox/assets"
@@ -35,7 +36,19 @@ var SecretPrompts = &prompt.Broker{Store: Secrets, Pages: &prompt.Pages{Store: S
 // passes its Attach to the sandbox manager (Options.OnGuest); guest is
 // how its agent runner reaches the VM.
 func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc) *bridge.Server {
+	// Without its database a route answers 503; the rest of the bridge
+	// still works.
+	mem, err := OpenMemory(context.Background(), p)
+	if err != nil {
+		logf("bridge: agent memory unavailable: %v", err)
+	}
+	ev, err := OpenEvents(context.Background(), p)
+	if err != nil {
+		logf("bridge: event log unavailable: %v", err)
+	}
 	return bridge.New(bridge.Options{
+		Memory:  mem,
+		Events:  ev,
 		Secrets: Secrets,
 		Config:  bridgeConfig(p),
 		Log:     BridgeLog(p),

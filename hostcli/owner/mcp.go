@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
@@ -12,13 +13,13 @@ import (
 // serveMCP starts the owner's MCP HTTP server on mcpserver.DefaultAddr
 // until ctx ends. Tool calls start the VM when it is stopped. A busy port
 // is logged, not fatal: the VM works without MCP over HTTP.
-func serveMCP(ctx context.Context, host *ToolHost, version string, logf func(string, ...any)) (stop func()) {
+func serveMCP(ctx context.Context, host *ToolHost, version string, ev *events.Store, logf func(string, ...any)) (stop func()) {
 	ln, err := mcpserver.Listen(mcpserver.DefaultAddr)
 	if err != nil {
 		logf("mcp: not serving HTTP: %v", err)
 		return func() {}
 	}
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: host.Env, Registry: host.Registry, Version: version})
+	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: host.Env, Registry: host.Registry, Version: version, Events: ev})
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		if err := mcpserver.Serve(ctx, ln, h); err != nil {

@@ -118,7 +118,7 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	go (&Server{Ctl: l}).Serve(sctx, ln)
 	go mcpserver.Watch(sctx, reg, 2*time.Second, o.Logf)
-	stopMCP := serveMCP(sctx, host, o.Version, o.Logf)
+	stopMCP := serveMCP(sctx, host, o.Version, EventsOrNil(sctx, o.Paths, o.Logf), o.Logf)
 	stopQuota := enforceDisk(sctx, o.Paths, m, o.Logf)
 	var once sync.Once
 	return &Owner{Local: l, stop: func() { once.Do(func() { cancel(); ln.Close(); stopMCP(); stopQuota() }) }}, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	Version string
 	// Logger gets the SDK's messages; nil discards them.
 	Logger *slog.Logger
+	// Events, when set, are delivered to the agent's sessions as log
+	// notifications (see startEvents).
+	Events *events.Store
 }
 
 // AgentServer is the MCP server of one agent, kept in step with the
@@ -81,7 +85,8 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "osaurus-sandbox", Title: "Osaurus Sandbox", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions(a),
 		Logger:       cfg.Logger,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		//lint:ignore SA1019 logging carries the agent's events (see startEvents).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 		// A new session is a new conversation: start a new turn for the
 		// exec limiter. A client of the 2025 protocol starts one with the
 		// initialized notification; a stateless (SEP-2575) client has no
@@ -95,7 +100,11 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	s.srv.AddReceivingMiddleware(s.unlisted, s.sessionStart)
 	s.sync()
 	unsubAgents, unsubPlugins := cfg.Registry.Subscribe(s.sync), cfg.Env.SubscribePlugins(s.sync)
-	s.unsub = func() { unsubAgents(); unsubPlugins() }
+	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Events != nil {
+		s.startEvents(ctx, cfg.Events, a.Slug)
+	}
+	s.unsub = func() { unsubAgents(); unsubPlugins(); cancel() }
 	return s, nil
 }
 

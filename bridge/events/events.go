@@ -1,0 +1,248 @@
+// Package events is the event log behind the bridge's /api/events/emit:
+// what agents announce (a type and a JSON payload), persisted in SQLite
+// on the host, listed and followed by `osaurus-sandbox events`, and
+// delivered to the agent's MCP sessions as log notifications.
+package events
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
+)
+
+// Bounds: an agent can't grow the log past MaxPerAgent events of
+// MaxPayload bytes each.
+const (
+	// MaxPayload is the largest payload, in bytes of compact JSON.
+	MaxPayload = 64 << 10
+	// DefaultMaxPerAgent is how many events an agent keeps; emitting
+	// more forgets its oldest.
+	DefaultMaxPerAgent = 10000
+	// DefaultPoll is how often Follow looks for events written by
+	// another process (those of this process wake it at once).
+	DefaultPoll = 250 * time.Millisecond
+)
+
+var (
+	// ErrInvalid: a field the caller sent is not acceptable (HTTP 400).
+	ErrInvalid = errors.New("invalid")
+
+	agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	typeRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$`)
+)
+
+// InvalidError names the field and the fix.
+type InvalidError struct{ Field, Problem string }
+
+func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Event is one emitted event. Payload is compact JSON, or null.
+type Event struct {
+	ID      int64           `json:"id"`
+	Agent   string          `json:"agent"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+	Time    time.Time       `json:"time"`
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	id         INTEGER PRIMARY KEY,
+	agent      TEXT    NOT NULL,
+	type       TEXT    NOT NULL,
+	payload    TEXT    NOT NULL,
+	created_at INTEGER NOT NULL -- unix milliseconds
+);
+CREATE INDEX IF NOT EXISTS events_by_agent ON events(agent, id);
+`
+
+// Options configure a Store.
+type Options struct {
+	MaxPerAgent int              // default DefaultMaxPerAgent
+	Poll        time.Duration    // default DefaultPoll
+	Now         func() time.Time // default time.Now
+}
+
+// Store is the event log; safe for concurrent use by several processes.
+type Store struct {
+	db *sql.DB
+	o  Options
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced on every Emit
+}
+
+// Open opens or creates the log at path.
+func Open(ctx context.Context, path string, o Options) (*Store, error) {
+	if o.MaxPerAgent <= 0 {
+		o.MaxPerAgent = DefaultMaxPerAgent
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	db, err := sqlitedb.Open(ctx, path, schema)
+	if err != nil {
+		return nil, fmt.Errorf("events database: %w", err)
+	}
+	return &Store{db: db, o: o, wake: make(chan struct{})}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// CheckType reports why typ can't be an event type, or nil.
+func CheckType(typ string) error {
+	if !typeRE.MatchString(typ) {
+		return &InvalidError{"type", fmt.Sprintf("%q is not an event type: use 1-64 letters, digits, '_', '.', ':', '/' or '-', starting with a letter or digit", typ)}
+	}
+	return nil
+}
+
+// compactPayload validates and compacts a payload; empty means null.
+func compactPayload(p json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(p)) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, p); err != nil {
+		return nil, &InvalidError{"payload", "is not valid JSON: " + err.Error()}
+	}
+	if b.Len() > MaxPayload {
+		return nil, &InvalidError{"payload", fmt.Sprintf("is %d bytes of JSON, over the limit of %d; send less, or a reference to a file", b.Len(), MaxPayload)}
+	}
+	return b.Bytes(), nil
+}
+
+// Emit appends an event for agent and wakes this process's followers.
+func (s *Store) Emit(ctx context.Context, agent, typ string, payload json.RawMessage) (Event, error) {
+	if !agentRE.MatchString(agent) {
+		return Event{}, &InvalidError{"agent", fmt.Sprintf("%q is not an agent name", agent)}
+	}
+	if err := CheckType(typ); err != nil {
+		return Event{}, err
+	}
+	p, err := compactPayload(payload)
+	if err != nil {
+		return Event{}, err
+	}
+	now := s.o.Now().UTC().Truncate(time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO events(agent, type, payload, created_at) VALUES (?, ?, ?, ?)`, agent, typ, string(p), now.UnixMilli())
+	if err != nil {
+		return Event{}, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Event{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE agent = ? AND id <= (
+		SELECT id FROM events WHERE agent = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`, agent, agent, s.o.MaxPerAgent); err != nil {
+		return Event{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Event{}, err
+	}
+	close(s.wake)
+	s.wake = make(chan struct{})
+	return Event{ID: id, Agent: agent, Type: typ, Payload: p, Time: now}, nil
+}
+
+// Filter selects events: of Agent (all when empty), with ids above
+// After, the Last n of those (all when 0), oldest first.
+type Filter struct {
+	Agent string
+	After int64
+	Last  int
+}
+
+// List returns the events f selects, oldest first.
+func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
+	if f.Agent != "" && !agentRE.MatchString(f.Agent) {
+		return nil, &InvalidError{"agent", fmt.Sprintf("%q is not an agent name", f.Agent)}
+	}
+	limit := f.Last
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, agent, type, payload, created_at FROM (
+		SELECT * FROM events WHERE id > ? AND (? = '' OR agent = ?) ORDER BY id DESC LIMIT ?
+	) ORDER BY id`, f.After, f.Agent, f.Agent, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var p string
+		var ms int64
+		if err := rows.Scan(&e.ID, &e.Agent, &e.Type, &p, &ms); err != nil {
+			return nil, err
+		}
+		e.Payload, e.Time = json.RawMessage(p), time.UnixMilli(ms).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// LastID is the id of the newest event (0 when there is none), where a
+// follower that wants only new events starts.
+func (s *Store) LastID(ctx context.Context) (int64, error) {
+	var id sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id)
+	return id.Int64, err
+}
+
+// Follow calls fn with every event f selects (its Last applies to the
+// first batch only) and then each new one as it is emitted, until ctx
+// ends or fn fails. Events of this process arrive at once; those of
+// another process within the poll interval.
+func (s *Store) Follow(ctx context.Context, f Filter, fn func(Event) error) error {
+	t := time.NewTicker(s.o.Poll)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		wake := s.wake
+		s.mu.Unlock()
+		es, err := s.List(ctx, f)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		for _, e := range es {
+			if err := fn(e); err != nil {
+				return err
+			}
+			f.After = e.ID
+		}
+		f.Last = 0
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}

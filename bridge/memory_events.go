@@ -1,0 +1,122 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+)
+
+// Rate-limiter services of these routes, each with limit.DefaultLimit
+// calls a minute per agent on top of the bridge-wide quota.
+const (
+	ServiceMemory = "memory"
+	ServiceEvents = "events"
+)
+
+// invalidOr answers 400 for a store's validation error, else as storeError.
+func invalidOr(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, memory.ErrInvalid) || errors.Is(err, events.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, what+": "+err.Error())
+		return
+	}
+	storeError(w, what, err)
+}
+
+func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
+	if s.o.Memory == nil {
+		writeError(w, http.StatusServiceUnavailable, "agent memory is not available in this app")
+		return
+	}
+	agent := agentOf(r)
+	if !s.allow(w, agent, ServiceMemory) {
+		return
+	}
+	var body struct {
+		Content  string   `json:"content"`
+		Salience *float64 `json:"salience"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if _, err := s.o.Memory.Add(r.Context(), agent, body.Content, body.Salience); err != nil {
+		invalidOr(w, "memory store", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{})
+}
+
+// MemoryResult is one entry of a memory query's answer.
+type MemoryResult struct {
+	Content   string    `json:"content"`
+	Salience  float64   `json:"salience"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (s *Server) memoryQuery(w http.ResponseWriter, r *http.Request) {
+	if s.o.Memory == nil {
+		writeError(w, http.StatusServiceUnavailable, "agent memory is not available in this app")
+		return
+	}
+	agent := agentOf(r)
+	if !s.allow(w, agent, ServiceMemory) {
+		return
+	}
+	var body struct {
+		Query string `json:"query"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	// The caller's identity scopes the search; nothing in the body can
+	// name another agent.
+	es, err := s.o.Memory.Query(r.Context(), agent, body.Query, memory.TopN)
+	if err != nil {
+		invalidOr(w, "memory query", err)
+		return
+	}
+	out := make([]MemoryResult, len(es))
+	for i, e := range es {
+		out[i] = MemoryResult{Content: e.Content, Salience: e.Salience, CreatedAt: e.CreatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+}
+
+func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
+	if s.o.Events == nil {
+		writeError(w, http.StatusServiceUnavailable, "the event log is not available in this app")
+		return
+	}
+	agent := agentOf(r)
+	if !s.allow(w, agent, ServiceEvents) {
+		return
+	}
+	var body struct {
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	payload := body.Payload
+	// Events reach MCP clients, so the model: scrub the agent's secrets
+	// as tool output is. A replacement that breaks the JSON leaves the
+	// scrubbed text as a string.
+	if s.o.Secrets != nil && len(payload) > 0 {
+		if scrubbed := s.o.Secrets.Scrub(agent, string(payload)); scrubbed != string(payload) {
+			if json.Valid([]byte(scrubbed)) {
+				payload = json.RawMessage(scrubbed)
+			} else {
+				payload, _ = json.Marshal(scrubbed)
+			}
+		}
+	}
+	if _, err := s.o.Events.Emit(r.Context(), agent, body.Type, payload); err != nil {
+		invalidOr(w, "event", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{})
+}
