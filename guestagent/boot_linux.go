@@ -312,20 +312,6 @@ func (b *boot) mountShare(m mountSpec) error {
 	}
 }
 
-// mountRoot mounts the root disk. Its device node appears (devtmpfs) a
-// moment before the disk can be opened while virtio_blk still probes in
-// the background; until then the mount fails with ENXIO, which is retried
-// until deadline.
-func (b *boot) mountRoot(m mountSpec, deadline time.Time) error {
-	for {
-		err := b.mount(m, 0o755)
-		if err == nil || !errors.Is(err, unix.ENXIO) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitForFile polls for path until timeout.
 func waitForFile(path string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -347,7 +333,7 @@ func (b *boot) switchRoot(dev string) {
 	if err := waitForFile(dev, rootWait); err != nil {
 		b.fatal("root disk %s did not appear within %v: %v", dev, rootWait, err)
 	}
-	if err := b.mountRoot(mountSpec{dev, newRoot, "ext4", 0, ""}, time.Now().Add(rootWait)); err != nil {
+	if err := b.mount(mountSpec{dev, newRoot, "ext4", 0, ""}, 0o755); err != nil {
 		b.fatal("%v", err)
 	}
 	for _, d := range []string{"/dev", "/proc", "/sys"} {
