@@ -38,7 +38,6 @@ const (
 
 	rootWait  = 10 * time.Second
 	nicWait   = 5 * time.Second
-	shareWait = 10 * time.Second
 	dhcpWait  = 15 * time.Second
 	fatalWait = 3 * time.Second
 )
@@ -239,13 +238,6 @@ func (b *boot) loadModules(dir string, params bootparams.Params) ([]agentproto.B
 		files = append(files, filepath.Join(dir, name))
 	}
 	now, later := splitDeferred(readModules(files))
-	if params.VsockPort == 0 {
-		for i := range now {
-			if asyncProbeModules[now[i].name] {
-				now[i].params = "async_probe=1"
-			}
-		}
-	}
 	n, failed, times := loadModulesConcurrently(now)
 	for _, name := range slices.Sorted(maps.Keys(failed)) {
 		b.warn("module %s: %v", name, failed[name])
@@ -278,18 +270,18 @@ func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
 	b.log.Printf("loaded %d network policy modules in %.2fs", n, BootClock()-start)
 }
 
-func loadModule(path, params string) error {
+func loadModule(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return loadModuleFile(f, path, params)
+	return loadModuleFile(f, path)
 }
 
-// loadModuleFile loads the module open as f with params; path's extension
-// says whether it is compressed.
-func loadModuleFile(f *os.File, path, params string) error {
+// loadModuleFile loads the module open as f; path's extension says
+// whether it is compressed.
+func loadModuleFile(f *os.File, path string) error {
 	flags := 0
 	switch filepath.Ext(path) {
 	case ".xz", ".gz", ".zst":
@@ -299,26 +291,11 @@ func loadModuleFile(f *os.File, path, params string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	err := unix.FinitModule(int(f.Fd()), params, flags)
+	err := unix.FinitModule(int(f.Fd()), "", flags)
 	if err == unix.EEXIST {
 		return nil // built in or loaded already
 	}
 	return err
-}
-
-// mountShare mounts a VirtioFS share. Its device may still be probing
-// (virtio_pci probes asynchronously): until it is, the kernel doesn't know
-// the tag and the mount fails with EINVAL or ENOENT, so those are retried
-// until shareWait.
-func (b *boot) mountShare(m mountSpec) error {
-	deadline := time.Now().Add(shareWait)
-	for {
-		err := b.mount(m, 0o755)
-		if err == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT)) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // waitForFile polls for path until timeout.
@@ -329,7 +306,7 @@ func waitForFile(path string, timeout time.Duration) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -459,7 +436,7 @@ func (b *boot) setupRoot(p bootparams.Params) {
 	for _, s := range p.Shares {
 		// Agents write these folders; a set-uid file or a device node in
 		// them must not be honoured.
-		if err := b.mountShare(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}); err != nil {
+		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755); err != nil {
 			b.warn("share %s: %v", s.Tag, err)
 		}
 	}

@@ -91,8 +91,6 @@ type moduleFile struct {
 	path string
 	name string
 	deps []string // from its .modinfo
-	// params are the module's parameters ("async_probe=1").
-	params string
 	// f is the module kept open across the root switch, which deletes
 	// the initramfs's files; nil means open path when loading.
 	f *os.File
@@ -222,20 +220,7 @@ func loadModulesConcurrently(list []moduleFile) (int, map[string]error, []agentp
 
 func (m moduleFile) load() error {
 	if m.f == nil {
-		return loadModule(m.path, m.params)
+		return loadModule(m.path)
 	}
-	return loadModuleFile(m.f, m.path, m.params)
-}
-
-// asyncProbeModules are the drivers whose devices boot waits for where it
-// uses them (the root disk, the NIC, the shares' tags, the serial port),
-// so their probes may run in the background: loaded with async_probe, a
-// driver's load returns before its devices are probed, and the devices
-// (six virtio PCI functions, each slow to enable under TCG) probe in
-// parallel instead of one after another. Only with virtio-serial (QEMU):
-// the vsock listener does not wait for its device, and only a Mac could
-// show that vz is the better for it.
-var asyncProbeModules = map[string]bool{
-	"virtio_pci": true, "virtio_blk": true, "virtio_net": true,
-	"virtio_console": true, "virtiofs": true, "virtio_rng": true,
+	return loadModuleFile(m.f, m.path)
 }

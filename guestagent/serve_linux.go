@@ -58,10 +58,7 @@ func FindVirtioPort(sysDir, name string) (string, error) {
 // the session; the loop then reopens the port and waits for the host.
 func (s *Service) ServeSerial(ctx context.Context, name string) {
 	const retry = 250 * time.Millisecond
-	// Until the port first appears (its device may still be probing at
-	// boot) it is looked for often: the host is waiting for it.
-	const firstRetry = 10 * time.Millisecond
-	warned, seen := false, false
+	warned := false
 	for ctx.Err() == nil {
 		dev, err := FindVirtioPort("/sys/class/virtio-ports", name)
 		var f *os.File
@@ -74,7 +71,7 @@ func (s *Service) ServeSerial(ctx context.Context, name string) {
 				warned = true
 			}
 		} else {
-			warned, seen = false, true
+			warned = false
 			start := time.Now()
 			err := s.ServeConn(ctx, f, TransportSerial)
 			// A session that ends at once is the unconnected port reading
@@ -83,13 +80,9 @@ func (s *Service) ServeSerial(ctx context.Context, name string) {
 				s.log.Printf("virtio-serial session ended: %v", err)
 			}
 		}
-		wait := retry
-		if !seen {
-			wait = firstRetry
-		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait):
+		case <-time.After(retry):
 		}
 	}
 }

@@ -336,6 +336,7 @@ func (t *containerTab) confirm(title, warning, verb string, op func(context.Cont
 // followConsole shows the end of the console log, refreshing until ctx ends.
 func (t *containerTab) followConsole(ctx context.Context) {
 	var last int64 = -1
+	var lastDetails string
 	for {
 		if st, err := os.Stat(t.b.ConsoleLog()); err == nil && st.Size() != last {
 			last = st.Size()
@@ -354,8 +355,13 @@ func (t *containerTab) followConsole(ctx context.Context) {
 			t.mu.Lock()
 			state := t.state
 			t.mu.Unlock()
+			// Only a change is drawn: a redraw every second kept an idle
+			// window at a few percent of a core.
 			if state == sandbox.Running {
-				t.Details.SetText(details(t.b.Status()))
+				if d := details(t.b.Status()); d != lastDetails {
+					lastDetails = d
+					t.Details.SetText(d)
+				}
 			}
 		})
 	}
