@@ -56,8 +56,10 @@ func commOf(pid int) string {
 
 // checkIdleCost measures the app (its window open, the VM running and
 // idle): its own resident memory and CPU, and its VM's, over idleWindow.
-// An app that polls busily fails: idle means well under a tenth of a
-// core (it measured 0-1 %).
+// An app that polls busily fails: a busy loop costs a whole core, while
+// idle measured 1-3 % here. The bound is loose because software
+// rendering under Xvfb costs more on slower machines; the figure itself
+// is in the log and in make bench.
 func checkIdleCost(t *testing.T, appPid int) {
 	t.Helper()
 	kids := descendants(appPid)
@@ -82,7 +84,7 @@ func checkIdleCost(t *testing.T, appPid int) {
 	}
 	t.Logf("idle cost over %v with the window open and the VM running: app RSS %d MiB, CPU %.1f%% of a core; VM (%s) RSS %d MiB, CPU %.1f%%",
 		idleWindow, procRSS(appPid)>>10, appCPU*100, strings.Join(parts, ", "), vmRSS>>10, vmCPU*100)
-	if appCPU > 0.10 {
-		t.Errorf("the app used %.1f%% of a core while idle; want no busy polling (< 10%%)", appCPU*100)
+	if appCPU > 0.25 {
+		t.Errorf("the app used %.1f%% of a core while idle; want no busy polling (< 25%%)", appCPU*100)
 	}
 }
