@@ -207,6 +207,11 @@ func (r recovering) UserDel(ctx context.Context, req *agentproto.UserDelRequest)
 	return r.s.UserDel(ctx, req)
 }
 
+func (r recovering) UserLimit(ctx context.Context, req *agentproto.UserLimitRequest) (_ *agentproto.Empty, err error) {
+	defer r.catch(agentproto.OpUserLimit, time.Now(), &err)
+	return r.s.UserLimit(ctx, req)
+}
+
 func (r recovering) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest) (_ *agentproto.Empty, err error) {
 	defer r.catch(agentproto.OpShutdown, time.Now(), &err)
 	return r.s.Shutdown(ctx, req)

@@ -180,3 +180,10 @@ func TestEnsureHostsEntry(t *testing.T) {
 		t.Fatalf("hosts:\n%s", got)
 	}
 }
+
+// The served mux routes user_limit (the wrapper must pass it on).
+func TestServedMuxHasUserLimit(t *testing.T) {
+	if _, ok := any(recovering{}).(agentproto.LimitService); !ok {
+		t.Fatal("recovering does not implement agentproto.LimitService: user_limit would be an unknown op")
+	}
+}
