@@ -93,10 +93,7 @@ func BenchmarkExecTrueLayers(b *testing.B) {
 	}
 	b.Cleanup(func() { os.RemoveAll(home) })
 	paths := config.Paths{Root: home}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		b.Fatal(err)
-	}
+	reg := openAgents(b, paths.AgentsJSON())
 	a, err := reg.Add("bench")
 	if err != nil {
 		b.Fatal(err)

@@ -23,7 +23,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -46,10 +45,7 @@ func TestBridge(t *testing.T) {
 	m := boot(t, bootOpts{})
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := openAgents(t, paths.AgentsJSON())
 	store := secrets.New()
 	logs := &bridge.LogStore{Dir: filepath.Join(paths.Logs(), "agents")}
 	// A small bridge quota so the 429 path is reachable in a few calls.

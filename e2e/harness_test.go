@@ -14,9 +14,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
@@ -174,4 +176,37 @@ func readAll(resp *http.Response) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s", resp.Request.URL, resp.Status)
 	}
 	return io.ReadAll(resp.Body)
+}
+
+// uidBlock hands each registry that creates users in the shared test
+// guest its own range of Linux uids. The guest's root disk outlives each
+// boot, so its /etc/passwd keeps every earlier test's agents, and a new
+// registry starting at agents.FirstUID would be refused their uids, as a
+// real guest rightly refuses a uid another user has. Registries of tests
+// that copy the container (the CLI's) start at FirstUID: their copies
+// only hold users from these blocks, which start well above it.
+var uidBlock atomic.Int32
+
+const uidBlockSize = 500
+
+// openAgents opens a fresh registry at path whose uids start in a block
+// no other registry of this test binary uses.
+func openAgents(t testing.TB, path string) *agents.Registry {
+	t.Helper()
+	next := agents.FirstUID + 10000 + int(uidBlock.Add(1))*uidBlockSize
+	if next+uidBlockSize > agents.LastUID {
+		t.Fatalf("out of uid blocks for the shared guest (%d registries)", uidBlock.Load())
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
+	if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agents.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/bridge/events"
@@ -36,10 +35,7 @@ func TestMemoryAndEvents(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := openAgents(t, paths.AgentsJSON())
 	// The stores the app opens, in the data dir the CLI reads.
 	mem, err := owner.OpenMemory(ctx, paths)
 	if err != nil {

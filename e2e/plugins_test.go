@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -68,10 +69,7 @@ func pluginServer(t *testing.T, m interface {
 func TestPluginsOnGuest(t *testing.T) {
 	m := boot(t, bootOpts{})
 	data := t.TempDir()
-	reg, err := agents.Open(filepath.Join(data, "config", "agents.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := openAgents(t, filepath.Join(data, "config", "agents.json"))
 	a, err := reg.Add("Plugger")
 	if err != nil {
 		t.Fatal(err)
@@ -253,10 +251,7 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 	}
 	t.Setenv("SSL_CERT_FILE", pem) // the binary trusts only the test server
 	paths := config.Paths{Root: data}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := openAgents(t, paths.AgentsJSON())
 	// The owner runs the stdio server's calls, with the app's plugin store.
 	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
 		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },

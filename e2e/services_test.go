@@ -33,10 +33,7 @@ func TestHostServices(t *testing.T) {
 	g := m.Agent()
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := openAgents(t, paths.AgentsJSON())
 	// `osaurus-sandbox run` reaches the VM through an owner, as in the app.
 	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
 		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,

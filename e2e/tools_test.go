@@ -55,9 +55,7 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
 	paths := config.Paths{Root: te.home}
 	var err error
-	if te.reg, err = agents.Open(paths.AgentsJSON()); err != nil {
-		t.Fatal(err)
-	}
+	te.reg = openAgents(t, paths.AgentsJSON())
 	// As the app's: with the plugin library, so both transports list
 	// sandbox_plugin_register to agents that may register plugins.
 	lib, err := plugins.OpenLibrary(paths.PluginsDir())
