@@ -101,7 +101,7 @@ func TestBridge(t *testing.T) {
 			t.Errorf("alice's tool result shows %q, want it redacted", got)
 		}
 		r = bob.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get OPENAI_API_KEY"})
-		if num(r["exit_code"]) != 3 || !strings.Contains(r["stderr"].(string), "not found") || strings.Contains(r["stdout"].(string), "sk-") {
+		if num(r["exit_code"]) != 3 || !strings.Contains(str(r["stderr"]), "not found") || strings.Contains(str(r["stdout"]), "sk-") {
 			t.Errorf("bob reading alice's secret: %v, want exit 3 and not found", r)
 		}
 	})

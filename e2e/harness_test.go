@@ -210,3 +210,11 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 	}
 	return reg
 }
+
+// str is v as a string, or "" when it is none: a tool result that lacks a
+// field fails the assertion that reads it instead of panicking the whole
+// test binary.
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}

@@ -56,7 +56,7 @@ func execOut(t *testing.T, s *session, command string) map[string]any {
 func uidOf(t *testing.T, s *session) int {
 	t.Helper()
 	r := execOut(t, s, "id -u")
-	n, err := strconv.Atoi(strings.TrimSpace(r["stdout"].(string)))
+	n, err := strconv.Atoi(strings.TrimSpace(str(r["stdout"])))
 	if err != nil {
 		t.Fatalf("id -u: %v", r)
 	}
@@ -109,10 +109,10 @@ func TestIdentities(t *testing.T) {
 		t.Fatalf("bob got removed alice's uid %d", bobUID)
 	}
 	steal := bob.ok(t, "sandbox_exec", map[string]any{"command": "cat /workspace/agents/alice/secret.txt; stat -c %u /workspace/agents/alice"})
-	if strings.Contains(steal["stdout"].(string), "alice's secret") {
+	if strings.Contains(str(steal["stdout"]), "alice's secret") {
 		t.Fatalf("bob read alice's kept file: %v", steal)
 	}
-	if !strings.Contains(steal["stderr"].(string), "Permission denied") {
+	if !strings.Contains(str(steal["stderr"]), "Permission denied") {
 		t.Fatalf("bob's read did not fail with permission denied: %v", steal)
 	}
 
@@ -122,7 +122,7 @@ func TestIdentities(t *testing.T) {
 	if got := uidOf(t, alice); got != aliceUID {
 		t.Fatalf("adopting alice: uid %d, want %d", got, aliceUID)
 	}
-	if r := alice.ok(t, "sandbox_read_file", map[string]any{"path": "secret.txt"}); !strings.Contains(r["content"].(string), "alice's secret") {
+	if r := alice.ok(t, "sandbox_read_file", map[string]any{"path": "secret.txt"}); !strings.Contains(str(r["content"]), "alice's secret") {
 		t.Fatalf("alice lost her file: %v", r)
 	}
 	alice.cs.Close()
@@ -140,10 +140,10 @@ func TestIdentities(t *testing.T) {
 		t.Fatalf("alice's uid after reset %d, want %d", got, aliceUID)
 	}
 	steal = bob.ok(t, "sandbox_exec", map[string]any{"command": "cat /workspace/agents/alice/secret.txt"})
-	if strings.Contains(steal["stdout"].(string), "alice's secret") || num(steal["exit_code"]) == 0 {
+	if strings.Contains(str(steal["stdout"]), "alice's secret") || num(steal["exit_code"]) == 0 {
 		t.Fatalf("after reset bob reads alice's file: %v", steal)
 	}
-	if r := alice.ok(t, "sandbox_read_file", map[string]any{"path": "secret.txt"}); !strings.Contains(r["content"].(string), "alice's secret") {
+	if r := alice.ok(t, "sandbox_read_file", map[string]any{"path": "secret.txt"}); !strings.Contains(str(r["content"]), "alice's secret") {
 		t.Fatalf("alice can't read her file after reset: %v", r)
 	}
 }

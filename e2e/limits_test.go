@@ -71,7 +71,7 @@ func TestResourceLimits(t *testing.T) {
 
 	t.Run("calls run in their own group, out of the agent's reach", func(t *testing.T) {
 		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "cat /proc/self/cgroup"})
-		cg := strings.TrimSpace(r["stdout"].(string))
+		cg := strings.TrimSpace(str(r["stdout"]))
 		if !strings.HasPrefix(cg, "0::/osaurus/user-agent-alice/call-") {
 			t.Fatalf("alice's command runs in cgroup %q, want its own call group", cg)
 		}

@@ -223,7 +223,7 @@ func TestMemoryAndEvents(t *testing.T) {
 				if p.Logger != "osaurus-events" {
 					t.Errorf("notification from logger %q: %s", p.Logger, b)
 				}
-				types = append(types, d["type"].(string))
+				types = append(types, str(d["type"]))
 			case <-time.After(time.Minute):
 				t.Fatalf("MCP session: only %v within a minute", types)
 			}

@@ -154,7 +154,7 @@ func TestPluginsOnGuest(t *testing.T) {
 	}
 	// Shell metacharacters in an argument stay data.
 	r = s.ok(t, "greeter_greet", map[string]any{"who": "$(id -u); touch /tmp/pwned", "times": 5})
-	if !strings.HasPrefix(r["stdout"].(string), "hello $(id -u); touch /tmp/pwned from greeter") || exists("/tmp/pwned") {
+	if !strings.HasPrefix(str(r["stdout"]), "hello $(id -u); touch /tmp/pwned from greeter") || exists("/tmp/pwned") {
 		t.Fatalf("argument was interpreted: %v", r)
 	}
 	s.fails(t, "greeter_greet", map[string]any{"who": "x", "times": "many"}, envelope.InvalidArgs)
@@ -163,7 +163,7 @@ func TestPluginsOnGuest(t *testing.T) {
 	// tool again, without reinstalling.
 	_, url2 := pluginServer(t, m, reg, data)
 	s2 := connect(url2)
-	if r := s2.ok(t, "greeter_greet", map[string]any{"who": "again"}); !strings.HasPrefix(r["stdout"].(string), "hello again from greeter") {
+	if r := s2.ok(t, "greeter_greet", map[string]any{"who": "again"}); !strings.HasPrefix(str(r["stdout"]), "hello again from greeter") {
 		t.Fatalf("after restart: %v", r)
 	}
 
@@ -231,7 +231,7 @@ func agentCreated(t *testing.T, s *session, g *agentproto.Client, a agents.Agent
 		t.Fatalf("saved recipe: %+v", p)
 	}
 	s.waitChanged(t)
-	if r := s.ok(t, "my-counter_count", map[string]any{"text": "one two three"}); strings.TrimSpace(r["stdout"].(string)) != "3" {
+	if r := s.ok(t, "my-counter_count", map[string]any{"text": "one two three"}); strings.TrimSpace(str(r["stdout"])) != "3" {
 		t.Fatalf("count: %v", r)
 	}
 }
@@ -274,7 +274,7 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 	if !slices.Contains(s.tools(t), "greeter_greet") {
 		t.Fatalf("tools: %v", s.tools(t))
 	}
-	if r := s.ok(t, "greeter_greet", map[string]any{"who": "cli"}); !strings.HasPrefix(r["stdout"].(string), "hello cli from greeter as "+a.User()) {
+	if r := s.ok(t, "greeter_greet", map[string]any{"who": "cli"}); !strings.HasPrefix(str(r["stdout"]), "hello cli from greeter as "+a.User()) {
 		t.Fatalf("result %v", r)
 	}
 	// Remove uninstalls first: the tool goes away for the running client.

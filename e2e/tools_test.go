@@ -516,7 +516,7 @@ func isolation(t *testing.T, alice, bob *session) {
 		t.Errorf("search followed a symlink: %v", r)
 	}
 	// Her own commands meet Unix permissions.
-	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "cat " + bobHome + "/secret.txt; ls " + bobHome}); num(r["exit_code"]) == 0 || strings.Contains(r["stdout"].(string), "4711") {
+	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "cat " + bobHome + "/secret.txt; ls " + bobHome}); num(r["exit_code"]) == 0 || strings.Contains(str(r["stdout"]), "4711") {
 		t.Errorf("alice read bob's home: %v", r)
 	}
 	// Ignore files bob plants in the shared area don't hide alice's files
@@ -538,12 +538,12 @@ func isolation(t *testing.T, alice, bob *session) {
 		t.Errorf("an agent created a user namespace: %v", r)
 	}
 	r = alice.ok(t, "sandbox_exec", map[string]any{"command": "awk '$2 == \"/workspace\" || $2 == \"/output\" {print $2, $4}' /proc/mounts"})
-	for _, line := range strings.Split(strings.TrimSpace(r["stdout"].(string)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(str(r["stdout"])), "\n") {
 		if opts := strings.Split(line, ","); !slices.Contains(opts, "nosuid") || !slices.Contains(opts, "nodev") {
 			t.Errorf("share mounted without nosuid,nodev: %q", line)
 		}
 	}
-	if n := strings.Count(r["stdout"].(string), "\n"); n != 2 {
+	if n := strings.Count(str(r["stdout"]), "\n"); n != 2 {
 		t.Errorf("want /workspace and /output in /proc/mounts: %v", r)
 	}
 
@@ -562,10 +562,10 @@ func isolation(t *testing.T, alice, bob *session) {
 
 	// Processes: hidden (hidepid=2) and out of reach.
 	r = alice.ok(t, "sandbox_exec", map[string]any{"command": fmt.Sprintf("ps -eo pid=,user=; ls /proc/%d", bobPid)})
-	if strings.Contains(r["stdout"].(string), "agent-bob") || strings.Contains(r["stdout"].(string), fmt.Sprint(bobPid)) || num(r["exit_code"]) == 0 {
+	if strings.Contains(str(r["stdout"]), "agent-bob") || strings.Contains(str(r["stdout"]), fmt.Sprint(bobPid)) || num(r["exit_code"]) == 0 {
 		t.Errorf("alice sees bob's process %d: %v", bobPid, r)
 	}
-	if r := bob.ok(t, "sandbox_exec", map[string]any{"command": "ps -eo user= | sort -u"}); strings.Contains(r["stdout"].(string), "agent-alice") {
+	if r := bob.ok(t, "sandbox_exec", map[string]any{"command": "ps -eo user= | sort -u"}); strings.Contains(str(r["stdout"]), "agent-alice") {
 		t.Errorf("bob sees alice's processes: %v", r)
 	}
 	alice.fails(t, "sandbox_process", map[string]any{"action": "kill", "pid": bobPid, "force": true}, envelope.Rejected)
@@ -686,7 +686,8 @@ func outputCaps(t *testing.T, alice, bob *session) {
 	for _, s := range []*session{alice, bob} {
 		e := s.call(t, "sandbox_exec", map[string]any{"command": "seq 1 100000; seq 1 20000 >&2"})
 		r, _ := e.Result.(map[string]any)
-		out, errOut := r["stdout"].(string), r["stderr"].(string)
+		out, _ := r["stdout"].(string)
+		errOut, _ := r["stderr"].(string)
 		if !strings.HasPrefix(out, "1\n2\n3\n") || !strings.HasSuffix(out, "99999\n100000\n") || !strings.Contains(out, "bytes omitted of 588895") || len(out) > tools.StdoutCap+100 {
 			t.Errorf("%s: stdout of %d characters: %.40q ... %.40q", s.name, len(out), out, out[max(0, len(out)-40):])
 		}
@@ -697,8 +698,9 @@ func outputCaps(t *testing.T, alice, bob *session) {
 			t.Errorf("%s: warnings %q", s.name, e.Warnings)
 		}
 		s.ok(t, "sandbox_write_file", map[string]any{"path": "big.txt", "content": strings.Repeat("0123456789\n", 3000)})
-		if r = s.ok(t, "sandbox_read_file", map[string]any{"path": "big.txt"}); r["truncated"] != true || len(r["content"].(string)) != tools.DefaultMaxChars {
-			t.Errorf("%s: read cap: truncated %v, %d characters", s.name, r["truncated"], len(r["content"].(string)))
+		r = s.ok(t, "sandbox_read_file", map[string]any{"path": "big.txt"})
+		if content, _ := r["content"].(string); r["truncated"] != true || len(content) != tools.DefaultMaxChars {
+			t.Errorf("%s: read cap: truncated %v, %d characters", s.name, r["truncated"], len(content))
 		}
 	}
 }
