@@ -93,11 +93,11 @@ func TestBridge(t *testing.T) {
 		}
 		sum := sha256.Sum256([]byte(value + "\n"))
 		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get OPENAI_API_KEY | sha256sum"})
-		if got := r["stdout"].(string); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
+		if got := str(r["stdout"]); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
 			t.Errorf("alice's hash of the secret: %q (%v), want %x", got, r, sum)
 		}
 		r = alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get OPENAI_API_KEY"})
-		if got := r["stdout"].(string); got != "[REDACTED:OPENAI_API_KEY]\n" {
+		if got := str(r["stdout"]); got != "[REDACTED:OPENAI_API_KEY]\n" {
 			t.Errorf("alice's tool result shows %q, want it redacted", got)
 		}
 		r = bob.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get OPENAI_API_KEY"})
@@ -199,7 +199,7 @@ func TestBridge(t *testing.T) {
 		script := `v=$(osaurus-host secrets get OPENAI_API_KEY); python3 -c 'import sys; v=sys.argv[1]; h=int(sys.argv[2]); n=int(sys.argv[3]); sys.stdout.write("a"*(h-5) + v + "b"*(n-h-5))' "$v" ` +
 			strconv.Itoa(head) + " " + strconv.Itoa(tools.StdoutCap)
 		r := alice.ok(t, "sandbox_exec", map[string]any{"command": script})
-		got := r["stdout"].(string)
+		got := str(r["stdout"])
 		if !strings.Contains(got, "omitted") {
 			t.Fatalf("output was not truncated: %d chars", len(got))
 		}
@@ -263,7 +263,7 @@ func TestBridge(t *testing.T) {
 		}
 		sum := sha256.Sum256([]byte(typed + "\n"))
 		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get PROMPTED | sha256sum"})
-		if got := r["stdout"].(string); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
+		if got := str(r["stdout"]); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
 			t.Errorf("alice's hash of the prompted secret: %q, want %x", got, sum)
 		}
 	})
@@ -285,7 +285,7 @@ func TestBridge(t *testing.T) {
 			t.Fatalf("check after the CLI set it: %v", r)
 		}
 		r := alice.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get FROM_CLI"})
-		if got := r["stdout"].(string); got != "[REDACTED:FROM_CLI]\n" {
+		if got := str(r["stdout"]); got != "[REDACTED:FROM_CLI]\n" {
 			t.Errorf("alice's tool result shows %q, want it redacted", got)
 		}
 	})
