@@ -106,6 +106,20 @@ func (c *ConfigStore) Set(agent, key, value string) error {
 	return atomicfile.WriteFile(c.file(agent), append(b, '\n'), 0o600)
 }
 
+// RemoveAgent deletes an agent's config, for a removed agent: a later
+// agent of the same name must not inherit it.
+func (c *ConfigStore) RemoveAgent(agent string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := os.Remove(c.file(agent)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // LogStore is the per-agent log buffer: one file per agent, trimmed to
 // its newest half once it passes MaxBytes, so it is shared by every
 // process (the app appends, `osaurus-sandbox logs` reads).

@@ -233,6 +233,9 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
 	c.removeAgentSecrets(a.Slug)
+	if err := owner.ForgetAgent(ctx, c.paths, a.Slug); err != nil {
+		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %v\n", err)
+	}
 	cl, err := owner.Dial(ctx, c.paths)
 	var g *agentproto.Client
 	if err == nil {

@@ -53,14 +53,19 @@ func (c *cli) gui() int {
 		}
 	}
 	o.OnAgentRemoved = func(ctx context.Context, a agents.Agent) (string, error) {
+		// Memories and bridge config go with the agent, VM or not.
+		forgot := "; its memories and config are deleted"
+		if err := owner.ForgetAgent(ctx, c.paths, a.Slug); err != nil {
+			forgot = "; not everything the app kept for it was deleted: " + err.Error()
+		}
 		g, err := ctl.Guest(ctx)
 		if err != nil {
-			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept", nil
+			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept" + forgot, nil
 		}
 		if err := tools.RemoveUser(ctx, g, a, false); err != nil {
 			return "", err
 		}
-		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept", nil
+		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept" + forgot, nil
 	}
 	o.Memory, _ = owner.OpenMemory(ctx, c.paths) // nil shows memory as unavailable
 	o.Events = owner.EventsOrNil(ctx, c.paths, logf)
