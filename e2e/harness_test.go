@@ -200,6 +200,13 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Earlier tests' agents of the same names left their homes in the
+	// shared workspace, owned by their uids; the guest rightly refuses to
+	// hand such a home to a new agent. Tests run one at a time, so no VM
+	// uses them now.
+	if err := os.RemoveAll(filepath.Join(env.dataDir, "workspace", "agents")); err != nil {
+		t.Fatal(err)
+	}
 	seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
 	if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
 		t.Fatal(err)

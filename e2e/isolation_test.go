@@ -199,9 +199,12 @@ func TestDiskQuota(t *testing.T) {
 	// Deleting files (still allowed) brings alice back under; she works
 	// again within seconds.
 	alice.ok(t, "sandbox_delete", map[string]any{"path": "fill", "recursive": true})
+	// Polled with writes, not commands: every command attempt, refused
+	// or not, counts against maxCommandsPerTurn.
 	pollTools(t, "alice unblocked after deleting", func() bool {
-		return alice.call(t, "sandbox_exec", map[string]any{"command": "true"}).OK
+		return alice.call(t, "sandbox_write_file", map[string]any{"path": "after.txt", "content": "x"}).OK
 	})
+	execOut(t, alice, "true")
 	if u := e.show(t, "alice").DiskUsed; u > 1e6 {
 		t.Errorf("alice's usage after deleting: %d", u)
 	}
@@ -214,25 +217,33 @@ func TestDiskQuota(t *testing.T) {
 	e.ok("config", "set", "hostFreeFloorGB", "100000")
 	var refused envelope.Envelope
 	pollTools(t, "bob blocked by the floor", func() bool {
-		refused = bob.call(t, "sandbox_exec", map[string]any{"command": "true"})
+		refused = bob.call(t, "sandbox_write_file", map[string]any{"path": "floor.txt", "content": "x"})
 		return !refused.OK
 	})
 	if refused.Kind != envelope.Rejected || !strings.Contains(refused.Message, "hostFreeFloorGB") {
 		t.Fatalf("floor refusal: %+v", refused)
 	}
+	if r := bob.fails(t, "sandbox_exec", map[string]any{"command": "true"}, envelope.Rejected); !strings.Contains(r.Message, "hostFreeFloorGB") {
+		t.Fatalf("floor refusal of a command: %+v", r)
+	}
 	e.ok("config", "set", "hostFreeFloorGB", "2")
 	pollTools(t, "bob unblocked", func() bool {
-		return bob.call(t, "sandbox_exec", map[string]any{"command": "true"}).OK
+		return bob.call(t, "sandbox_write_file", map[string]any{"path": "floor.txt", "content": "x"}).OK
 	})
+	execOut(t, bob, "true")
 }
 
-// pollTools polls cond (each poll is a real tool call) for up to 30 seconds.
+// pollTools polls cond (each poll is a real tool call, so they are spaced
+// to stay inside the agent's rate window) for up to 30 seconds.
 func pollTools(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 30s", what)
 		}
+		<-tick.C
 	}
 }
