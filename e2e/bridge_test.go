@@ -300,7 +300,7 @@ func TestBridge(t *testing.T) {
 	})
 
 	t.Run("rate limited", func(t *testing.T) {
-		out, errOut, _ := sh(t, g, "agent-bob", `for i in $(seq 80); do osaurus-host ping >/dev/null 2>/tmp/err || { echo rc=$?; cat /tmp/err; break; }; done`)
+		out, errOut, _ := sh(t, g, "agent-bob", `for i in $(seq 80); do osaurus-host ping >/dev/null 2>"$HOME/.err" || { echo rc=$?; cat "$HOME/.err"; break; }; done`)
 		if !strings.Contains(out, "rc=5") || !strings.Contains(out, "retry after") {
 			t.Errorf("80 pings with a quota of 60: %q %q", out, errOut)
 		}

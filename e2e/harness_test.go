@@ -189,27 +189,29 @@ var uidBlock atomic.Int32
 
 const uidBlockSize = 500
 
-// openAgents opens a fresh registry at path whose uids start in a block
-// no other registry of this test binary uses.
+// openAgents opens the registry at path. A new one gets uids in a block no
+// other registry of this test binary uses, and starts without the homes
+// earlier tests' agents left in the shared workspace.
 func openAgents(t testing.TB, path string) *agents.Registry {
 	t.Helper()
-	next := agents.FirstUID + 10000 + int(uidBlock.Add(1))*uidBlockSize
-	if next+uidBlockSize > agents.LastUID {
-		t.Fatalf("out of uid blocks for the shared guest (%d registries)", uidBlock.Load())
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Earlier tests' agents of the same names left their homes in the
-	// shared workspace, owned by their uids; the guest rightly refuses to
-	// hand such a home to a new agent. Tests run one at a time, so no VM
-	// uses them now.
-	if err := os.RemoveAll(filepath.Join(env.dataDir, "workspace", "agents")); err != nil {
-		t.Fatal(err)
-	}
-	seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
-	if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		next := agents.FirstUID + 10000 + int(uidBlock.Add(1))*uidBlockSize
+		if next+uidBlockSize > agents.LastUID {
+			t.Fatalf("out of uid blocks for the shared guest (%d registries)", uidBlock.Load())
+		}
+		// Those homes are owned by the earlier agents' uids, and the guest
+		// rightly refuses to hand one to a new agent of the same name.
+		// Tests run one at a time, so no VM uses them now.
+		if err := os.RemoveAll(filepath.Join(env.dataDir, "workspace", "agents")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
+		if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	reg, err := agents.Open(path)
 	if err != nil {

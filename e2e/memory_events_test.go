@@ -277,7 +277,7 @@ func TestMemoryAndEvents(t *testing.T) {
 			}
 		}
 		// The events quota (8 a minute here) answers 429, exit 5.
-		out, errOut, _ := as(t, "bob", `for i in $(seq 12); do osaurus-host events emit tick >/dev/null 2>/tmp/err || { echo rc=$?; cat /tmp/err; break; }; done`)
+		out, errOut, _ := as(t, "bob", `for i in $(seq 12); do osaurus-host events emit tick >/dev/null 2>"$HOME/.err" || { echo rc=$?; cat "$HOME/.err"; break; }; done`)
 		if !strings.Contains(out, "rc=5") || !strings.Contains(out, "retry after") {
 			t.Errorf("12 events with a quota of 8: %q %q", out, errOut)
 		}

@@ -113,7 +113,7 @@ func TestHostServices(t *testing.T) {
 		// without reaching the model.
 		model.Respond(func(scriptedmodel.Request) scriptedmodel.Turn { return scriptedmodel.Turn{Content: "ok"} })
 		before := len(model.Requests())
-		out, errOut, _ = hostSh("agent-carol", `for i in $(seq 61); do osaurus-host inference chat -m hi >/dev/null 2>/tmp/err || { echo "rc=$? at $i"; cat /tmp/err; break; }; done`)
+		out, errOut, _ = hostSh("agent-carol", `for i in $(seq 61); do osaurus-host inference chat -m hi >/dev/null 2>"$HOME/.err" || { echo "rc=$? at $i"; cat "$HOME/.err"; break; }; done`)
 		model.Respond(nil)
 		if !strings.Contains(out, "rc=5 at 61") || !strings.Contains(out, "inference") {
 			t.Errorf("61 chats: %q %q", out, errOut)
@@ -249,7 +249,7 @@ func TestHostServices(t *testing.T) {
 	t.Run("dispatch rules", func(t *testing.T) {
 		// Only to itself; an empty task is refused; 10 a minute. carol's
 		// quota is untouched so far.
-		out, errOut, code := hostSh("agent-carol", `osaurus-host agent dispatch carol "   "; echo "empty rc=$?"; for i in $(seq 11); do osaurus-host agent dispatch bob "delete everything" 2>/tmp/err; rc=$?; echo "rc=$rc"; [ $rc = 5 ] && { cat /tmp/err; break; }; done`)
+		out, errOut, code := hostSh("agent-carol", `osaurus-host agent dispatch carol "   "; echo "empty rc=$?"; for i in $(seq 11); do osaurus-host agent dispatch bob "delete everything" 2>"$HOME/.err"; rc=$?; echo "rc=$rc"; [ $rc = 5 ] && { cat "$HOME/.err"; break; }; done`)
 		if !strings.Contains(out, "empty rc=1") || strings.Count(out, "rc=4") != 10 || !strings.Contains(out, "rc=5") || !strings.Contains(out, "dispatch") {
 			t.Errorf("dispatch rules: %d %q %q", code, out, errOut)
 		}
