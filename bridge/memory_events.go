@@ -17,6 +17,17 @@ const (
 	ServiceEvents = "events"
 )
 
+// open starts a store route: 503 when the store is missing, then the
+// caller's quota of service (429). It returns the calling agent.
+func (s *Server) open(w http.ResponseWriter, r *http.Request, available bool, what, service string) (string, bool) {
+	if !available {
+		writeError(w, http.StatusServiceUnavailable, what+" is not available in this app")
+		return "", false
+	}
+	agent := agentOf(r)
+	return agent, s.allow(w, agent, service)
+}
+
 // invalidOr answers 400 for a store's validation error, else as storeError.
 func invalidOr(w http.ResponseWriter, what string, err error) {
 	if errors.Is(err, memory.ErrInvalid) || errors.Is(err, events.ErrInvalid) {
@@ -27,12 +38,8 @@ func invalidOr(w http.ResponseWriter, what string, err error) {
 }
 
 func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
-	if s.o.Memory == nil {
-		writeError(w, http.StatusServiceUnavailable, "agent memory is not available in this app")
-		return
-	}
-	agent := agentOf(r)
-	if !s.allow(w, agent, ServiceMemory) {
+	agent, ok := s.open(w, r, s.o.Memory != nil, "agent memory", ServiceMemory)
+	if !ok {
 		return
 	}
 	var body struct {
@@ -57,12 +64,8 @@ type MemoryResult struct {
 }
 
 func (s *Server) memoryQuery(w http.ResponseWriter, r *http.Request) {
-	if s.o.Memory == nil {
-		writeError(w, http.StatusServiceUnavailable, "agent memory is not available in this app")
-		return
-	}
-	agent := agentOf(r)
-	if !s.allow(w, agent, ServiceMemory) {
+	agent, ok := s.open(w, r, s.o.Memory != nil, "agent memory", ServiceMemory)
+	if !ok {
 		return
 	}
 	var body struct {
@@ -86,12 +89,8 @@ func (s *Server) memoryQuery(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
-	if s.o.Events == nil {
-		writeError(w, http.StatusServiceUnavailable, "the event log is not available in this app")
-		return
-	}
-	agent := agentOf(r)
-	if !s.allow(w, agent, ServiceEvents) {
+	agent, ok := s.open(w, r, s.o.Events != nil, "the event log", ServiceEvents)
+	if !ok {
 		return
 	}
 	var body struct {
