@@ -283,7 +283,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// the first call: MCP clients start their servers eagerly.
 	ctl := owner.NewLazy(c.paths)
 	defer ctl.Close()
-	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installedPlugins(), Registry: owner.PluginRegistry(c.paths),
+	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.pluginOps().Installed(), Registry: owner.PluginRegistry(c.paths),
 		SecretStore: owner.Secrets, SecretPrompter: owner.SecretPrompts})
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).

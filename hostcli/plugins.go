@@ -83,12 +83,12 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	lib.Uninstaller = &cliUninstaller{c: c}
+	lib.Uninstaller = c.pluginOps()
 	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
 	if err != nil {
 		return c.fail(err)
 	}
-	im := &plugins.Importer{Client: pluginHTTPClient, GitHubAPI: cfg.GitHubAPIURL, GitHubRaw: cfg.GitHubRawURL}
+	im := owner.PluginImporter(cfg, pluginHTTPClient)
 	switch {
 	case sub == "import" && len(pos) == 1:
 		p, origin, err := im.Import(ctx, pos[0])
@@ -161,8 +161,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 // confirmHosts warns when setup or a tool's run reaches hosts outside the
 // allowlist: a user-imported plugin may do so, but only knowingly.
 func (c *cli) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, yes bool) int {
-	allow := plugins.NewAllowlist(cfg.SetupAllowlist())
-	outside := plugins.CheckHosts(p, allow)
+	outside := owner.OutsideAllowlist(p, cfg)
 	if len(outside) == 0 {
 		return ExitOK
 	}
@@ -307,7 +306,7 @@ func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
 		}
 		fmt.Fprintln(c.out)
 	}
-	for _, pr := range plugins.CheckHosts(p, plugins.NewAllowlist(mustSandbox(c).SetupAllowlist())) {
+	for _, pr := range owner.OutsideAllowlist(p, mustSandbox(c)) {
 		fmt.Fprintf(c.out, "warning: %s: %s\n", pr.Field, pr.Message)
 	}
 	return ExitOK
@@ -323,20 +322,20 @@ func mustSandbox(c *cli) config.Sandbox {
 
 var errDeclined = errors.New("declined")
 
-func (c *cli) installedPlugins() *plugins.Installed {
-	return plugins.NewInstalled(c.paths.AgentStateDir())
-}
-
-// pluginEnv is a tools environment on the running VM, through the owner.
-func (c *cli) pluginEnv(ctx context.Context) (*tools.Env, error) {
-	g, err := c.runningGuest(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w (start it with `osaurus-sandbox start`)", err)
+// pluginOps installs and uninstalls on the running VM, through the owner.
+func (c *cli) pluginOps() *owner.PluginOps {
+	return &owner.PluginOps{
+		Paths: c.paths,
+		Guest: func(ctx context.Context) (*agentproto.Client, error) {
+			g, err := c.runningGuest(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%w (start it with `osaurus-sandbox start`)", err)
+			}
+			return g, nil
+		},
+		Agents: c.openAgents,
+		Report: func(format string, args ...any) { fmt.Fprintf(c.out, format+"\n", args...) },
 	}
-	return tools.NewEnv(tools.Options{
-		Guest:   func(context.Context) (*agentproto.Client, error) { return g, nil },
-		Plugins: c.installedPlugins(),
-	}), nil
 }
 
 func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {
@@ -348,18 +347,16 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 	if err != nil {
 		return c.fail(err)
 	}
+	ops := c.pluginOps()
 	if !install {
-		env, err := c.pluginEnv(ctx)
+		deferred, err := ops.Uninstall(ctx, a, id)
 		if err != nil {
-			// The record can go without the VM; the folder waits for it.
-			if ferr := c.installedPlugins().Forget(ctx, a.ID, id); ferr != nil {
-				return c.fail(ferr)
-			}
-			fmt.Fprintf(c.out, "uninstalled %s from %s; its folder %s/plugins/%s is removed next time (%v)\n", id, a.Name, a.Home(), id, err)
-			return ExitOK
-		}
-		if err := env.Toolset(a).UninstallPlugin(ctx, id); err != nil {
 			return c.fail(err)
+		}
+		if deferred != nil {
+			// The record can go without the VM; the folder waits for it.
+			fmt.Fprintf(c.out, "uninstalled %s from %s; its folder %s/plugins/%s is removed next time (%v)\n", id, a.Name, a.Home(), id, deferred)
+			return ExitOK
 		}
 		fmt.Fprintf(c.out, "uninstalled %s from %s\n", id, a.Name)
 		return ExitOK
@@ -368,12 +365,8 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 	if err != nil {
 		return c.fail(err)
 	}
-	env, err := c.pluginEnv(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
 	cur := e.Current()
-	err = env.Toolset(a).InstallPlugin(ctx, cur.Recipe, cur.Number, func(s tools.InstallStep) {
+	err = ops.Install(ctx, a, cur, func(s tools.InstallStep) {
 		fmt.Fprintf(c.err, "  %s...\n", s)
 	})
 	if err != nil {
@@ -387,39 +380,6 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		fmt.Fprintf(c.out, "  tool %s\n", cur.Recipe.ToolName(t.ID))
 	}
 	return ExitOK
-}
-
-// cliUninstaller uninstalls a plugin from every agent before the library
-// deletes it. With the VM stopped the records go (so no agent lists the
-// tools) and the folders stay in the homes until the next install.
-type cliUninstaller struct{ c *cli }
-
-func (u *cliUninstaller) UninstallEverywhere(ctx context.Context, pluginID string) error {
-	store := u.c.installedPlugins()
-	ids, err := store.Agents(pluginID)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	reg, err := u.c.openAgents()
-	if err != nil {
-		return err
-	}
-	env, envErr := u.c.pluginEnv(ctx)
-	for _, id := range ids {
-		a, err := reg.Get(id)
-		if err != nil || envErr != nil {
-			// A removed agent, or no VM: drop the record.
-			if err := store.Forget(ctx, id, pluginID); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := env.Toolset(a).UninstallPlugin(ctx, pluginID); err != nil {
-			return fmt.Errorf("agent %s: %w", a.Name, err)
-		}
-		fmt.Fprintf(u.c.out, "uninstalled %s from %s\n", pluginID, a.Name)
-	}
-	return nil
 }
 
 // runningGuest is the running VM's agent through the owner; it fails with

@@ -65,6 +65,10 @@ type LocalOptions struct {
 // NewLocal returns the Controller over m.
 func NewLocal(m *sandbox.Manager, o LocalOptions) *Local { return &Local{m: m, o: o} }
 
+// Tools is the owner's tool host (nil when it has none): one tools.Env
+// whose plugin installs its MCP sessions hear of at once.
+func (l *Local) Tools() *ToolHost { return l.o.Tools }
+
 // Manager is the manager this controller drives.
 func (l *Local) Manager() *sandbox.Manager { return l.m }
 
