@@ -1,5 +1,6 @@
 // Package ui is the management window (Fyne): the container's state,
-// lifecycle, resources, diagnostics and danger zone, and the agents.
+// lifecycle, resources, diagnostics and danger zone, the agents, and the
+// plugin library.
 package ui
 
 import (
@@ -32,6 +33,7 @@ type Window struct {
 	Container *containerTab
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
+	Plugins   *pluginsTab // nil when the backend has no plugin library
 	Tasks     *tasksTab
 	Events    *eventsView
 	Tabs      *container.AppTabs
@@ -52,13 +54,27 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Events = newEventsView(do)
-	w.Tabs = container.NewAppTabs(
+	items := []*container.TabItem{
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
+	}
+	if ph, ok := b.(PluginHost); ok {
+		if src, err := ph.Plugins(); err != nil {
+			items = append(items, container.NewTabItem("Plugins", wrapped("The plugin library can't be opened: "+err.Error())))
+		} else {
+			w.Plugins = newPluginsTab(b, src, reg, w.Win, do)
+			items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
+		}
+	}
+	items = append(items,
 		container.NewTabItem("Tasks", w.Tasks.content()),
 		container.NewTabItem("Events", w.Events.content()),
 	)
+	w.Tabs = container.NewAppTabs(items...)
 	ctx, stopFollow := context.WithCancel(context.Background())
+	if w.Plugins != nil {
+		go w.Plugins.follow(ctx)
+	}
 	if nl, ok := b.(NetLogger); ok {
 		w.Network = newNetworkTab(nl, reg, do)
 		w.Tabs.Append(container.NewTabItem("Network", w.Network.content()))
