@@ -54,6 +54,8 @@ type PluginHost interface {
 	Plugins() (PluginSource, error)
 }
 
+var _ PluginHost = (*Controlled)(nil)
+
 // Plugins is the library of the data dir, installed through the owner:
 // its tools environment when this process owns the VM, else one over the
 // owner's guest connection.
@@ -129,7 +131,10 @@ func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.W
 		func() int { return len(t.entries) },
 		func() fyne.CanvasObject {
 			title := widget.NewLabelWithStyle("plugin", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-			return container.NewVBox(title, widget.NewLabel("source"))
+			title.Truncation = fyne.TextTruncateEllipsis
+			sub := widget.NewLabel("source")
+			sub.Truncation = fyne.TextTruncateEllipsis
+			return container.NewVBox(title, sub)
 		},
 		func(i widget.ListItemID, o fyne.CanvasObject) {
 			if i >= len(t.entries) {
@@ -159,7 +164,7 @@ func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.W
 	t.Editor = widget.NewMultiLineEntry()
 	t.Editor.TextStyle = fyne.TextStyle{Monospace: true}
 	t.Editor.SetPlaceHolder("The plugin's JSON recipe")
-	t.Editor.SetMinRowsVisible(12)
+	t.Editor.SetMinRowsVisible(6)
 	t.Editor.OnChanged = func(string) { t.validate() }
 	t.Problems = wrapped("")
 	t.Save = widget.NewButton("Save as new version", t.onSave)
@@ -178,9 +183,13 @@ func (t *pluginsTab) content() fyne.CanvasObject {
 		container.NewVBox(imports, t.Status), nil, nil, nil, t.List))
 	install := container.NewBorder(nil, nil, widget.NewLabel("Agent"), container.NewHBox(t.Install, t.Uninstall), t.Agent)
 	actions := container.NewHBox(t.Export, t.Duplicate, t.Remove)
-	top := container.NewVBox(t.Detail, install, t.Progress, actions)
-	editor := container.NewBorder(nil, container.NewVBox(t.Problems, container.NewHBox(t.Save, t.New)), nil, nil, t.Editor)
-	detail := widget.NewCard("Plugin", "", container.NewBorder(top, nil, nil, nil, editor))
+	info := container.NewVScroll(container.NewVBox(t.Detail, install, actions, t.Progress))
+	checks := container.NewVSplit(t.Editor, container.NewVScroll(t.Problems))
+	checks.Offset = 0.7
+	editor := container.NewBorder(nil, container.NewHBox(t.Save, t.New), nil, nil, checks)
+	right := container.NewVSplit(info, editor)
+	right.Offset = 0.4
+	detail := widget.NewCard("Plugin", "", right)
 	split := container.NewHSplit(library, detail)
 	split.Offset = 0.42
 	return split
@@ -225,7 +234,7 @@ func (t *pluginsTab) row(e *plugins.Entry) (string, string) {
 	if createdByAgent(p) {
 		title += " · ⚑ agent-created"
 	}
-	sub := sourceText(cur.Origin)
+	sub := t.sourceText(cur.Origin)
 	if names := t.installedFor[e.ID]; len(names) > 0 {
 		sub += " · installed for " + strings.Join(names, ", ")
 	} else {
@@ -237,7 +246,7 @@ func (t *pluginsTab) row(e *plugins.Entry) (string, string) {
 func createdByAgent(p *plugins.Plugin) bool { return p.Metadata["created_by"] == "agent" }
 
 // sourceText says where a version came from.
-func sourceText(o plugins.Origin) string {
+func (t *pluginsTab) sourceText(o plugins.Origin) string {
 	switch o.Kind {
 	case plugins.OriginFile:
 		return "file " + o.Location
@@ -254,7 +263,7 @@ func sourceText(o plugins.Origin) string {
 	case plugins.OriginDuplicate:
 		return "copy of " + o.Location
 	case plugins.OriginAgent:
-		return "created by agent " + o.Agent
+		return "created by agent " + t.agentName(o.Agent)
 	}
 	return o.Kind + " " + o.Location
 }
@@ -264,6 +273,14 @@ func shortCommit(c string) string {
 		return c[:12]
 	}
 	return c
+}
+
+// agentName is the name of the agent with id, or the id.
+func (t *pluginsTab) agentName(id string) string {
+	if a, err := t.reg.Get(id); err == nil {
+		return a.Name
+	}
+	return id
 }
 
 // reload re-reads the library and the install records; on the UI
@@ -277,11 +294,7 @@ func (t *pluginsTab) reload() {
 		}
 		ids, _ := t.src.Installed.Agents(e.ID)
 		for _, id := range ids {
-			name := id
-			if a, err := t.reg.Get(id); err == nil {
-				name = a.Name
-			}
-			installedFor[e.ID] = append(installedFor[e.ID], name)
+			installedFor[e.ID] = append(installedFor[e.ID], t.agentName(id))
 		}
 	}
 	var fresh []*plugins.Entry
@@ -373,7 +386,7 @@ func (t *pluginsTab) showSelected(withRecipe bool) {
 	if p.Author != "" {
 		fmt.Fprintf(&b, ", by %s", p.Author)
 	}
-	fmt.Fprintf(&b, "\n%s\nLibrary version %d of %d kept, from %s", p.Description, cur.Number, len(e.Versions), sourceText(cur.Origin))
+	fmt.Fprintf(&b, "\n%s\nLibrary version %d of %d kept, from %s", p.Description, cur.Number, len(e.Versions), t.sourceText(cur.Origin))
 	if cur.Origin.Resolved != "" && cur.Origin.Resolved != cur.Origin.Location {
 		fmt.Fprintf(&b, " (read from %s)", cur.Origin.Resolved)
 	}
@@ -544,9 +557,9 @@ func (t *pluginsTab) save(p *plugins.Plugin, o plugins.Origin) {
 	case !changed:
 		t.Status.SetText(fmt.Sprintf("%s is unchanged (library version %d).", e.ID, cur.Number))
 	case len(e.Versions) > 1:
-		t.Status.SetText(fmt.Sprintf("Saved %s as library version %d (from %s).", e.ID, cur.Number, sourceText(o)))
+		t.Status.SetText(fmt.Sprintf("Saved %s as library version %d (from %s).", e.ID, cur.Number, t.sourceText(o)))
 	default:
-		t.Status.SetText(fmt.Sprintf("Added %s (from %s).", e.ID, sourceText(o)))
+		t.Status.SetText(fmt.Sprintf("Added %s (from %s).", e.ID, t.sourceText(o)))
 	}
 	t.selectID(e.ID)
 }
@@ -854,10 +867,7 @@ func (t *pluginsTab) remove(id string) {
 // Remove; also as a desktop notification when the window is hidden.
 func (t *pluginsTab) noticeAgentPlugin(e *plugins.Entry) {
 	cur := e.Current()
-	who := cur.Origin.Agent
-	if a, err := t.reg.Get(who); err == nil {
-		who = a.Name
-	}
+	who := t.agentName(cur.Origin.Agent)
 	if who == "" {
 		who = "An agent"
 	}
