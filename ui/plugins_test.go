@@ -407,8 +407,10 @@ func overlayHas(w fyne.Window, text string) bool {
 func TestPluginInstallProgress(t *testing.T) {
 	w, reg, b := newPluginWindow(t)
 	pt := w.Plugins
-	alice, _ := reg.Add("Alice")
-	b.st = sandbox.Status{State: sandbox.Stopped}
+	if _, err := reg.Add("Alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.set(sandbox.Status{State: sandbox.Stopped})
 	ctx := context.Background()
 	if _, _, err := pt.src.Library.Save(ctx, recipe(t, helloJSON), plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}); err != nil {
 		t.Fatal(err)
@@ -422,7 +424,7 @@ func TestPluginInstallProgress(t *testing.T) {
 		pt.Agent.SetSelected("Alice")
 		test.Tap(pt.Install)
 	})
-	eventually(t, "the dependencies step", func() bool { return strings.Contains(pt.Progress.Text, "… validate") })
+	eventually(t, "the validate step", func() bool { return strings.Contains(pt.Progress.Text, "… validate") })
 	b.inst.next <- struct{}{} // validate
 	b.inst.next <- struct{}{} // VM
 	eventually(t, "the dependencies step", func() bool { return strings.Contains(pt.Progress.Text, "… dependencies") })
@@ -470,7 +472,6 @@ func TestPluginInstallProgress(t *testing.T) {
 			t.Errorf("detail after uninstall %q", pt.Detail.Text)
 		}
 	})
-	_ = alice
 }
 
 // Export writes the current recipe; Duplicate adds a copy.
