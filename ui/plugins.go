@@ -106,7 +106,7 @@ type pluginsTab struct {
 	Notice              *dialog.ConfirmDialog // the latest agent-created plugin notice
 	entries             []*plugins.Entry
 	installedFor        map[string][]string // plugin id → agent names
-	known               map[string]bool     // ids seen, to notice new agent-created plugins
+	known               map[string]int      // current version of each plugin, to notice agents' registrations
 	loaded              bool
 	selected            string
 	head                string   // what the progress is of
@@ -115,7 +115,7 @@ type pluginsTab struct {
 }
 
 func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.Window, do func(func())) *pluginsTab {
-	t := &pluginsTab{b: b, reg: reg, win: win, do: do, src: src, known: map[string]bool{}, installedFor: map[string][]string{}}
+	t := &pluginsTab{b: b, reg: reg, win: win, do: do, src: src, known: map[string]int{}, installedFor: map[string][]string{}}
 	if src.Library.Uninstaller == nil && src.Installer != nil {
 		src.Library.Uninstaller = src.Installer
 	}
@@ -297,14 +297,18 @@ func (t *pluginsTab) reload() {
 			installedFor[e.ID] = append(installedFor[e.ID], t.agentName(id))
 		}
 	}
+	// An agent registering a plugin, new or again (a new version), is
+	// announced; what the user saves or imports is not.
 	var fresh []*plugins.Entry
+	known := map[string]int{}
 	for _, e := range list {
-		if t.loaded && !t.known[e.ID] && createdByAgent(e.Current().Recipe) {
+		cur := e.Current()
+		if t.loaded && cur.Number > t.known[e.ID] && cur.Origin.Kind == plugins.OriginAgent {
 			fresh = append(fresh, e)
 		}
-		t.known[e.ID] = true
+		known[e.ID] = cur.Number
 	}
-	t.loaded = true
+	t.known, t.loaded = known, true
 	t.refreshAgents()
 	if err != nil {
 		t.Status.SetText(err.Error())

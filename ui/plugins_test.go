@@ -202,6 +202,30 @@ func TestPluginsLibraryRendering(t *testing.T) {
 			t.Fatal("a known plugin was announced again")
 		}
 	})
+	// The agent registers it again (a new version): announced again; the
+	// user saving a version of it is not.
+	ctx := context.Background()
+	again := recipe(t, strings.Replace(notesJSON, "0.1.0", "0.2.0", 1))
+	if _, _, err := pt.src.Library.Save(ctx, again, plugins.Origin{Kind: plugins.OriginAgent, Agent: alice.ID, Location: "~/plugins/notes"}); err != nil {
+		t.Fatal(err)
+	}
+	lockedDo(pt.reload)
+	lockedDo(func() {
+		if pt.Notice == nil {
+			t.Fatal("a re-registration was not announced")
+		}
+	})
+	tapInOverlay(t, w.Win, "Keep")
+	mine := recipe(t, strings.Replace(notesJSON, "0.1.0", "0.3.0", 1))
+	if _, _, err := pt.src.Library.Save(ctx, mine, plugins.Origin{Kind: plugins.OriginEditor}); err != nil {
+		t.Fatal(err)
+	}
+	lockedDo(pt.reload)
+	lockedDo(func() {
+		if pt.Notice != nil {
+			t.Fatal("the user's own save was announced")
+		}
+	})
 }
 
 // The notice's Remove asks to confirm, then uninstalls and removes.
