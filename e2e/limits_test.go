@@ -14,6 +14,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -208,6 +209,44 @@ func TestResourceLimits(t *testing.T) {
 		// Alice herself goes on working.
 		if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "echo still here"}); r["stdout"] != "still here\n" {
 			t.Fatalf("alice after her allocation: %v", r)
+		}
+	})
+
+	t.Run("a huge tail_lines on a large file", func(t *testing.T) {
+		// 32 million one-byte lines: a tail that kept an offset per line
+		// asked for would need 256 MB in the guest agent, which is PID 1
+		// and outside every agent's memory limit.
+		const lines = 32_000_000
+		alice.ok(t, "sandbox_exec", map[string]any{
+			"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '\\n' > many-lines.txt", lines), "timeout": 300,
+		})
+		// clear_refs 5 resets PID 1's peak resident size, so the peak read
+		// afterwards is this read's.
+		hwm := func() int {
+			t.Helper()
+			out := root(t, "grep VmHWM /proc/1/status")
+			f := strings.Fields(out)
+			kb, err := strconv.Atoi(f[len(f)-2])
+			if len(f) != 3 || err != nil {
+				t.Fatalf("VmHWM line %q", out)
+			}
+			return kb
+		}
+		root(t, "echo 5 > /proc/1/clear_refs")
+		before := hwm()
+		r := alice.ok(t, "sandbox_read_file", map[string]any{"path": "many-lines.txt", "tail_lines": 1 << 53})
+		grew := hwm() - before
+		t.Logf("the guest agent's peak grew by %d KiB for a tail of %v lines of %v", grew, r["tail_lines"], r["total_lines"])
+		if c := str(r["content"]); len(c) != tools.DefaultMaxChars || strings.Trim(c, "\n") != "" || r["truncated"] != true {
+			t.Fatalf("huge tail: %d characters, truncated %v; want the file's last %d newlines, marked truncated", len(c), r["truncated"], tools.DefaultMaxChars)
+		}
+		// The ring of line starts is capped at 8 MiB; allow the read
+		// buffers and the Go runtime's slack on top, far below 256 MB.
+		if grew > 48<<10 {
+			t.Errorf("the guest agent's peak resident size grew by %d KiB for one read: it allocates in proportion to tail_lines", grew)
+		}
+		if d := bobAnswers(t, "after alice's huge tail"); d > normal {
+			t.Errorf("bob's command took %s after alice's huge tail", d)
 		}
 	})
 

@@ -140,6 +140,12 @@ func (t *Toolset) pluginBinder(p *plugins.Plugin, tl *plugins.Tool, args json.Ra
 		return nil, err
 	}
 	return func(ctx context.Context, c *call) (any, error) {
+		if err := c.admit(ctx); err != nil {
+			return nil, err
+		}
+		if err := ensurePluginPackages(ctx, c, p); err != nil {
+			return nil, err
+		}
 		env, err := t.pluginEnv(ctx, p, params)
 		if err != nil {
 			return nil, err
@@ -253,6 +259,9 @@ func (t *Toolset) InstallPlugin(ctx context.Context, p *plugins.Plugin, libraryV
 	progress(step)
 	if len(p.Dependencies) > 0 {
 		if _, err := installSystem(ctx, c, packagesArgs{Packages: p.Dependencies}); err != nil {
+			return fail(err)
+		}
+		if err := recordPluginPackages(ctx, c, p.Dependencies); err != nil {
 			return fail(err)
 		}
 	}

@@ -101,6 +101,7 @@ type Env struct {
 	// install serialises package installs across agents (a channel so a
 	// waiting call can give up when its ctx ends).
 	install chan struct{}
+	deps    pluginDeps // plugin packages the guest session has
 
 	usersMu sync.Mutex
 	usersOf *agentproto.Client // the guest session the set below is about
