@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"golang.org/x/term"
 )
 
 const pluginUsage = `usage:
@@ -333,10 +335,36 @@ func (c *cli) pluginEnv(ctx context.Context) (*tools.Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (start it with `osaurus-sandbox start`)", err)
 	}
-	return tools.NewEnv(tools.Options{
+	o := tools.Options{
 		Guest:   func(context.Context) (*agentproto.Client, error) { return g, nil },
 		Plugins: c.installedPlugins(),
-	}), nil
+		// A plugin's secrets come from the keychain; setup output in
+		// errors is scrubbed of them.
+		Secrets:  owner.PluginSecrets,
+		Redactor: owner.Secrets,
+	}
+	if f, ok := c.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// A secret the plugin needs and the agent lacks is asked for
+		// here, without echo, as `secret set` would.
+		o.SecretPrompter = termPrompter{c}
+	}
+	return tools.NewEnv(o), nil
+}
+
+// termPrompter asks for a plugin's missing secret on the terminal and
+// stores it for the agent.
+type termPrompter struct{ c *cli }
+
+func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) error {
+	fmt.Fprintf(p.c.err, "%s has no secret %s, %s.\n", req.Agent.Slug, req.Key, req.Description)
+	v, err := p.c.readSecret(req.Agent.Slug, req.Key)
+	if err != nil {
+		return err
+	}
+	if v == "" {
+		return fmt.Errorf("%w (no value typed)", tools.ErrSecretDenied)
+	}
+	return owner.Secrets.Set(req.Agent.Slug, req.Key, v)
 }
 
 func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {
