@@ -190,7 +190,7 @@ func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location st
 	reg := c.env.registry
 	id := p.ID()
 	plugins.Restrict(p, via)
-	check := plugins.Registration{Allow: reg.Allowlist(), HasSecret: func(name string) bool {
+	check := plugins.Registration{Allow: reg.Allowlist(), Agent: c.agent.Slug, HasSecret: func(name string) bool {
 		if c.env.secrets == nil {
 			return false
 		}
