@@ -25,7 +25,8 @@ type registerArgs struct {
 	PluginID string `json:"plugin_id"`
 }
 
-type registeredTool struct {
+// RegisteredTool is one tool of a registered plugin, by its MCP name.
+type RegisteredTool struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 }
@@ -111,7 +112,7 @@ type Registered struct {
 	Status     string           `json:"status"` // "installed"
 	PluginID   string           `json:"plugin_id"`
 	PluginName string           `json:"plugin_name"`
-	Tools      []registeredTool `json:"tools"`
+	Tools      []RegisteredTool `json:"tools"`
 	// Network is permissions.network after the restricted defaults.
 	Network string `json:"network"`
 }
@@ -178,9 +179,9 @@ func (c *call) registrationGates() error {
 // POST /api/plugin/create go through, in this order: the gates
 // (autonomous exec and pluginCreate), the restricted defaults, validation,
 // the setup allowlist and the declared secrets (all reported at once, as
-// a *plugins.InvalidError, before anything is charged or saved), the rate
-// limit "http" and a running VM (admit; the tool form passed it already
-// to read the folder), the library (an agent may replace only a plugin it
+// a *plugins.InvalidError, before anything is saved; the route charges
+// nothing before them), the rate limit "http" and a running VM (admit;
+// the tool form passed it already to read the folder), the library (an agent may replace only a plugin it
 // created), then the install for the agent, which registers the tools and
 // announces them (tools/list_changed).
 func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location string) (*Registered, error) {
@@ -220,9 +221,9 @@ func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location st
 	if err := c.env.Toolset(c.agent).InstallPlugin(ctx, e.Current().Recipe, e.Current().Number, nil); err != nil {
 		return nil, envelope.Errorf(envelope.ExecutionError, "saved to the library, but %v", err)
 	}
-	out := &Registered{Status: "installed", PluginID: id, PluginName: p.Name, Tools: []registeredTool{}, Network: p.Permissions.Network}
+	out := &Registered{Status: "installed", PluginID: id, PluginName: p.Name, Tools: []RegisteredTool{}, Network: p.Permissions.Network}
 	for _, t := range p.Tools {
-		out.Tools = append(out.Tools, registeredTool{Name: p.ToolName(t.ID), Description: t.Description})
+		out.Tools = append(out.Tools, RegisteredTool{Name: p.ToolName(t.ID), Description: t.Description})
 	}
 	return out, nil
 }
