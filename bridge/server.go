@@ -59,6 +59,8 @@ type Options struct {
 	Memory *memory.Store
 	// Events backs /api/events/emit; nil → 503.
 	Events *events.Store
+	// Plugins serves POST /api/plugin/create; nil → 503.
+	Plugins PluginCreator
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -97,6 +99,7 @@ func New(o Options) *Server {
 	m.HandleFunc("POST /api/agent/memory/store", s.memoryStore)
 	m.HandleFunc("POST /api/agent/memory/query", s.memoryQuery)
 	m.HandleFunc("POST /api/events/emit", s.emitEvent)
+	m.HandleFunc("POST /api/plugin/create", s.createPlugin)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})

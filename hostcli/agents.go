@@ -284,7 +284,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	ctl := owner.NewLazy(c.paths)
 	defer ctl.Close()
 	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.pluginOps().Installed(), Registry: owner.PluginRegistry(c.paths),
-		SecretStore: owner.Secrets, SecretPrompter: owner.SecretPrompts})
+		Secrets: owner.PluginSecrets, SecretStore: owner.Secrets, SecretPrompter: owner.SecretPrompts})
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"golang.org/x/term"
 )
 
 const pluginUsage = `usage:
@@ -324,7 +326,7 @@ var errDeclined = errors.New("declined")
 
 // pluginOps installs and uninstalls on the running VM, through the owner.
 func (c *cli) pluginOps() *owner.PluginOps {
-	return &owner.PluginOps{
+	ops := &owner.PluginOps{
 		Paths: c.paths,
 		Guest: func(ctx context.Context) (*agentproto.Client, error) {
 			g, err := c.runningGuest(ctx)
@@ -336,6 +338,28 @@ func (c *cli) pluginOps() *owner.PluginOps {
 		Agents: c.openAgents,
 		Report: func(format string, args ...any) { fmt.Fprintf(c.out, format+"\n", args...) },
 	}
+	if f, ok := c.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// A secret the plugin needs and the agent lacks is asked for
+		// here, without echo, as `secret set` would.
+		ops.SecretPrompter = termPrompter{c}
+	}
+	return ops
+}
+
+// termPrompter asks for a plugin's missing secret on the terminal and
+// stores it for the agent.
+type termPrompter struct{ c *cli }
+
+func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) error {
+	fmt.Fprintf(p.c.err, "%s has no secret %s, %s.\n", req.Agent.Slug, req.Key, req.Description)
+	v, err := p.c.readSecret(req.Agent.Slug, req.Key)
+	if err != nil {
+		return err
+	}
+	if v == "" {
+		return fmt.Errorf("%w (no value typed)", tools.ErrSecretDenied)
+	}
+	return owner.Secrets.Set(req.Agent.Slug, req.Key, v)
 }
 
 func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {

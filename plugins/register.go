@@ -93,6 +93,9 @@ func PackFiles(p *Plugin, found map[string][]byte) error {
 // secrets being present for the agent.
 type Registration struct {
 	Allow Allowlist
+	// Agent is the registering agent's slug, for the fix of a missing
+	// secret.
+	Agent string
 	// HasSecret reports whether the agent has a value for the secret.
 	HasSecret func(name string) bool
 }
@@ -106,8 +109,11 @@ func (r Registration) Check(p *Plugin) error {
 	ps = append(ps, CheckHosts(p, r.Allow)...)
 	for i, s := range p.Secrets {
 		if r.HasSecret == nil || !r.HasSecret(s) {
-			ps = append(ps, Problem{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("%s has no value for this agent", s),
-				"store it first with sandbox_secret_set, then register again"})
+			fix := "store it first with sandbox_secret_set, then register again"
+			if r.Agent != "" {
+				fix = fmt.Sprintf("store it first with sandbox_secret_set (or ask the user to run `osaurus-sandbox secret set %s %s`), then register again", r.Agent, s)
+			}
+			ps = append(ps, Problem{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("%s has no value for this agent", s), fix})
 		}
 	}
 	if len(ps) > 0 {

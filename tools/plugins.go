@@ -29,10 +29,12 @@ type InstalledPlugins interface {
 	Forget(ctx context.Context, agentID, pluginID string) error
 }
 
-// PluginSecrets gives a plugin command its declared secrets for an agent;
-// the secrets store satisfies it. A missing secret is an error naming it.
+// PluginSecrets gives a plugin command its declared secrets for an agent
+// (its slug, the name its secrets are stored under); StoreSecrets serves
+// them from the keychain. Missing secrets are a *MissingSecretsError
+// naming them.
 type PluginSecrets interface {
-	PluginSecrets(ctx context.Context, agentID, pluginID string, names []string) (map[string]string, error)
+	PluginSecrets(ctx context.Context, agent, pluginID string, names []string) (map[string]string, error)
 }
 
 // SubscribePlugins calls fn after a plugin is installed or uninstalled
@@ -174,10 +176,14 @@ func (t *Toolset) pluginEnv(ctx context.Context, p *plugins.Plugin, params []str
 	env := append(c.procEnv(), plugins.PluginIDEnv+"="+p.ID())
 	if len(p.Secrets) > 0 {
 		if t.env.secrets == nil {
-			return nil, envelope.Errorf(envelope.Unavailable, "the plugin %s needs the secrets %s, and this build has no secrets store yet",
+			return nil, envelope.Errorf(envelope.Unavailable, "the plugin %s needs the secrets %s, and this server has no secrets store",
 				p.ID(), strings.Join(p.Secrets, ", "))
 		}
-		vals, err := t.env.secrets.PluginSecrets(ctx, t.agent.ID, p.ID(), p.Secrets)
+		vals, err := t.env.secrets.PluginSecrets(ctx, t.agent.Slug, p.ID(), p.Secrets)
+		var miss *MissingSecretsError
+		if errors.As(err, &miss) {
+			return nil, &envelope.Error{Kind: envelope.NotFound, Err: err}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -296,6 +302,23 @@ func (t *Toolset) InstallPlugin(ctx context.Context, p *plugins.Plugin, libraryV
 	step = StepSecrets
 	progress(step)
 	env, err := t.pluginEnv(ctx, p, nil)
+	var miss *MissingSecretsError
+	if errors.As(err, &miss) && t.env.prompter != nil {
+		// As sandbox_secret_set without a value: ask the user through
+		// whatever reaches them (the MCP client's link, the window).
+		// Nothing reaching them leaves the error naming the command.
+		for _, k := range miss.Names {
+			req := SecretRequest{Agent: t.agent, Key: k, Description: "needed by the plugin " + p.Name + " (" + id + ")"}
+			if perr := t.env.prompter.PromptSecret(ctx, req); perr != nil {
+				var np *NoPromptError
+				if !errors.As(perr, &np) {
+					err = fmt.Errorf("%w; asking the user for %s: %v", err, k, perr)
+				}
+				return fail(err)
+			}
+		}
+		env, err = t.pluginEnv(ctx, p, nil)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -309,6 +332,9 @@ func (t *Toolset) InstallPlugin(ctx context.Context, p *plugins.Plugin, libraryV
 		out := newCapture(StdoutCap)
 		st, err := c.exec(ctx, agentproto.ExecRequest{Identity: as, Shell: p.Setup, Cwd: dir, Env: env, NetScope: p.ID()}, PluginSetupTimeout, out, out)
 		text, _ := out.Text()
+		if r := t.env.redactor; r != nil {
+			text = r.Redact(t.agent.Slug, text)
+		}
 		switch {
 		case err != nil:
 			return fail(err)

@@ -25,7 +25,8 @@ type registerArgs struct {
 	PluginID string `json:"plugin_id"`
 }
 
-type registeredTool struct {
+// RegisteredTool is one tool of a registered plugin, by its MCP name.
+type RegisteredTool struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 }
@@ -39,7 +40,6 @@ func registerPlugin(ctx context.Context, c *call, a registerArgs) (any, error) {
 	if plugins.DeriveID(id) != id || !plugins.FolderFile(id) || id == "" {
 		return nil, envelope.ArgErrorf("plugin_id", "a plugin id: lowercase letters, digits and hyphens, the folder name under ~/plugins", "%q is not a plugin id", id)
 	}
-	reg := c.env.registry
 	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
@@ -95,41 +95,135 @@ func registerPlugin(ctx context.Context, c *call, a registerArgs) (any, error) {
 	if err := plugins.PackFiles(p, found); err != nil {
 		return nil, invalidPlugin(dir, err)
 	}
-	plugins.Restrict(p, plugins.ViaAgentTool)
-	check := plugins.Registration{Allow: reg.Allowlist(), HasSecret: func(name string) bool {
+	r, err := c.register(ctx, p, plugins.ViaAgentTool, "~/plugins/"+id)
+	var ie *plugins.InvalidError
+	if errors.As(err, &ie) {
+		return nil, invalidPlugin(dir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Registered is what a registration answers: the tool's result and the
+// bridge's 200 body.
+type Registered struct {
+	Status     string           `json:"status"` // "installed"
+	PluginID   string           `json:"plugin_id"`
+	PluginName string           `json:"plugin_name"`
+	Tools      []RegisteredTool `json:"tools"`
+	// Network is permissions.network after the restricted defaults.
+	Network string `json:"network"`
+}
+
+// Errors of the registration pipeline that callers map to their own
+// answers (the bridge to HTTP status codes).
+var (
+	// ErrPluginCreateOff: the agent lacks autonomous exec or pluginCreate.
+	ErrPluginCreateOff = errors.New("plugin creation is not allowed for this agent")
+	// ErrNoPluginLibrary: this server was built without a plugin library.
+	ErrNoPluginLibrary = errors.New("this server has no plugin library")
+	// ErrPluginTaken: the library holds a plugin of that id that this
+	// agent did not create.
+	ErrPluginTaken = errors.New("the plugin id is taken")
+)
+
+// RegisterPlugin is POST /api/plugin/create: recipe is the plugin JSON an
+// agent sent, registered through the same pipeline as
+// sandbox_plugin_register. Errors: ErrNoPluginLibrary, ErrPluginCreateOff,
+// a *plugins.InvalidError (every problem, each naming its field),
+// *limit.Rejected, an unavailable *envelope.Error when the VM is not
+// running, ErrPluginTaken, or the install's failure.
+func (t *Toolset) RegisterPlugin(ctx context.Context, recipe []byte, via string) (*Registered, error) {
+	c := &call{tool: lookup("sandbox_plugin_register"), agent: t.agent, env: t.env}
+	if err := c.registrationGates(); err != nil {
+		return nil, err
+	}
+	p, err := plugins.DecodeBytes(recipe)
+	if err != nil {
+		return nil, err
+	}
+	return c.register(ctx, p, via, "POST /api/plugin/create")
+}
+
+// CreatePlugin registers recipe for the agent named agent (its slug, as
+// the bridge knows the caller), with its settings as stored now: the
+// bridge's POST /api/plugin/create. It needs Options.Agents.
+func (e *Env) CreatePlugin(ctx context.Context, agent string, recipe []byte) (*Registered, error) {
+	if e.agents == nil {
+		return nil, &envelope.Error{Kind: envelope.Unavailable, Err: fmt.Errorf("%w (no agents registry)", ErrNoPluginLibrary)}
+	}
+	if err := e.agents.Reload(); err != nil {
+		return nil, err
+	}
+	a, err := e.agents.Get(agent)
+	if err != nil || a.Slug != agent {
+		return nil, &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: %s is not an agent of this app", ErrPluginCreateOff, agent)}
+	}
+	return e.Toolset(a).RegisterPlugin(ctx, recipe, plugins.ViaHostBridge)
+}
+
+// registrationGates: the registry exists and the agent may create plugins.
+func (c *call) registrationGates() error {
+	if c.env.registry == nil || c.env.plugins == nil {
+		return &envelope.Error{Kind: envelope.Unavailable, Err: ErrNoPluginLibrary}
+	}
+	if why := c.env.Toolset(c.agent).allowed(c.tool); why != "" {
+		return &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: %s", ErrPluginCreateOff, why)}
+	}
+	return nil
+}
+
+// register is the registration pipeline both sandbox_plugin_register and
+// POST /api/plugin/create go through, in this order: the gates
+// (autonomous exec and pluginCreate), the restricted defaults, validation,
+// the setup allowlist and the declared secrets (all reported at once, as
+// a *plugins.InvalidError, before anything is saved; the route charges
+// nothing before them), the rate limit "http" and a running VM (admit;
+// the tool form passed it already to read the folder), the library (an agent may replace only a plugin it
+// created), then the install for the agent, which registers the tools and
+// announces them (tools/list_changed).
+func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location string) (*Registered, error) {
+	if err := c.registrationGates(); err != nil {
+		return nil, err
+	}
+	reg := c.env.registry
+	id := p.ID()
+	plugins.Restrict(p, via)
+	check := plugins.Registration{Allow: reg.Allowlist(), Agent: c.agent.Slug, HasSecret: func(name string) bool {
 		if c.env.secrets == nil {
 			return false
 		}
-		_, err := c.env.secrets.PluginSecrets(ctx, c.agent.ID, id, []string{name})
+		_, err := c.env.secrets.PluginSecrets(ctx, c.agent.Slug, id, []string{name})
 		return err == nil
 	}}
 	if err := check.Check(p); err != nil {
-		return nil, invalidPlugin(dir, err)
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
 	}
 	// An agent may replace its own plugin, never one the user imported
 	// or another agent made.
 	if e, err := reg.Library.Get(id); err == nil {
 		if o := e.Current().Origin; o.Kind != plugins.OriginAgent || o.Agent != c.agent.ID {
-			return nil, envelope.Errorf(envelope.Rejected, "the library already has a plugin %q that this agent did not create; pick another name", id)
+			return nil, &envelope.Error{Kind: envelope.Rejected,
+				Err: fmt.Errorf("%w: the library already has a plugin %q that this agent did not create; pick another name", ErrPluginTaken, id)}
 		}
 	} else if !errors.Is(err, plugins.ErrNotFound) {
 		return nil, err
 	}
-	e, _, err := reg.Library.Save(ctx, p, plugins.Origin{Kind: plugins.OriginAgent, Agent: c.agent.ID, Location: "~/plugins/" + id})
+	e, _, err := reg.Library.Save(ctx, p, plugins.Origin{Kind: plugins.OriginAgent, Agent: c.agent.ID, Location: location})
 	if err != nil {
 		return nil, err
 	}
 	if err := c.env.Toolset(c.agent).InstallPlugin(ctx, e.Current().Recipe, e.Current().Number, nil); err != nil {
 		return nil, envelope.Errorf(envelope.ExecutionError, "saved to the library, but %v", err)
 	}
-	out := map[string]any{"status": "installed", "plugin_id": id, "plugin_name": p.Name}
-	tools := []registeredTool{}
+	out := &Registered{Status: "installed", PluginID: id, PluginName: p.Name, Tools: []RegisteredTool{}, Network: p.Permissions.Network}
 	for _, t := range p.Tools {
-		tools = append(tools, registeredTool{Name: p.ToolName(t.ID), Description: t.Description})
-	}
-	out["tools"] = tools
-	if p.Permissions != nil {
-		out["network"] = p.Permissions.Network
+		out.Tools = append(out.Tools, RegisteredTool{Name: p.ToolName(t.ID), Description: t.Description})
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -173,4 +174,56 @@ func secretSet(ctx context.Context, c *call, a secretSetArgs) (any, error) {
 // the caller's MCP session (to ask the user) rather than the guest.
 func IsSecretTool(name string) bool {
 	return name == "sandbox_secret_check" || name == "sandbox_secret_set"
+}
+
+// StoreSecrets gives plugins their secrets from the agents' keychain: a
+// plugin's declared secret NAME is the agent's secret NAME, the one
+// `osaurus-sandbox secret set AGENT NAME`, sandbox_secret_set and the
+// window store. So one value serves the agent's own commands (through
+// `osaurus-host secrets get`) and every plugin of that agent declaring it,
+// and a plugin's commands get only the names it declares, never the
+// agent's other secrets nor another agent's.
+type StoreSecrets struct{ Store SecretStore }
+
+// PluginSecrets returns the values of names for agent (its slug). Every
+// absent one is listed in a *MissingSecretsError; a keychain that can't
+// be reached is an unavailable error.
+func (s StoreSecrets) PluginSecrets(_ context.Context, agent, pluginID string, names []string) (map[string]string, error) {
+	out := make(map[string]string, len(names))
+	var missing []string
+	for _, n := range names {
+		v, err := s.Store.Get(agent, n)
+		switch {
+		case errors.Is(err, secrets.ErrNotFound):
+			missing = append(missing, n)
+		case err != nil:
+			return nil, keychainError(err)
+		default:
+			out[n] = v
+		}
+	}
+	if len(missing) > 0 {
+		return nil, &MissingSecretsError{Agent: agent, Plugin: pluginID, Names: missing}
+	}
+	return out, nil
+}
+
+// MissingSecretsError: an agent has no value for secrets a plugin
+// declares. Its message names each one and the command that sets it.
+type MissingSecretsError struct {
+	Agent, Plugin string
+	Names         []string
+}
+
+func (e *MissingSecretsError) Error() string {
+	cmds := make([]string, len(e.Names))
+	for i, n := range e.Names {
+		cmds[i] = fmt.Sprintf("`osaurus-sandbox secret set %s %s`", e.Agent, n)
+	}
+	what := "the secret " + e.Names[0]
+	if len(e.Names) > 1 {
+		what = "the secrets " + strings.Join(e.Names, ", ")
+	}
+	return fmt.Sprintf("the plugin %s needs %s, which agent %s does not have: set it with %s (the value is typed at the prompt or read from stdin), "+
+		"or let the agent store it with sandbox_secret_set, then install again", e.Plugin, what, e.Agent, strings.Join(cmds, " and "))
 }

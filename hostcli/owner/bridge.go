@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -25,6 +26,10 @@ func BridgeLog(p config.Paths) *bridge.LogStore {
 
 // Secrets is the OS keychain store every part of the app shares.
 var Secrets = secrets.New()
+
+// PluginSecrets gives plugins their declared secrets from Secrets: a
+// plugin's secret NAME is its agent's secret NAME (tools.StoreSecrets).
+var PluginSecrets = tools.StoreSecrets{Store: Secrets}
 
 // SecretPrompts asks the user for secrets sandbox_secret_set wants
 // without a value: through the MCP client's URL elicitation (a one-time
@@ -55,9 +60,30 @@ func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc)
 		// Services behind the bridge: see services.go.
 		Inference: inferenceClient(p),
 		Dispatch:  ownerRunner(p, guest, logf),
+		Plugins:   pluginCreator(p, guest, logf),
 		HostCLI:   assets.HostCLI,
 		Logf:      logf,
 	})
+}
+
+// pluginCreator serves POST /api/plugin/create in the VM's owner: a tools
+// environment like the MCP server's, so the registration goes through the
+// same pipeline as sandbox_plugin_register. MCP sessions of this or other
+// processes see the new tools through their plugin watch. nil (503) when
+// the agents registry or the library can't open.
+func pluginCreator(p config.Paths, guest tools.GuestFunc, logf func(string, ...any)) bridge.PluginCreator {
+	reg, err := agents.Open(p.AgentsJSON())
+	if err != nil {
+		logf("bridge: plugin creation unavailable: %v", err)
+		return nil
+	}
+	lib := PluginRegistry(p)
+	if lib == nil {
+		logf("bridge: plugin creation unavailable: the plugin library can't open")
+		return nil
+	}
+	return tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
+		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: lib})
 }
 
 // PluginRegistry lets agents register plugins into the library, under the

@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge/events"
@@ -21,6 +22,9 @@ func serveMCP(ctx context.Context, host *ToolHost, version string, ev *events.St
 	}
 	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: host.Env, Registry: host.Registry, Version: version, Events: ev})
 	ctx, cancel := context.WithCancel(ctx)
+	// Installs made elsewhere (the CLI, the bridge's plugin create) reach
+	// this server's sessions as tools/list_changed.
+	go mcpserver.WatchPlugins(ctx, host.Env, 2*time.Second)
 	go func() {
 		if err := mcpserver.Serve(ctx, ln, h); err != nil {
 			logf("mcp: %v", err)

@@ -112,7 +112,7 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 	host := &ToolHost{Env: tools.NewEnv(tools.Options{
 		Guest: managerGuest(m), Agents: reg, Redactor: Secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: PluginRegistry(o.Paths),
-		SecretStore: Secrets, SecretPrompter: SecretPrompts,
+		Secrets: PluginSecrets, SecretStore: Secrets, SecretPrompter: SecretPrompts,
 	}), Registry: reg}
 	l := NewLocal(m, LocalOptions{Kind: o.Kind, DiagEnv: DiagEnv(o.Paths), Tools: host, Quit: o.Quit})
 	sctx, cancel := context.WithCancel(context.Background())

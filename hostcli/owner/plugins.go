@@ -41,6 +41,10 @@ type PluginOps struct {
 	Agents func() (*agents.Registry, error)
 	// Report, when set, hears what UninstallEverywhere did per agent.
 	Report func(format string, args ...any)
+	// SecretPrompter, when set, asks the user for a secret a plugin needs
+	// and the agent lacks (the CLI's terminal); otherwise the install
+	// fails naming the command that sets it.
+	SecretPrompter tools.SecretPrompter
 }
 
 // Installed is the per-agent install records of the data dir.
@@ -60,6 +64,9 @@ func (o *PluginOps) env(ctx context.Context) (*tools.Env, error) {
 	return tools.NewEnv(tools.Options{
 		Guest:   func(context.Context) (*agentproto.Client, error) { return g, nil },
 		Plugins: o.Installed(),
+		// A plugin's secrets come from the keychain; setup output quoted
+		// in errors is scrubbed of them.
+		Secrets: PluginSecrets, Redactor: Secrets, SecretPrompter: o.SecretPrompter,
 	}), nil
 }
 

@@ -58,7 +58,7 @@ func TaskStore(p config.Paths) *runner.Store {
 // NewRunner is the agent runner on guest, with the same tools an MCP
 // client of the agent gets (plugins, secrets redaction, plugin creation).
 func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, logf func(string, ...any)) *runner.Runner {
-	env := tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets,
+	env := tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
 		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)})
 	return runner.New(runner.Options{
 		Env:    env,
