@@ -52,7 +52,7 @@ func TestHostServices(t *testing.T) {
 		t.Fatalf("secret set --app: %v\n%s", err, out)
 	}
 
-	br := owner.NewBridge(paths, t.Logf, func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil })
+	br := owner.NewBridge(paths, t.Logf, func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, owner.Limits{})
 	t.Cleanup(func() { br.Close() })
 	br.Attach(context.Background(), g)
 

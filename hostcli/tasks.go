@@ -149,7 +149,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	// The tools run here on the VM the owner keeps (started when needed).
 	ctl := owner.NewLazy(c.paths)
 	defer ctl.Close()
-	r := owner.NewRunner(c.paths, reg, owner.StartingGuest(ctl), func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+	r := owner.NewRunner(c.paths, reg, owner.StartingGuest(ctl), owner.Limits{}, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
 	defer r.Close()
 	p := &stepPrinter{w: c.out}
 	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)

@@ -40,7 +40,7 @@ var SecretPrompts = &prompt.Broker{Store: Secrets, Pages: &prompt.Pages{Store: S
 // NewBridge builds the host API bridge of a data dir. The VM's owner
 // passes its Attach to the sandbox manager (Options.OnGuest); guest is
 // how its agent runner reaches the VM.
-func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc) *bridge.Server {
+func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc, lim Limits) *bridge.Server {
 	// Without its database a route answers 503; the rest of the bridge
 	// still works.
 	mem, err := OpenMemory(context.Background(), p)
@@ -59,8 +59,8 @@ func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc)
 		Log:     BridgeLog(p),
 		// Services behind the bridge: see services.go.
 		Inference: inferenceClient(p),
-		Dispatch:  ownerRunner(p, guest, logf),
-		Plugins:   pluginCreator(p, guest, logf),
+		Dispatch:  ownerRunner(p, guest, lim, logf),
+		Plugins:   pluginCreator(p, guest, lim, logf),
 		HostCLI:   assets.HostCLI,
 		Logf:      logf,
 	})
@@ -71,7 +71,7 @@ func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc)
 // same pipeline as sandbox_plugin_register. MCP sessions of this or other
 // processes see the new tools through their plugin watch. nil (503) when
 // the agents registry or the library can't open.
-func pluginCreator(p config.Paths, guest tools.GuestFunc, logf func(string, ...any)) bridge.PluginCreator {
+func pluginCreator(p config.Paths, guest tools.GuestFunc, lim Limits, logf func(string, ...any)) bridge.PluginCreator {
 	reg, err := agents.Open(p.AgentsJSON())
 	if err != nil {
 		logf("bridge: plugin creation unavailable: %v", err)
@@ -82,8 +82,8 @@ func pluginCreator(p config.Paths, guest tools.GuestFunc, logf func(string, ...a
 		logf("bridge: plugin creation unavailable: the plugin library can't open")
 		return nil
 	}
-	return tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
-		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: lib})
+	return tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
+		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: lib}))
 }
 
 // PluginRegistry lets agents register plugins into the library, under the

@@ -31,7 +31,7 @@ func TestBridgePluginCreator(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := func(context.Context) (*agentproto.Client, error) { return nil, errors.New("the VM is stopped") }
-	pc := pluginCreator(p, stopped, t.Logf)
+	pc := pluginCreator(p, stopped, Limits{}, t.Logf)
 	if pc == nil {
 		t.Fatal("no plugin creator")
 	}

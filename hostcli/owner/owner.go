@@ -100,7 +100,8 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := NewManager(o.Paths, o.Logf)
+	lim := NewLimits()
+	m := newManager(o.Paths, o.Logf, lim)
 	if err := m.Recover(ctx); err != nil {
 		o.Logf("recover: %v", err)
 	}
@@ -109,11 +110,11 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 		ln.Close()
 		return nil, err
 	}
-	host := &ToolHost{Env: tools.NewEnv(tools.Options{
+	host := &ToolHost{Env: tools.NewEnv(lim.apply(tools.Options{
 		Guest: managerGuest(m), Agents: reg, Redactor: Secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: PluginRegistry(o.Paths),
 		Secrets: PluginSecrets, SecretStore: Secrets, SecretPrompter: SecretPrompts,
-	}), Registry: reg}
+	})), Registry: reg}
 	l := NewLocal(m, LocalOptions{Kind: o.Kind, DiagEnv: DiagEnv(o.Paths), Tools: host, Quit: o.Quit})
 	sctx, cancel := context.WithCancel(context.Background())
 	go (&Server{Ctl: l}).Serve(sctx, ln)
@@ -127,8 +128,15 @@ func Own(ctx context.Context, o Options) (*Owner, error) {
 // Close stops serving and gives up ownership.
 func (o *Owner) Close() { o.stop() }
 
-// NewManager builds the sandbox manager for a data dir.
+// NewManager builds the sandbox manager for a data dir, for a process
+// that serves no tools (its bridge's runner gets limits of its own).
 func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
+	return newManager(p, logf, Limits{})
+}
+
+// newManager builds the sandbox manager for a data dir; its bridge's
+// tools count against lim.
+func newManager(p config.Paths, logf func(string, ...any), lim Limits) *sandbox.Manager {
 	// The bridge's agent runner reaches the VM through the manager made
 	// here.
 	var m *sandbox.Manager
@@ -142,7 +150,7 @@ func NewManager(p config.Paths, logf func(string, ...any)) *sandbox.Manager {
 		Agent: assets.GuestAgent,
 		Logf:  logf,
 		// The host API bridge: serves the guest's calls, installs osaurus-host.
-		OnGuest: NewBridge(p, logf, guest).Attach,
+		OnGuest: NewBridge(p, logf, guest, lim).Attach,
 	})
 	return m
 }

@@ -57,9 +57,9 @@ func TaskStore(p config.Paths) *runner.Store {
 
 // NewRunner is the agent runner on guest, with the same tools an MCP
 // client of the agent gets (plugins, secrets redaction, plugin creation).
-func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, logf func(string, ...any)) *runner.Runner {
-	env := tools.NewEnv(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
-		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)})
+func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, lim Limits, logf func(string, ...any)) *runner.Runner {
+	env := tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
+		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)}))
 	return runner.New(runner.Options{
 		Env:    env,
 		Agents: reg,
@@ -79,13 +79,13 @@ func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, logf
 
 // ownerRunner is the runner of dispatched tasks in the VM's owner. Tasks
 // an earlier owner left running are marked interrupted.
-func ownerRunner(p config.Paths, guest tools.GuestFunc, logf func(string, ...any)) bridge.Dispatcher {
+func ownerRunner(p config.Paths, guest tools.GuestFunc, lim Limits, logf func(string, ...any)) bridge.Dispatcher {
 	reg, err := agents.Open(p.AgentsJSON())
 	if err != nil {
 		logf("agent runner: %v (dispatch is unavailable)", err)
 		return nil
 	}
-	r := NewRunner(p, reg, guest, logf)
+	r := NewRunner(p, reg, guest, lim, logf)
 	r.Recover()
 	return r
 }
