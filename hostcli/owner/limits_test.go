@@ -24,7 +24,11 @@ func TestLimitsAreSharedAcrossEnvironments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; a.AutonomousExec.MaxCommandsPerTurn = 100; return nil }); err != nil {
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error {
+		a.AutonomousExec.Enabled = true
+		a.AutonomousExec.MaxCommandsPerTurn = 100
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// No VM: every admitted call is charged, then fails as unavailable.
