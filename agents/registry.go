@@ -66,6 +66,7 @@ type Registry struct {
 	mu   sync.Mutex
 	recs []record
 	uids uidState
+	seen os.FileInfo // the file as of the last Reload, for ReloadIfChanged
 
 	subMu   sync.Mutex
 	subs    map[int]func()
@@ -295,18 +296,39 @@ func (r *Registry) Subscribe(fn func()) (cancel func()) {
 
 // Reload re-reads the file, to see changes made by another process.
 func (r *Registry) Reload() error {
+	// Stat first: a write between the stat and the read is read now and
+	// read again by the next ReloadIfChanged, never missed.
+	fi, _ := os.Stat(r.path)
 	f, err := load(r.path)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	changed := !sameRecords(r.recs, f.Agents)
-	r.recs, r.uids = f.Agents, f.uidState
+	r.recs, r.uids, r.seen = f.Agents, f.uidState, fi
 	r.mu.Unlock()
 	if changed {
 		r.notify()
 	}
 	return nil
+}
+
+// ReloadIfChanged reloads when the file changed since the last Reload
+// (every save replaces it, so a new file, size or time): a stat, so a
+// caller can afford it before acting on a setting another process may
+// have just changed.
+func (r *Registry) ReloadIfChanged() error {
+	fi, err := os.Stat(r.path)
+	r.mu.Lock()
+	seen := r.seen
+	r.mu.Unlock()
+	if err == nil && seen != nil && os.SameFile(fi, seen) && fi.Size() == seen.Size() && fi.ModTime().Equal(seen.ModTime()) {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) && seen == nil {
+		return nil // still no file: still the empty registry
+	}
+	return r.Reload()
 }
 
 // modify runs one read-modify-write cycle under the file lock. fn gets a

@@ -26,13 +26,12 @@ type ToolHost struct {
 // RunTool runs tool as the agent with id agentID, as the registry says it
 // is now.
 func (h *ToolHost) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
-	a, err := h.Registry.Get(agentID)
-	if errors.Is(err, agents.ErrNotFound) {
-		// Added a moment ago by another process: read the file again.
-		if h.Registry.Reload() == nil {
-			a, err = h.Registry.Get(agentID)
-		}
+	// A setting another process (the CLI, the window) changed a moment
+	// ago holds from this call on, not from the next periodic reload.
+	if err := h.Registry.ReloadIfChanged(); err != nil {
+		return envelope.Failf(tool, envelope.Unavailable, "reading the agents' settings: %v", err)
 	}
+	a, err := h.Registry.Get(agentID)
 	if err != nil {
 		return envelope.Failf(tool, envelope.ToolNotFound, "agent %s: %v; its tools are gone", agentID, err)
 	}
