@@ -33,7 +33,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 // TestBridge is the host API bridge on the real guest with a real
@@ -65,16 +64,7 @@ func TestBridge(t *testing.T) {
 	t.Cleanup(func() { pages.Close() })
 	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Redactor: store,
 		SecretStore: store, SecretPrompter: &prompt.Broker{Store: store, Pages: pages}})
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
-	ln, err := mcpserver.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); mcpserver.Serve(sctx, ln, h) }()
-	t.Cleanup(func() { cancel(); <-done; h.Close() })
-	te := &toolsEnv{m: m, home: home, reg: reg, url: "http://" + ln.Addr().String() + mcpserver.Path, bin: buildCLI(t)}
+	te := &toolsEnv{m: m, home: home, reg: reg, url: serveMCPHTTP(t, env, reg), bin: buildCLI(t)}
 	te.addAgent(t, "alice", autonomous(100, false))
 	te.addAgent(t, "bob", autonomous(100, false))
 	alice, bob := te.http(t, "alice"), te.http(t, "bob")

@@ -22,6 +22,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/vm"
 	"github.com/osaurus/osaurus-sandbox/vm/qemu"
 )
@@ -226,4 +228,20 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// serveMCPHTTP serves env's tools over MCP HTTP on loopback, as the app
+// does, until the test ends, and returns the endpoint's URL.
+func serveMCPHTTP(t testing.TB, env *tools.Env, reg *agents.Registry) string {
+	t.Helper()
+	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
+	ln, err := mcpserver.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); mcpserver.Serve(ctx, ln, h) }()
+	t.Cleanup(func() { cancel(); <-done; h.Close() })
+	return "http://" + ln.Addr().String() + mcpserver.Path
 }

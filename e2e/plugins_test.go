@@ -26,7 +26,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -54,16 +53,7 @@ func pluginServer(t *testing.T, m interface {
 			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
 		}},
 	})
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
-	ln, err := mcpserver.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); mcpserver.Serve(ctx, ln, h) }()
-	t.Cleanup(func() { cancel(); <-done; h.Close() })
-	return env, "http://" + ln.Addr().String() + mcpserver.Path
+	return env, serveMCPHTTP(t, env, reg)
 }
 
 func TestPluginsOnGuest(t *testing.T) {

@@ -28,7 +28,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 // secretEchoPlugin's tool uses a parameter and a secret. Its output shows
@@ -82,16 +81,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 	t.Cleanup(func() { br.Close() })
 	br.Attach(ctx, m.Agent())
 	serveOwner(t, paths, m, &owner.ToolHost{Env: env, Registry: reg})
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
-	ln, err := mcpserver.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); mcpserver.Serve(sctx, ln, h) }()
-	t.Cleanup(func() { cancel(); <-done; h.Close() })
-	url := "http://" + ln.Addr().String() + mcpserver.Path
+	url := serveMCPHTTP(t, env, reg)
 
 	add := func(name string, pluginCreate bool) agents.Agent {
 		a, err := reg.Add(name)

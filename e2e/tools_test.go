@@ -26,7 +26,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -75,16 +74,7 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
 	serveOwner(t, paths, m, &owner.ToolHost{Env: env, Registry: te.reg})
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: te.reg, Version: "e2e"})
-	ln, err := mcpserver.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); mcpserver.Serve(ctx, ln, h) }()
-	t.Cleanup(func() { cancel(); <-done; h.Close() })
-	te.url = "http://" + ln.Addr().String() + mcpserver.Path
+	te.url = serveMCPHTTP(t, env, te.reg)
 	return te
 }
 
