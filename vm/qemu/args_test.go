@@ -44,7 +44,7 @@ func TestArgs(t *testing.T) {
 		{
 			name: "tcg with shares, NAT and virtio-serial",
 			want: []string{
-				"-machine=pc,accel=tcg", "-cpu=max", "-smp=2", "-m=2048M",
+				"-machine=q35,accel=tcg", "-cpu=max", "-smp=2", "-m=2048M",
 				"-object=memory-backend-memfd,id=mem,size=2048M,share=on",
 				"-device=vhost-user-fs-pci,chardev=fs0,tag=workspace",
 				"-device=vhost-user-fs-pci,chardev=fs1,tag=output",
@@ -65,7 +65,7 @@ func TestArgs(t *testing.T) {
 		{
 			name:   "kvm uses the host CPU",
 			mutate: func(_ *vm.Spec, p *plan) { p.accel = vm.AccelKVM },
-			want:   []string{"-machine=pc,accel=kvm", "-cpu=host"},
+			want:   []string{"-machine=q35,accel=kvm", "-cpu=host"},
 		},
 		{
 			name:   "vsock replaces virtio-serial",
