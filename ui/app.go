@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -149,37 +147,25 @@ func Run(o Options) error {
 		prefs.SetFloat("window.width", float64(sz.Width))
 		prefs.SetFloat("window.height", float64(sz.Height))
 	}
-	// stopVM stops the VM this process owns, once; a second caller waits
-	// for the first.
-	var stopOnce sync.Once
+	// stopVM stops the VM this process owns.
 	stopVM := func() {
-		stopOnce.Do(func() {
-			if o.Quit == nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := o.Quit(ctx); err != nil {
-				fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
-			}
-		})
+		if o.Quit == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := o.Quit(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
+		}
 	}
+	// quit ends the loop; the VM stops after it, below. Called on Fyne's
+	// thread only: once the loop has ended, a.Quit would reach a GLFW
+	// that is gone. SIGINT and SIGTERM need no handler of ours: Fyne
+	// catches them and ends the loop the same way.
 	quit := func() {
 		saveSize()
-		go func() {
-			stopVM()
-			fyne.Do(a.Quit)
-		}()
+		a.Quit()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	go func() {
-		if s, ok := <-sig; ok {
-			fmt.Fprintf(os.Stderr, "osaurus-sandbox: %v: quitting\n", s)
-			fyne.Do(quit)
-		}
-	}()
 	unsubscribe := func() {}
 	desk, ok := a.(desktop.App)
 	if ok && hasTrayHost() {
