@@ -78,7 +78,7 @@ func ensurePluginPackages(ctx context.Context, c *call, p *plugins.Plugin) error
 			p.ID(), strings.Join(need, " "), err)
 	}
 	c.warn("installed the packages of plugin %s again (%s): the VM's root disk was reset since the plugin was installed", p.ID(), strings.Join(need, " "))
-	return recordPluginPackages(ctx, c, need)
+	return writePluginPackages(ctx, c, listed, need)
 }
 
 // recordPluginPackages adds pkgs (already installed) to the list on the
@@ -91,6 +91,11 @@ func recordPluginPackages(ctx context.Context, c *call, pkgs []string) error {
 	if err != nil {
 		return err
 	}
+	return writePluginPackages(ctx, c, listed, pkgs)
+}
+
+// writePluginPackages writes the list read as listed, with pkgs added.
+func writePluginPackages(ctx context.Context, c *call, listed, pkgs []string) error {
 	all := slices.Clone(listed)
 	for _, p := range pkgs {
 		if !slices.Contains(all, p) {

@@ -242,7 +242,8 @@ func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, lo
 			return
 		case <-t.C:
 		}
-		if err := reg.Reload(); err != nil {
+		// A stat per tick; the file is read only when it was replaced.
+		if err := reg.ReloadIfChanged(); err != nil {
 			if msg := err.Error(); msg != last && logf != nil {
 				logf("agents registry: %v", err)
 				last = msg
