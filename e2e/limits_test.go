@@ -109,6 +109,18 @@ func TestResourceLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("the guest agent never keeps an agent's credentials", func(t *testing.T) {
+		// Each file tool runs as the agent on a thread of PID 1; the
+		// process's leader thread must stay root, or the agent could
+		// signal PID 1 and read its /proc files.
+		for i := range 30 {
+			alice.ok(t, "sandbox_write_file", map[string]any{"path": fmt.Sprintf("creds-%d.txt", i), "content": "x"})
+		}
+		if got := root(t, "grep -E '^(Uid|Gid):' /proc/1/status | tr -s '\t ' ' '"); got != "Uid: 0 0 0 0\nGid: 0 0 0 0" {
+			t.Fatalf("PID 1's credentials after alice's calls: %q, want root's", got)
+		}
+	})
+
 	t.Run("nothing a call starts outlives it", func(t *testing.T) {
 		r := alice.ok(t, "sandbox_exec", map[string]any{
 			"command": "sh -c 'sleep 1000 & setsid sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 &'; " +

@@ -12,6 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The main goroutine keeps the process's main thread to itself, so runAs
+// never runs on it. Were it to, the runtime could not destroy that thread
+// (it parks it instead) and the process's leader thread would keep an
+// agent's uid: /proc/PID shows the leader's credentials, and the kernel
+// checks them when the agent signals the process (PID 1 in the guest).
+func init() { runtime.LockOSThread() }
+
 // runAs runs fn with a's uid, gid and groups so the kernel checks every
 // permission as it would for that user. Root runs fn directly.
 //
@@ -37,6 +44,10 @@ func runAs[T any](a *Account, fn func() (T, error)) (T, error) {
 				ch <- result{err: fmt.Errorf("%w: panic as user %s: %v", agentproto.ErrInternal, a.Name, p)}
 			}
 		}()
+		if unix.Gettid() == unix.Getpid() {
+			ch <- result{err: fmt.Errorf("%w: refusing to run as %s on the process's main thread", agentproto.ErrInternal, a.Name)}
+			return
+		}
 		if err := setThreadCreds(a); err != nil {
 			ch <- result{err: err}
 			return

@@ -198,9 +198,44 @@ func (c *Client) Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Sta
 	return st, err
 }
 
-// Quit stops the VM and ends the owner process.
+// Quit stops the VM and ends the owner process. The owner exits as soon
+// as the VM is stopped, so its answer can lose the race with its exit: a
+// session that ends instead of answering is judged by what it left.
 func (c *Client) Quit(ctx context.Context) error {
-	return c.call(ctx, OpQuit, agentproto.Empty{}, nil, nil, false)
+	err := c.call(ctx, OpQuit, agentproto.Empty{}, nil, nil, false)
+	if err == nil || !errors.Is(err, agentproto.ErrSessionEnded) || ctx.Err() != nil {
+		return err
+	}
+	if err := c.awaitNoOwner(ctx); err != nil {
+		return err
+	}
+	if left := helpers(c.paths); len(left) > 0 {
+		return fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", ErrOwnerGone, left)
+	}
+	return nil
+}
+
+// awaitNoOwner waits until nobody serves the control socket, for at
+// most ten seconds: an owner that quit closes it before it exits.
+func (c *Client) awaitNoOwner(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		peer, err := dialPeer(ctx, c.paths)
+		if errors.Is(err, ErrNoOwner) {
+			return nil
+		}
+		if peer != nil {
+			peer.Close(nil)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w, but the control socket still answers; check `osaurus-sandbox status`", ErrOwnerGone)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // poll for the socket to close
+		}
+	}
 }
 
 // Diagnostics runs the checks in the owner.

@@ -23,6 +23,12 @@ type stubCtl struct {
 	Controller // unused methods panic
 	run        func(ctx context.Context, tool string) envelope.Envelope
 	endTurns   chan string
+	quit       func()
+}
+
+func (s *stubCtl) Quit(context.Context) error {
+	s.quit()
+	return nil
 }
 
 func (s *stubCtl) Status(context.Context) (Status, error) {
@@ -170,5 +176,25 @@ func TestProbeWithoutOwner(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), p); !errors.Is(err, ErrNoOwner) {
 		t.Fatalf("Dial without an owner: %v", err)
+	}
+}
+
+// The owner exits right after a Quit stopped the VM; when its answer
+// loses that race, Quit still reports success, since nothing is left.
+func TestQuitWhenTheOwnerExitsFirst(t *testing.T) {
+	p := testPaths(t)
+	var stop func()
+	ctl := &stubCtl{quit: func() { stop() }} // the process ends before answering
+	stop = serve(t, p, ctl)
+	c, err := Dial(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Quit(context.Background()); err != nil {
+		t.Fatalf("Quit: %v", err)
+	}
+	if _, err := Dial(context.Background(), p); !errors.Is(err, ErrNoOwner) {
+		t.Fatalf("an owner still answers after Quit: %v", err)
 	}
 }
