@@ -144,7 +144,7 @@ func bootSpec(t testing.TB, o bootOpts) vm.Spec {
 }
 
 func newDriver() *qemu.Driver {
-	return qemu.New(qemu.Config{StateDir: env.dataDir, KillWithParent: true})
+	return qemu.New(qemu.Config{StateDir: qemu.DefaultStateDir(), KillWithParent: true})
 }
 
 // boot starts the test guest and stops it when the test ends.

@@ -86,7 +86,7 @@ func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandb
 	}
 	var manifestCache []byte
 	o.Paths = p
-	o.Driver = qemu.New(qemu.Config{StateDir: p.Root, KillWithParent: true})
+	o.Driver = qemu.New(qemu.Config{StateDir: qemu.DefaultStateDir(), KillWithParent: true})
 	o.Agent = assets.GuestAgent
 	// The app's bridge hook: osaurus-host copied in, guest calls served.
 	br := bridge.New(bridge.Options{HostCLI: assets.HostCLI})

@@ -3,6 +3,7 @@
 package owner
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -12,8 +13,9 @@ import (
 
 // newDriver is QEMU on Linux. The VM outlives the app on purpose (a
 // crashed app's VM is adopted by the next run), so no kill-with-parent.
+// What it learns about KVM holds for the host, not just this data dir.
 func newDriver(p config.Paths) vm.Driver {
-	return qemu.New(qemu.Config{StateDir: p.Root})
+	return qemu.New(qemu.Config{StateDir: cmp.Or(qemu.DefaultStateDir(), p.Root)})
 }
 
 // leftover is the QEMU a dead owner left running, if any.

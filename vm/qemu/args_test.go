@@ -3,10 +3,13 @@
 package qemu
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
@@ -138,6 +141,23 @@ func TestChooseAccel(t *testing.T) {
 	d2 := New(Config{StateDir: d.cfg.StateDir})
 	if a, _, _ := d2.chooseAccel(vm.Spec{}); a != vm.AccelTCG {
 		t.Errorf("a new driver forgot the KVM failure: picked %s", a)
+	}
+	// A verdict from another QEMU or host kernel, or an old one, is stale.
+	for name, edit := range map[string]func(*accelRecord){
+		"another host": func(r *accelRecord) { r.Host = "kernel 0.0.1, /opt/qemu (1 bytes, 2001-01-01T00:00:00Z)" },
+		"a week old":   func(r *accelRecord) { r.At = time.Now().Add(-accelRetryAfter - time.Hour) },
+	} {
+		r := d2.broke
+		edit(&r)
+		b, _ := json.Marshal(r)
+		if err := os.WriteFile(d.accelPath(), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d3 := New(Config{StateDir: d.cfg.StateDir})
+		d3.kvmOpens = func() bool { return true }
+		if a, _, _ := d3.chooseAccel(vm.Spec{}); a != vm.AccelKVM {
+			t.Errorf("%s: a stale record made auto pick %s, want kvm", name, a)
+		}
 	}
 	// Explicit TCG or an explicit KVM choice never falls back.
 	if d.Fallback(&process{autoAccel: false, plan: plan{accel: vm.AccelKVM}}, errors.New("x")) {

@@ -30,8 +30,9 @@ import (
 type Config struct {
 	QEMU      string // path; default: qemu-system-<arch> from PATH
 	Virtiofsd string // path; default: the first of the known install places
-	// StateDir keeps accel.json, the outcome of trying KVM. Without it the
-	// driver tries KVM on every boot.
+	// StateDir keeps accel.json, the outcome of trying KVM on this host
+	// (DefaultStateDir: shared by every data dir of the user). Without it
+	// the driver tries KVM on every boot.
 	StateDir string
 	// KVMBootTimeout bounds a KVM attempt. A KVM guest reaches its agent in
 	// a second or two; past this, "auto" falls back to TCG.
@@ -76,13 +77,28 @@ func (d *Driver) Name() string { return "qemu" }
 // ErrMissingTool is returned when QEMU or virtiofsd isn't installed.
 var ErrMissingTool = errors.New("required program not found")
 
+// DefaultStateDir is where drivers keep what they learned about the host:
+// the user's cache folder, so that a KVM that hangs costs one timed-out
+// attempt per host rather than one per data dir. Deleting it is harmless.
+func DefaultStateDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "osaurus-sandbox", "qemu")
+}
+
 // accelRecord is accel.json.
 type accelRecord struct {
 	KVMBroken bool      `json:"kvmBroken"`
 	Reason    string    `json:"reason,omitempty"`
-	HostKern  string    `json:"hostKernel,omitempty"`
+	Host      string    `json:"host,omitempty"` // hostKey when it was learned
 	At        time.Time `json:"at"`
 }
+
+// accelRetryAfter: a verdict this old is tried again; a KVM attempt that
+// timed out on a host that was merely overloaded is not held forever.
+const accelRetryAfter = 7 * 24 * time.Hour
 
 func (d *Driver) accelPath() string {
 	if d.cfg.StateDir == "" {
@@ -91,16 +107,24 @@ func (d *Driver) accelPath() string {
 	return filepath.Join(d.cfg.StateDir, "accel.json")
 }
 
-func hostKernel() string {
+// hostKey names what whether KVM works depends on: the host kernel and
+// the QEMU binary.
+func (d *Driver) hostKey() string {
 	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return ""
+	key := "kernel ?"
+	if unix.Uname(&u) == nil {
+		key = "kernel " + unix.ByteSliceToString(u.Release[:])
 	}
-	return unix.ByteSliceToString(u.Release[:])
+	if q, err := findProgram(d.cfg.QEMU, []string{qemuBinary()}, ""); err == nil {
+		if st, err := os.Stat(q); err == nil {
+			key += fmt.Sprintf(", %s (%d bytes, %s)", q, st.Size(), st.ModTime().UTC().Format(time.RFC3339))
+		}
+	}
+	return key
 }
 
 // loadAccel reads what an earlier run learned. A record made under another
-// host kernel is stale: KVM may work now.
+// host kernel or QEMU, or long ago, is stale: KVM may work now.
 func (d *Driver) loadAccel() accelRecord {
 	var r accelRecord
 	p := d.accelPath()
@@ -108,7 +132,7 @@ func (d *Driver) loadAccel() accelRecord {
 		return r
 	}
 	b, err := os.ReadFile(p)
-	if err != nil || json.Unmarshal(b, &r) != nil || r.HostKern != hostKernel() {
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Host != d.hostKey() || time.Since(r.At) > accelRetryAfter {
 		return accelRecord{}
 	}
 	return r
@@ -149,7 +173,7 @@ func (d *Driver) chooseAccel(spec vm.Spec) (accel string, auto bool, reason stri
 
 // Fallback implements vm.Fallbacker: an automatic KVM attempt that failed
 // to reach the agent, however it failed, is remembered as broken (for this
-// host kernel) and retried under TCG.
+// host kernel and QEMU) and retried under TCG.
 func (d *Driver) Fallback(failed vm.Process, cause error) bool {
 	p, ok := failed.(*process)
 	if !ok || !p.autoAccel || p.plan.accel != vm.AccelKVM {
@@ -158,7 +182,7 @@ func (d *Driver) Fallback(failed vm.Process, cause error) bool {
 	rec := accelRecord{
 		KVMBroken: true,
 		Reason:    "a KVM attempt failed: " + oneLine(cause),
-		HostKern:  hostKernel(),
+		Host:      d.hostKey(),
 		At:        time.Now().UTC(),
 	}
 	d.mu.Lock()
