@@ -39,6 +39,23 @@ type Installed struct {
 // NewInstalled uses dir (the data folder's agents/ directory).
 func NewInstalled(dir string) *Installed { return &Installed{dir: dir} }
 
+// Dir is the folder of the agents' install records (<data>/agents).
+func (s *Installed) Dir() string { return s.dir }
+
+// RecordFiles lists the install record of each agent with a folder in
+// Dir, whether the record exists yet or not: what a process follows to
+// notice installs made by another.
+func (s *Installed) RecordFiles() []string {
+	ents, _ := os.ReadDir(s.dir)
+	var out []string
+	for _, e := range ents {
+		if p, err := s.path(e.Name()); err == nil && e.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 var agentIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 func (s *Installed) path(agentID string) (string, error) {

@@ -61,6 +61,20 @@ func (e *Env) SubscribePlugins(fn func()) (cancel func()) {
 // Subscribers announce only actual changes, so calling it often is cheap.
 func (e *Env) RefreshPlugins() { e.notifyPlugins() }
 
+// PluginRecords is the folder and files of the agents' install records,
+// what a process watches to notice installs made by another; ok is false
+// when the store keeps none (*plugins.Installed keeps them).
+func (e *Env) PluginRecords() (dir string, files []string, ok bool) {
+	s, ok := e.plugins.(interface {
+		Dir() string
+		RecordFiles() []string
+	})
+	if !ok {
+		return "", nil, false
+	}
+	return s.Dir(), s.RecordFiles(), true
+}
+
 func (e *Env) notifyPlugins() {
 	e.subsMu.Lock()
 	fns := make([]func(), 0, len(e.subs))

@@ -26,6 +26,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -230,42 +231,70 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 	}
 }
 
-// Watch re-reads the registry every interval until ctx ends, so changes
-// made by another process (the CLI, the app) reach this one's servers.
+// Watch re-reads the registry when its file changes, until ctx ends, so
+// changes made by another process (the CLI, the app) reach this one's
+// servers. interval is the polling fallback's (see filewatch).
 func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, logf func(string, ...any)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	w := filewatch.Watch(ctx, interval, filewatch.File(reg.Path()))
+	defer w.Close()
 	var last string
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		// A stat per tick; the file is read only when it was replaced.
+		// The file is read only when it was replaced: a signal is also
+		// sent for this process's own writes. The first check covers what
+		// changed before the watch started.
 		if err := reg.ReloadIfChanged(); err != nil {
 			if msg := err.Error(); msg != last && logf != nil {
 				logf("agents registry: %v", err)
 				last = msg
 			}
-			continue
+		} else {
+			last = ""
 		}
-		last = ""
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.C():
+		}
 	}
 }
 
-// WatchPlugins re-reads the installed plugins every interval until ctx
-// ends, so installs made by another process reach this one's servers.
+// WatchPlugins has the servers re-read the installed plugins when an
+// agent's install record changes, until ctx ends, so installs made by
+// another process reach this one's servers. interval is the polling
+// fallback's, and the period for a store that keeps no files.
 func WatchPlugins(ctx context.Context, env *tools.Env, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	targets := func() ([]filewatch.Target, bool) {
+		dir, files, ok := env.PluginRecords()
+		ts := []filewatch.Target{filewatch.Dir(dir)} // agents come and go
+		for _, f := range files {
+			ts = append(ts, filewatch.File(f))
+		}
+		return ts, ok
+	}
+	ts, ok := targets()
+	if !ok {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				env.RefreshPlugins()
+			}
+		}
+	}
+	w := filewatch.Watch(ctx, interval, ts...)
+	defer w.Close()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			env.RefreshPlugins()
+		case <-w.C():
 		}
+		ts, _ = targets()
+		w.Reset(ts...) // before the read, so that nothing after it is missed
+		env.RefreshPlugins()
 	}
 }
 
