@@ -16,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -333,8 +334,18 @@ func (t *containerTab) confirm(title, warning, verb string, op func(context.Cont
 	d.Show()
 }
 
-// followConsole shows the end of the console log, refreshing until ctx ends.
+// consoleMinGap is the least time between two console redraws: a booting
+// guest writes its log in a stream of small writes.
+const consoleMinGap = 250 * time.Millisecond
+
+// followConsole shows the end of the console log as it grows, and the
+// running VM's details (its uptime) every second, until ctx ends.
 func (t *containerTab) followConsole(ctx context.Context) {
+	w := filewatch.Watch(ctx, time.Second, filewatch.File(t.b.ConsoleLog()))
+	defer w.Close()
+	// The uptime ticks; nothing else needs a timer.
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
 	var last int64 = -1
 	var lastDetails string
 	for {
@@ -345,25 +356,37 @@ func (t *containerTab) followConsole(ctx context.Context) {
 				t.Console.SetText(text)
 				t.Console.CursorRow = len(t.Console.Text)
 			})
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(consoleMinGap):
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Second):
+		case <-w.C():
+			continue
+		case <-tk.C:
 		}
-		t.do(func() {
-			t.mu.Lock()
-			state := t.state
-			t.mu.Unlock()
-			// Only a change is drawn: a redraw every second kept an idle
-			// window at a few percent of a core.
-			if state == sandbox.Running {
-				if d := details(t.b.Status()); d != lastDetails {
-					lastDetails = d
-					t.Details.SetText(d)
-				}
+		t.mu.Lock()
+		state := t.state
+		t.mu.Unlock()
+		// Only a change is drawn: a redraw every second kept an idle
+		// window at a few percent of a core.
+		if state == sandbox.Running {
+			if d := details(t.b.Status()); d != lastDetails {
+				lastDetails = d
+				t.do(func() {
+					t.mu.Lock()
+					running := t.state == sandbox.Running
+					t.mu.Unlock()
+					if running { // else show has written the new state's
+						t.Details.SetText(d)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 

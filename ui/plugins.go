@@ -18,6 +18,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -45,7 +46,7 @@ type PluginSource struct {
 	// Changes, when set, calls fn (from any goroutine) after a plugin is
 	// installed or uninstalled in this process's tools environment, which
 	// is how an agent registering a plugin in the owner shows at once. The
-	// tab also re-reads the library every few seconds, for other processes.
+	// tab also follows the library's files, for other processes.
 	Changes func(fn func()) (cancel func())
 }
 
@@ -74,7 +75,8 @@ func (c *Controlled) Plugins() (PluginSource, error) {
 	return src, nil
 }
 
-// pluginFollowInterval is how often the tab re-reads the library.
+// pluginFollowInterval is how often the tab re-reads the library where
+// changes aren't notified (see filewatch).
 const pluginFollowInterval = 2 * time.Second
 
 // pluginsTab shows the plugin library: import, edit, install for an
@@ -195,30 +197,50 @@ func (t *pluginsTab) content() fyne.CanvasObject {
 	return split
 }
 
-// follow re-reads the library when this process's tools environment
-// changes plugins and every few seconds, until ctx ends.
+// follow re-reads the library and the install records when they change,
+// whichever process changed them, until ctx ends.
 func (t *pluginsTab) follow(ctx context.Context) {
 	wake := make(chan struct{}, 1)
-	if t.src.Changes != nil {
-		cancel := t.src.Changes(func() {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		})
-		defer cancel()
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
-	tk := time.NewTicker(pluginFollowInterval)
-	defer tk.Stop()
+	if t.src.Changes != nil {
+		defer t.src.Changes(poke)()
+	}
+	if t.reg != nil {
+		defer t.reg.Subscribe(poke)() // agents' names in the list
+	}
+	w := filewatch.Watch(ctx, pluginFollowInterval, t.watched()...)
+	defer w.Close()
+	// What changed between the tab's first read and the watch's start.
+	t.do(t.reload)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tk.C:
+		case <-w.C():
 		case <-wake:
 		}
+		// Before the read, so that nothing written after it is missed.
+		w.Reset(t.watched()...)
 		t.do(t.reload)
 	}
+}
+
+// watched is what reload reads: the library and each agent's install
+// record (agents come and go, so their folder too).
+func (t *pluginsTab) watched() []filewatch.Target {
+	ts := []filewatch.Target{filewatch.Dir(t.src.Library.Dir())}
+	if t.src.Installed != nil {
+		ts = append(ts, filewatch.Dir(t.src.Installed.Dir()))
+		for _, f := range t.src.Installed.RecordFiles() {
+			ts = append(ts, filewatch.File(f))
+		}
+	}
+	return ts
 }
 
 // row is a library line: name, id, version and flags; then the source

@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -166,7 +167,11 @@ func (t *tasksTab) refresh() {
 	if t.store == nil {
 		return
 	}
-	ts, err := t.store.List("")
+	t.show(t.store.List(""))
+}
+
+// show puts the tasks read in the list; on the UI goroutine.
+func (t *tasksTab) show(ts []runner.Task, err error) {
 	if err != nil {
 		t.Detail.SetText(err.Error())
 		return
@@ -201,17 +206,34 @@ func (t *tasksTab) showSelected() {
 	}
 }
 
-// follow refreshes the list every second until ctx ends, so steps show
-// as they happen whichever process works the task.
+// taskLivenessCheck is how often the list is re-read while a task runs:
+// a worker process that dies writes nothing, and only a read (Store.Get)
+// notices and marks its task interrupted. With no task running, the tab
+// waits for changes only.
+const taskLivenessCheck = 2 * time.Second
+
+// follow refreshes the list when the task store changes, so steps show
+// as they happen whichever process works the task, until ctx ends.
 func (t *tasksTab) follow(ctx context.Context) {
-	tk := time.NewTicker(time.Second)
-	defer tk.Stop()
+	if t.store == nil {
+		return
+	}
+	w := filewatch.Watch(ctx, time.Second, filewatch.Dir(t.store.Dir))
+	defer w.Close()
 	for {
+		// Read here, not on the UI goroutine, which may run it later: what
+		// is running decides the next wait.
+		ts, err := t.store.List("")
+		t.do(func() { t.show(ts, err) })
+		var recheck <-chan time.Time
+		if slices.ContainsFunc(ts, func(k runner.Task) bool { return !k.Finished() }) {
+			recheck = time.After(taskLivenessCheck)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tk.C:
-			t.do(t.refresh)
+		case <-w.C():
+		case <-recheck:
 		}
 	}
 }
