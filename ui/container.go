@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +62,9 @@ type containerTab struct {
 	cancel context.CancelFunc // the provision in progress
 	since  time.Time
 	state  sandbox.State
+	// shown wakes followConsole after a status is shown, to time the
+	// next change of the uptime.
+	shown chan struct{}
 }
 
 func choices(lo, hi int) []string {
@@ -72,7 +76,7 @@ func choices(lo, hi int) []string {
 }
 
 func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab {
-	t := &containerTab{b: b, win: win, do: do}
+	t := &containerTab{b: b, win: win, do: do, shown: make(chan struct{}, 1)}
 	t.State = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	t.Details = widget.NewLabel("")
 	t.Progress = widget.NewProgressBar()
@@ -133,6 +137,10 @@ func (t *containerTab) show(st sandbox.Status) {
 	t.since, t.state = st.Since, st.State
 	provisioning := t.cancel != nil
 	t.mu.Unlock()
+	select {
+	case t.shown <- struct{}{}:
+	default:
+	}
 	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))
 	busy := st.State == sandbox.Starting || st.State == sandbox.Stopping || st.State == sandbox.Provisioning
@@ -191,11 +199,20 @@ func details(st sandbox.Status) string {
 	case st.State == sandbox.Running && st.Unresponsive != nil:
 		return fmt.Sprintf("The guest has not answered since %s; it is restarted if it stays so. %s", st.Unresponsive.Format(time.TimeOnly), st.Reason)
 	case st.State == sandbox.Running:
-		return fmt.Sprintf("Up %s · %s (%s) · %s guest", time.Since(st.Since).Round(time.Second), st.Driver, accelName(st.Accel), st.Distro)
+		return fmt.Sprintf("Up %s · %s (%s) · %s guest", uptime(time.Since(st.Since)), st.Driver, accelName(st.Accel), st.Distro)
 	case st.Reason != "":
 		return st.Reason
 	}
 	return ""
+}
+
+// uptime is d in whole minutes: the window redraws it once a minute, not
+// every second (an idle window should cost nothing).
+func uptime(d time.Duration) string {
+	if d < time.Minute {
+		return "less than a minute"
+	}
+	return strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s") // 1h5m
 }
 
 func accelName(a string) string {
@@ -339,13 +356,10 @@ func (t *containerTab) confirm(title, warning, verb string, op func(context.Cont
 const consoleMinGap = 250 * time.Millisecond
 
 // followConsole shows the end of the console log as it grows, and the
-// running VM's details (its uptime) every second, until ctx ends.
+// running VM's uptime as it changes, until ctx ends.
 func (t *containerTab) followConsole(ctx context.Context) {
 	w := filewatch.Watch(ctx, time.Second, filewatch.File(t.b.ConsoleLog()))
 	defer w.Close()
-	// The uptime ticks; nothing else needs a timer.
-	tk := time.NewTicker(time.Second)
-	defer tk.Stop()
 	var last int64 = -1
 	var lastDetails string
 	for {
@@ -362,30 +376,33 @@ func (t *containerTab) followConsole(ctx context.Context) {
 			case <-time.After(consoleMinGap):
 			}
 		}
+		// The only timer: the uptime's next whole minute.
+		t.mu.Lock()
+		state, since := t.state, t.since
+		t.mu.Unlock()
+		var minute <-chan time.Time
+		if state == sandbox.Running && !since.IsZero() {
+			minute = time.After(time.Minute - time.Since(since)%time.Minute)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.C():
 			continue
-		case <-tk.C:
+		case <-t.shown:
+			continue
+		case <-minute:
 		}
-		t.mu.Lock()
-		state := t.state
-		t.mu.Unlock()
-		// Only a change is drawn: a redraw every second kept an idle
-		// window at a few percent of a core.
-		if state == sandbox.Running {
-			if d := details(t.b.Status()); d != lastDetails {
-				lastDetails = d
-				t.do(func() {
-					t.mu.Lock()
-					running := t.state == sandbox.Running
-					t.mu.Unlock()
-					if running { // else show has written the new state's
-						t.Details.SetText(d)
-					}
-				})
-			}
+		if d := details(t.b.Status()); d != lastDetails {
+			lastDetails = d
+			t.do(func() {
+				t.mu.Lock()
+				running := t.state == sandbox.Running
+				t.mu.Unlock()
+				if running { // else show has written the new state's
+					t.Details.SetText(d)
+				}
+			})
 		}
 	}
 }

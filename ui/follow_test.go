@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -105,4 +106,32 @@ func TestTasksTabNoticesDeadWorker(t *testing.T) {
 	eventually(t, "the task to show as interrupted", func() bool {
 		return len(tt.tasks) == 1 && tt.tasks[0].State == runner.Interrupted
 	})
+}
+
+// The uptime is shown in whole minutes, so a running VM's window redraws
+// it once a minute.
+func TestUptime(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "less than a minute"},
+		{59 * time.Second, "less than a minute"},
+		{time.Minute, "1m"},
+		{5*time.Minute + 59*time.Second, "5m"},
+		{time.Hour, "1h0m"},
+		{26*time.Hour + 3*time.Minute + 4*time.Second, "26h3m"},
+	} {
+		if got := uptime(tt.d); got != tt.want {
+			t.Errorf("uptime(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+// A running VM's uptime moves on to the next minute by itself.
+func TestUptimeTicks(t *testing.T) {
+	b := newFake(t)
+	w, _ := newTestWindow(t, b)
+	b.set(sandbox.Status{State: sandbox.Running, Since: time.Now().Add(-58 * time.Second), Driver: "qemu", Accel: "tcg", Distro: "debian"})
+	eventually(t, "the uptime to reach a minute", func() bool { return strings.HasPrefix(w.Container.Details.Text, "Up 1m ·") })
 }
