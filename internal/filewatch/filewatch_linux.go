@@ -19,10 +19,11 @@ import (
 
 // mask is what changes a directory's entries, or may bring a missing
 // directory below it into being. Every watch uses the one mask: watches
-// of one directory share a descriptor and its mask.
+// of one directory share a descriptor and its mask. Not IN_CLOSE_WRITE
+// or IN_ATTRIB: a write is an IN_MODIFY already, and closing a database
+// connection is no change (a follower re-reading on it could wake itself).
 const mask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE |
-	unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB |
-	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+	unix.IN_MODIFY | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
 // gone is the watched directory itself going away.
 const gone = unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_IGNORED
