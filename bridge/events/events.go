@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
 
@@ -27,8 +28,12 @@ const (
 	// more forgets its oldest.
 	DefaultMaxPerAgent = 10000
 	// DefaultPoll is how often Follow looks for events written by
-	// another process (those of this process wake it at once).
+	// another process where file changes aren't notified (see
+	// filewatch). Those of this process wake it at once.
 	DefaultPoll = 250 * time.Millisecond
+	// settle is how long after a notified change Follow looks again
+	// (see Follow).
+	settle = 100 * time.Millisecond
 )
 
 var (
@@ -76,8 +81,9 @@ type Options struct {
 
 // Store is the event log; safe for concurrent use by several processes.
 type Store struct {
-	db *sql.DB
-	o  Options
+	db   *sql.DB
+	o    Options
+	path string
 
 	mu   sync.Mutex
 	wake chan struct{} // closed and replaced on every Emit
@@ -98,7 +104,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events database: %w", err)
 	}
-	return &Store{db: db, o: o, wake: make(chan struct{})}, nil
+	return &Store{db: db, o: o, path: path, wake: make(chan struct{})}, nil
 }
 
 // Close closes the database.
@@ -216,10 +222,13 @@ func (s *Store) LastID(ctx context.Context) (int64, error) {
 // Follow calls fn with every event f selects (its Last applies to the
 // first batch only) and then each new one as it is emitted, until ctx
 // ends or fn fails. Events of this process arrive at once; those of
-// another process within the poll interval.
+// another process when the database's files change.
 func (s *Store) Follow(ctx context.Context, f Filter, fn func(Event) error) error {
-	t := time.NewTicker(s.o.Poll)
-	defer t.Stop()
+	// Another process's commit appends to the write-ahead log (and a
+	// checkpoint writes the database).
+	w := filewatch.Watch(ctx, s.o.Poll, filewatch.File(s.path+"-wal"), filewatch.File(s.path))
+	defer w.Close()
+	var again <-chan time.Time
 	for {
 		s.mu.Lock()
 		wake := s.wake
@@ -242,7 +251,14 @@ func (s *Store) Follow(ctx context.Context, f Filter, fn func(Event) error) erro
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
-		case <-t.C:
+		case <-w.C():
+			// A commit is seen once the writer updates the shared WAL
+			// index, just after its write to the log, which may be what
+			// woke this read: one look again shortly after, so the event
+			// doesn't wait for the next change.
+			again = time.After(settle)
+		case <-again:
+			again = nil
 		}
 	}
 }

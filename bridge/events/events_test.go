@@ -168,3 +168,18 @@ func TestFollow(t *testing.T) {
 		t.Errorf("after the backlog: %+v", e)
 	}
 }
+
+// An event another process emits reaches a follower by change
+// notification: with an hour's poll only that can deliver it in time.
+func TestFollowOtherProcessWithoutPolling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := open(t, path, Options{Poll: time.Hour})
+	ch := follow(t, s, Filter{Agent: "alice"})
+	other := open(t, path, Options{})
+	for _, typ := range []string{"first", "second", "third"} {
+		emit(t, other, "alice", typ, "")
+		if e := next(t, ch); e.Type != typ {
+			t.Fatalf("followed %+v, want %s", e, typ)
+		}
+	}
+}
