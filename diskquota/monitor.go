@@ -71,8 +71,10 @@ func (m *Monitor) Run(ctx context.Context) {
 
 // Round measures once and brings the guest's blocks in line.
 func (m *Monitor) Round(ctx context.Context) Report {
-	// Settings changed by the CLI or the window apply on this round.
-	if err := m.Registry.Reload(); err != nil {
+	// Settings changed by the CLI or the window apply on this round. A
+	// stat; the file is read only when it was replaced (every save
+	// replaces it), not every second.
+	if err := m.Registry.ReloadIfChanged(); err != nil {
 		m.logf("disk quota: %v", err)
 	}
 	m.Tracker.Refresh()
