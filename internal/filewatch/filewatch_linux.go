@@ -45,7 +45,8 @@ type inotify struct {
 }
 
 // start watches targets. Without inotify (the per-user limit of instances
-// is 128 by default) it polls, so the caller works either way.
+// is 128 by default), or when a target can't be watched (no permission),
+// it polls, so the caller works either way.
 func start(ctx context.Context, poll time.Duration, targets []Target) *Watcher {
 	w := newWatcher()
 	ctx, cancel := context.WithCancel(ctx)
