@@ -65,7 +65,9 @@ func start(ctx context.Context, poll time.Duration, targets []Target) *Watcher {
 	}
 	w.reset = func(ts []Target) {
 		if in.set(ts) != nil {
-			w.notify() // a target can't be watched: have it re-read at least
+			// A folder that can't be watched (no permission) can't be
+			// read either: one re-read shows the caller the error.
+			w.notify()
 		}
 	}
 	go func() {
