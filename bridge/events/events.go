@@ -31,9 +31,10 @@ const (
 	// another process where file changes aren't notified (see
 	// filewatch). Those of this process wake it at once.
 	DefaultPoll = 250 * time.Millisecond
-	// settle is how long after a notified change Follow looks again
-	// (see Follow).
-	settle = 100 * time.Millisecond
+	// After a notified change Follow looks again every settle until it
+	// finds the new events, for at most settleFor (see Follow).
+	settle    = 100 * time.Millisecond
+	settleFor = 3 * time.Second
 )
 
 var (
@@ -228,7 +229,10 @@ func (s *Store) Follow(ctx context.Context, f Filter, fn func(Event) error) erro
 	// checkpoint writes the database).
 	w := filewatch.Watch(ctx, s.o.Poll, filewatch.File(s.path+"-wal"), filewatch.File(s.path))
 	defer w.Close()
-	var again <-chan time.Time
+	var (
+		again       <-chan time.Time
+		settleUntil time.Time
+	)
 	for {
 		s.mu.Lock()
 		wake := s.wake
@@ -247,16 +251,21 @@ func (s *Store) Follow(ctx context.Context, f Filter, fn func(Event) error) erro
 			f.After = e.ID
 		}
 		f.Last = 0
+		// A commit is seen once the writer updates the shared WAL index,
+		// just after its write to the log, which may be what woke this
+		// read: look again shortly after, until the events are there.
+		if len(es) > 0 {
+			settleUntil = time.Time{}
+		}
+		if again == nil && time.Now().Before(settleUntil) {
+			again = time.After(settle)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
 		case <-w.C():
-			// A commit is seen once the writer updates the shared WAL
-			// index, just after its write to the log, which may be what
-			// woke this read: one look again shortly after, so the event
-			// doesn't wait for the next change.
-			again = time.After(settle)
+			settleUntil = time.Now().Add(settleFor)
 		case <-again:
 			again = nil
 		}
