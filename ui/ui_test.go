@@ -271,6 +271,9 @@ func TestDiagnosticsListUpdates(t *testing.T) {
 		return strings.Join(s, "\n")
 	}
 	eventually(t, "results", func() bool { return strings.Contains(text(), "bridge: – not available") })
+	// The run ends by enabling the button again; wait for that too, so no
+	// update of this window runs into the next test's.
+	eventually(t, "the run's end", func() bool { return !c.RunDiag.Disabled() })
 	got := text()
 	for _, want := range []string{"exec: ✓ pass (250ms)", "nat: ✗ FAIL (1s) — exit 6", `Hint: Check that Network is "outbound"`, "agent-user: running…"} {
 		if !strings.Contains(got, want) {
@@ -285,7 +288,6 @@ func TestResetConfirmationCancelKeepsEverything(t *testing.T) {
 	w, _ := newTestWindow(t, f)
 	test.Tap(w.Container.Reset)
 	tapInOverlay(t, w.Win, "Cancel")
-	time.Sleep(50 * time.Millisecond)
 	if got := f.called(); len(got) != 0 {
 		t.Fatalf("cancelled reset still ran: %v", got)
 	}
