@@ -153,7 +153,7 @@ func TestAutoFallsBackToTCG(t *testing.T) {
 				t.Fatalf("accel.json = %s (%v), want kvmBroken with the reason", b, err)
 			}
 			// A new driver (the next app start) goes straight to TCG.
-			d2 := New(Config{StateDir: state})
+			d2 := New(Config{QEMU: exe, StateDir: state})
 			d2.kvmOpens = func() bool { return true }
 			if a, auto, why := d2.chooseAccel(spec); a != vm.AccelTCG || !auto || why == "" {
 				t.Errorf("next start chose %s (auto %v, reason %q), want tcg with a reason", a, auto, why)
