@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 )
 
 // Installation is one plugin installed for one agent: the recipe as it
@@ -39,21 +40,18 @@ type Installed struct {
 // NewInstalled uses dir (the data folder's agents/ directory).
 func NewInstalled(dir string) *Installed { return &Installed{dir: dir} }
 
-// Dir is the folder of the agents' install records (<data>/agents).
-func (s *Installed) Dir() string { return s.dir }
-
-// RecordFiles lists the install record of each agent with a folder in
-// Dir, whether the record exists yet or not: what a process follows to
-// notice installs made by another.
-func (s *Installed) RecordFiles() []string {
+// WatchTargets is what a process follows to notice installs made by
+// another: the folder of the agents (they come and go) and the install
+// record of each agent with a folder there, whether it exists yet or not.
+func (s *Installed) WatchTargets() []filewatch.Target {
+	ts := []filewatch.Target{filewatch.Dir(s.dir)}
 	ents, _ := os.ReadDir(s.dir)
-	var out []string
 	for _, e := range ents {
 		if p, err := s.path(e.Name()); err == nil && e.IsDir() {
-			out = append(out, p)
+			ts = append(ts, filewatch.File(p))
 		}
 	}
-	return out
+	return ts
 }
 
 var agentIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -61,18 +62,15 @@ func (e *Env) SubscribePlugins(fn func()) (cancel func()) {
 // Subscribers announce only actual changes, so calling it often is cheap.
 func (e *Env) RefreshPlugins() { e.notifyPlugins() }
 
-// PluginRecords is the folder and files of the agents' install records,
-// what a process watches to notice installs made by another; ok is false
-// when the store keeps none (*plugins.Installed keeps them).
-func (e *Env) PluginRecords() (dir string, files []string, ok bool) {
-	s, ok := e.plugins.(interface {
-		Dir() string
-		RecordFiles() []string
-	})
+// PluginWatchTargets is what a process watches to notice installs made
+// by another; ok is false when the store keeps no files
+// (*plugins.Installed keeps them).
+func (e *Env) PluginWatchTargets() (ts []filewatch.Target, ok bool) {
+	s, ok := e.plugins.(interface{ WatchTargets() []filewatch.Target })
 	if !ok {
-		return "", nil, false
+		return nil, false
 	}
-	return s.Dir(), s.RecordFiles(), true
+	return s.WatchTargets(), true
 }
 
 func (e *Env) notifyPlugins() {

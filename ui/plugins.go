@@ -235,10 +235,7 @@ func (t *pluginsTab) follow(ctx context.Context) {
 func (t *pluginsTab) watched() []filewatch.Target {
 	ts := []filewatch.Target{filewatch.Dir(t.src.Library.Dir())}
 	if t.src.Installed != nil {
-		ts = append(ts, filewatch.Dir(t.src.Installed.Dir()))
-		for _, f := range t.src.Installed.RecordFiles() {
-			ts = append(ts, filewatch.File(f))
-		}
+		ts = append(ts, t.src.Installed.WatchTargets()...)
 	}
 	return ts
 }

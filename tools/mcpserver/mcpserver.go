@@ -263,15 +263,7 @@ func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, lo
 // another process reach this one's servers. interval is the polling
 // fallback's, and the period for a store that keeps no files.
 func WatchPlugins(ctx context.Context, env *tools.Env, interval time.Duration) {
-	targets := func() ([]filewatch.Target, bool) {
-		dir, files, ok := env.PluginRecords()
-		ts := []filewatch.Target{filewatch.Dir(dir)} // agents come and go
-		for _, f := range files {
-			ts = append(ts, filewatch.File(f))
-		}
-		return ts, ok
-	}
-	ts, ok := targets()
+	ts, ok := env.PluginWatchTargets()
 	if !ok {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -292,7 +284,7 @@ func WatchPlugins(ctx context.Context, env *tools.Env, interval time.Duration) {
 			return
 		case <-w.C():
 		}
-		ts, _ = targets()
+		ts, _ = env.PluginWatchTargets()
 		w.Reset(ts...) // before the read, so that nothing after it is missed
 		env.RefreshPlugins()
 	}
