@@ -241,7 +241,7 @@ func (t *containerTab) onProvision() {
 	t.mu.Lock()
 	t.cancel = cancel
 	t.mu.Unlock()
-	t.do(func() { t.show(t.b.Status()) })
+	t.show(t.b.Status()) // a button's callback runs on the UI goroutine already
 	go func() {
 		err := t.b.Provision(ctx)
 		t.mu.Lock()

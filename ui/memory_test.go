@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"fyne.io/fyne/v2/test"
-
 	"github.com/osaurus/osaurus-sandbox/bridge/events"
 	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 )
@@ -34,13 +32,13 @@ func TestAgentMemoryPanel(t *testing.T) {
 	if len(p.entries) != 2 || p.entries[0].Content != "deploys go through CI" || !strings.Contains(p.Summary.Text, "2 entries") {
 		t.Fatalf("alice's memory: %+v %q", p.entries, p.Summary.Text)
 	}
-	test.Type(p.Search, "prefers")
+	typeIn(p.Search, "prefers")
 	p.Search.OnSubmitted(p.Search.Text)
 	if len(p.entries) != 1 || p.entries[0].Content != "alice prefers tabs" {
 		t.Fatalf("search prefers as alice: %+v", p.entries)
 	}
 	p.List.Select(0)
-	test.Tap(p.Remove)
+	tap(p.Remove)
 	tapInOverlay(t, w.Win, "Yes")
 	if n, _ := store.Count(ctx, "alice"); n != 1 {
 		t.Fatalf("after forgetting: %d entries", n)

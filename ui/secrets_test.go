@@ -31,15 +31,15 @@ func TestAgentSecrets(t *testing.T) {
 		w, reg := newTestWindow(t, newFake(t))
 		at := w.Agents
 		at.secrets = store
-		test.Type(at.NewName, "alice")
-		test.Tap(at.Add)
+		typeIn(at.NewName, "alice")
+		tap(at.Add)
 		if err := store.Set("alice", "OPENAI_API_KEY", "sk-test-123456"); err != nil {
 			t.Fatal(err)
 		}
 		if err := store.Set("bob", "OPENAI_API_KEY", "sk-bob-1234567"); err != nil {
 			t.Fatal(err)
 		}
-		test.Tap(at.RemoveBtn)
+		tap(at.RemoveBtn)
 		tapInOverlay(t, w.Win, "Yes")
 		if n := len(reg.List()); n != 0 {
 			t.Fatalf("%d agents after remove", n)
@@ -79,7 +79,7 @@ func TestAgentSecrets(t *testing.T) {
 		})
 		var entry *widget.Entry
 		lockedDo(func() { entry = at.PromptValue })
-		test.Type(entry, "sk-from-the-dialog-1")
+		typeIn(entry, "sk-from-the-dialog-1")
 		tapInOverlay(t, w.Win, "Save")
 		if err := <-done; err != nil {
 			t.Fatalf("PromptSecret: %v", err)
@@ -122,9 +122,9 @@ func TestAgentSecrets(t *testing.T) {
 		if got := strings.Join(at.sec.names, ","); got != "EXISTING" {
 			t.Fatalf("names shown: %q", got)
 		}
-		test.Tap(at.sec.SetBtn)
-		test.Type(at.SecretKey, "NEW_KEY")
-		test.Type(at.SecretValue, "new-value-123")
+		tap(at.sec.SetBtn)
+		typeIn(at.SecretKey, "NEW_KEY")
+		typeIn(at.SecretValue, "new-value-123")
 		tapInOverlay(t, w.Win, "Save")
 		if v, err := store.Get("carol", "NEW_KEY"); err != nil || v != "new-value-123" {
 			t.Fatalf("Set: %q, %v", v, err)
@@ -136,7 +136,7 @@ func TestAgentSecrets(t *testing.T) {
 			t.Fatal("the value is shown")
 		}
 		at.sec.List.Select(0)
-		test.Tap(at.sec.RemoveSec)
+		tap(at.sec.RemoveSec)
 		tapInOverlay(t, w.Win, "Yes")
 		if _, err := store.Get("carol", "EXISTING"); !errors.Is(err, secrets.ErrNotFound) {
 			t.Fatalf("Remove: %v", err)
@@ -169,7 +169,7 @@ func TestAgentLogView(t *testing.T) {
 	if err := logs.Append("dave", "error", "second\nforged 2020-01-01 info line"); err != nil {
 		t.Fatal(err)
 	}
-	test.Tap(at.logs.Refresh)
+	tap(at.logs.Refresh)
 	lines := strings.Split(strings.TrimSpace(at.logs.Text.Text), "\n")
 	if len(lines) != 2 || !strings.HasSuffix(lines[0], " info first line") || !strings.Contains(lines[1], " error second") {
 		t.Fatalf("log shown: %q", at.logs.Text.Text)
@@ -181,7 +181,7 @@ func TestAgentLogView(t *testing.T) {
 	if err := os.WriteFile(logs.LogFile("dave"), []byte(strings.Repeat("old line\n", 8000)+"newest line\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	test.Tap(at.logs.Refresh)
+	tap(at.logs.Refresh)
 	if s := at.logs.Text.Text; len(s) > logTail || !strings.HasPrefix(s, "old line\n") || !strings.HasSuffix(s, "newest line\n") {
 		t.Fatalf("tail: %d bytes, starts %q", len(s), s[:20])
 	}

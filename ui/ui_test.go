@@ -140,7 +140,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // tapInOverlay taps the button labelled text in the top overlay (a dialog).
 func tapInOverlay(t *testing.T, w fyne.Window, text string) {
 	t.Helper()
-	top := w.Canvas().Overlays().Top()
+	var top fyne.CanvasObject
+	lockedDo(func() { top = w.Canvas().Overlays().Top() })
 	if top == nil {
 		t.Fatalf("no dialog open")
 	}
@@ -163,12 +164,18 @@ func tapInOverlay(t *testing.T, w fyne.Window, text string) {
 			}
 		}
 	}
-	walk(top)
+	lockedDo(func() { walk(top) })
 	if found == nil {
 		t.Fatalf("no %q button in the dialog", text)
 	}
-	test.Tap(found)
+	tap(found)
 }
+
+// tap and typeIn act as the user would, under uiMu: the callbacks they run
+// change widgets that the window's background updates change too.
+func tap(o fyne.Tappable) { lockedDo(func() { test.Tap(o) }) }
+
+func typeIn(e fyne.Focusable, s string) { lockedDo(func() { test.Type(e, s) }) }
 
 func TestProvisionShowsProgressAndCancels(t *testing.T) {
 	f := newFake(t)
@@ -177,18 +184,18 @@ func TestProvisionShowsProgressAndCancels(t *testing.T) {
 	if c.State.Text != "Not provisioned" || c.Stop.Disabled() == false {
 		t.Fatalf("initial: %q, stop enabled=%v", c.State.Text, !c.Stop.Disabled())
 	}
-	test.Tap(c.Provision)
+	tap(c.Provision)
 	eventually(t, "progress", func() bool { return strings.Contains(c.Phase.Text, "rootfs: 25.0 / 100.0 MiB") })
 	if c.Progress.Value != 0.25 || c.State.Text != "Provisioning…" || c.Cancel.Disabled() {
 		t.Fatalf("during provision: value %v state %q cancel disabled %v", c.Progress.Value, c.State.Text, c.Cancel.Disabled())
 	}
-	test.Tap(c.Cancel)
+	tap(c.Cancel)
 	eventually(t, "cancelled", func() bool { return c.State.Text == "Not provisioned" })
 	if !strings.Contains(c.Details.Text, "cancelled") {
 		t.Fatalf("details after cancel: %q", c.Details.Text)
 	}
 	// Again, to the end this time.
-	test.Tap(c.Provision)
+	tap(c.Provision)
 	eventually(t, "provisioning", func() bool { return c.State.Text == "Provisioning…" })
 	close(f.provGo)
 	eventually(t, "stopped", func() bool { return c.State.Text == "Stopped" })
@@ -199,12 +206,12 @@ func TestStartAndStop(t *testing.T) {
 	f.st = sandbox.Status{State: sandbox.Stopped}
 	w, _ := newTestWindow(t, f)
 	c := w.Container
-	test.Tap(c.Start)
+	tap(c.Start)
 	eventually(t, "running", func() bool { return c.State.Text == "Running" })
 	if !strings.Contains(c.Details.Text, "qemu (TCG) · debian guest") || c.Stop.Disabled() || !c.Start.Disabled() {
 		t.Fatalf("running: %q stop disabled %v", c.Details.Text, c.Stop.Disabled())
 	}
-	test.Tap(c.Stop)
+	tap(c.Stop)
 	eventually(t, "stopped", func() bool { return c.State.Text == "Stopped" })
 	if got := f.called(); strings.Join(got, ",") != "start,stop" {
 		t.Fatalf("calls %v", got)
@@ -220,7 +227,7 @@ func TestResourcesSaveAndRestartNote(t *testing.T) {
 		t.Fatalf("defaults not shown: %s %s %s %v", c.CPUs.Selected, c.Memory.Selected, c.Network.Selected, c.AutoStart.Checked)
 	}
 	c.CPUs.SetSelected("4")
-	test.Tap(c.Save)
+	tap(c.Save)
 	if !strings.Contains(c.Saved.Text, "Restart required") {
 		t.Fatalf("after a CPU change while running: %q", c.Saved.Text)
 	}
@@ -229,7 +236,7 @@ func TestResourcesSaveAndRestartNote(t *testing.T) {
 		t.Fatalf("saved cpus %d", cfg.CPUs)
 	}
 	c.AutoStart.SetChecked(false)
-	test.Tap(c.Save)
+	tap(c.Save)
 	if c.Saved.Text != "Saved." {
 		t.Fatalf("autoStart change: %q", c.Saved.Text)
 	}
@@ -243,7 +250,7 @@ func TestResourceValidationError(t *testing.T) {
 	// might produce: the error names the key and the range.
 	c.CPUs.Options = append(c.CPUs.Options, "12")
 	c.CPUs.SetSelected("12")
-	test.Tap(c.Save)
+	tap(c.Save)
 	if !strings.Contains(c.Saved.Text, "cpus: 12, allowed 1–8") {
 		t.Fatalf("validation message %q", c.Saved.Text)
 	}
@@ -262,7 +269,7 @@ func TestDiagnosticsListUpdates(t *testing.T) {
 	}
 	w, _ := newTestWindow(t, f)
 	c := w.Container
-	test.Tap(c.RunDiag)
+	tap(c.RunDiag)
 	text := func() string {
 		var s []string
 		for _, o := range c.DiagList.Objects {
@@ -286,12 +293,12 @@ func TestResetConfirmationCancelKeepsEverything(t *testing.T) {
 	f := newFake(t)
 	f.st = sandbox.Status{State: sandbox.Stopped}
 	w, _ := newTestWindow(t, f)
-	test.Tap(w.Container.Reset)
+	tap(w.Container.Reset)
 	tapInOverlay(t, w.Win, "Cancel")
 	if got := f.called(); len(got) != 0 {
 		t.Fatalf("cancelled reset still ran: %v", got)
 	}
-	test.Tap(w.Container.Reset)
+	tap(w.Container.Reset)
 	tapInOverlay(t, w.Win, "Reset")
 	eventually(t, "reset", func() bool { return len(f.called()) == 1 && f.called()[0] == "reset" })
 	if !strings.Contains(ResetWarning, "Kept: workspace, output, agents' homes") {
@@ -303,8 +310,8 @@ func TestAgentAddEditRemove(t *testing.T) {
 	f := newFake(t)
 	w, reg := newTestWindow(t, f)
 	at := w.Agents
-	test.Type(at.NewName, "Data Analyst")
-	test.Tap(at.Add)
+	typeIn(at.NewName, "Data Analyst")
+	tap(at.Add)
 	list := reg.List()
 	if len(list) != 1 || list[0].Slug != "data-analyst" {
 		t.Fatalf("agents after add: %+v", list)
@@ -313,19 +320,19 @@ func TestAgentAddEditRemove(t *testing.T) {
 		t.Fatalf("MCP snippets: %q / %q", at.Desktop.Text, at.CodeHTTP.Text)
 	}
 	oldToken, _ := reg.Token(list[0].ID)
-	test.Tap(at.Regenerate)
+	tap(at.Regenerate)
 	if tok, _ := reg.Token(list[0].ID); tok == oldToken || !strings.Contains(at.CodeHTTP.Text, tok) {
 		t.Fatal("regenerate did not change the token shown")
 	}
 	// A bad setting is refused with the field and range.
 	at.MaxCmds.SetText("0")
-	test.Tap(at.SaveAgent)
+	tap(at.SaveAgent)
 	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.MaxCommandsPerTurn != 10 {
 		t.Fatalf("invalid value saved: %d", a.AutonomousExec.MaxCommandsPerTurn)
 	}
 	at.MaxCmds.SetText("25")
 	at.Enabled.SetChecked(true)
-	test.Tap(at.SaveAgent)
+	tap(at.SaveAgent)
 	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 {
 		t.Fatalf("edit not saved: %+v", a.AutonomousExec)
 	}
@@ -335,12 +342,12 @@ func TestAgentAddEditRemove(t *testing.T) {
 		t.Fatalf("network shown as %q", at.Network.Text)
 	}
 	at.Network.SetText("10.0.2.2")
-	test.Tap(at.SaveAgent)
+	tap(at.SaveAgent)
 	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.Network != "outbound" {
 		t.Fatalf("invalid network saved: %q", a.AutonomousExec.Network)
 	}
 	at.Network.SetText("B.example.com, *.example.org")
-	test.Tap(at.SaveAgent)
+	tap(at.SaveAgent)
 	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.Network != "*.example.org,b.example.com" || at.Network.Text != "*.example.org,b.example.com" {
 		t.Fatalf("network saved as %q, shown as %q", a.AutonomousExec.Network, at.Network.Text)
 	}
@@ -349,7 +356,7 @@ func TestAgentAddEditRemove(t *testing.T) {
 		removed <- a.User()
 		return "deleted the Linux user", nil
 	}
-	test.Tap(at.RemoveBtn)
+	tap(at.RemoveBtn)
 	tapInOverlay(t, w.Win, "Yes")
 	if n := len(reg.List()); n != 0 {
 		t.Fatalf("%d agents after remove", n)
@@ -374,12 +381,12 @@ func TestAgentAddAsksAboutLeftOverHome(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(at.workspace, "agents", "alice"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	test.Type(at.NewName, "alice")
-	test.Tap(at.Add)
+	typeIn(at.NewName, "alice")
+	tap(at.Add)
 	if at.HomeDialog == nil || len(reg.List()) != 0 {
 		t.Fatalf("add over a left-over home: dialog %v, agents %+v", at.HomeDialog, reg.List())
 	}
-	test.Tap(at.AdoptHome)
+	tap(at.AdoptHome)
 	list := reg.List()
 	if len(list) != 1 || !list[0].AdoptHome || at.HomeDialog != nil {
 		t.Fatalf("after Adopt home: %+v", list)
