@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -146,10 +147,13 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	// The tools run here on the VM the owner keeps (started when needed).
+	// The tools run in the owner (started when none runs, and it starts
+	// the VM), under the limits every transport shares; they are listed
+	// here, as the stdio MCP server lists them.
 	ctl := owner.NewLazy(c.paths)
 	defer ctl.Close()
-	r := owner.NewRunner(c.paths, reg, owner.StartingGuest(ctl), owner.Limits{}, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+	list := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.pluginOps().Installed(), Registry: owner.PluginRegistry(c.paths)})
+	r := owner.NewRunner(c.paths, reg, list, owner.Runner{Ctl: ctl}, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
 	defer r.Close()
 	p := &stepPrinter{w: c.out}
 	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)

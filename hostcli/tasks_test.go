@@ -1,14 +1,22 @@
 package hostcli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -65,5 +73,78 @@ func TestTaskCommands(t *testing.T) {
 	// run with inference not configured says which setting to change.
 	if _, errOut, code := run(t, "run", "--agent", "alice", "do it"); code != ExitError || !strings.Contains(errOut, "inferenceUrl") {
 		t.Errorf("run unconfigured: %d %q", code, errOut)
+	}
+}
+
+// toolOwner stands in for the VM's owner process: it answers tool calls
+// and turn ends itself, over the real control protocol.
+type toolOwner struct {
+	owner.Controller // other methods are not called
+	mu               sync.Mutex
+	calls, turns     []string
+}
+
+func (o *toolOwner) Status(context.Context) (owner.Status, error) {
+	return owner.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+}
+
+func (o *toolOwner) RunTool(_ context.Context, agentID, tool string, _ json.RawMessage) envelope.Envelope {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, agentID+" "+tool)
+	return envelope.OK(tool, map[string]any{"ran": "in the owner"})
+}
+
+func (o *toolOwner) EndTurn(_ context.Context, agentID string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.turns = append(o.turns, agentID)
+	return nil
+}
+
+// `run` works its task with the owner's tools: every call and the turn
+// it starts count against the limits every transport shares, not against
+// fresh ones of its own.
+func TestRunUsesTheOwnersTools(t *testing.T) {
+	testkeyring.Start(t)
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	paths := config.Paths{Root: home}
+	if _, _, code := run(t, "agent", "add", "alice"); code != ExitOK {
+		t.Fatal("agent add")
+	}
+	reg, err := agents.Open(paths.AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := reg.Get("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := scriptedmodel.Start(t, "127.0.0.1:0",
+		scriptedmodel.Turn{Calls: []scriptedmodel.Call{{Name: "sandbox_list_directory", Args: `{}`}}},
+		scriptedmodel.Turn{Content: "all done"})
+	for _, kv := range [][2]string{{"inferenceUrl", model.URL}, {"inferenceModel", "scripted"}} {
+		if _, errOut, code := run(t, "config", "set", kv[0], kv[1]); code != ExitOK {
+			t.Fatalf("config set %s: %s", kv[0], errOut)
+		}
+	}
+	ln, err := owner.Listen(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	o := &toolOwner{}
+	go (&owner.Server{Ctl: o}).Serve(ctx, ln)
+
+	out, errOut, code := run(t, "run", "--agent", "alice", "look around")
+	if code != ExitOK || !strings.Contains(out, "in the owner") {
+		t.Fatalf("run: %d %q %q", code, out, errOut)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !slices.Equal(o.calls, []string{alice.ID + " sandbox_list_directory"}) || !slices.Equal(o.turns, []string{alice.ID}) {
+		t.Errorf("the owner ran %q and ended turns %q", o.calls, o.turns)
 	}
 }

@@ -55,11 +55,19 @@ type installResult struct {
 	Output    string   `json:"output"`
 }
 
+// InstallLock serialises package installs across agents: one package
+// manager runs in the VM at a time. It is a channel so a waiting call can
+// give up when its ctx ends.
+type InstallLock struct{ ch chan struct{} }
+
+// NewInstallLock returns an unlocked InstallLock.
+func NewInstallLock() *InstallLock { return &InstallLock{ch: make(chan struct{}, 1)} }
+
 // lockInstall waits for the install lock shared by every agent.
 func (c *call) lockInstall(ctx context.Context) (func(), error) {
 	select {
-	case c.env.install <- struct{}{}:
-		return func() { <-c.env.install }, nil
+	case c.env.install.ch <- struct{}{}:
+		return func() { <-c.env.install.ch }, nil
 	case <-ctx.Done():
 		return nil, envelope.Errorf(envelope.Timeout, "waited too long for another agent's package install to finish: %w", ctx.Err())
 	}

@@ -60,6 +60,10 @@ type Options struct {
 	// Exec and Rate default to limiters with Osaurus's settings.
 	Exec *limit.ExecLimiter
 	Rate *limit.RateLimiter
+	// Install serialises package installs; it defaults to a lock of this
+	// Env's own. Envs of one process that reach the same VM share one: apk
+	// refuses to run while another apk holds its database.
+	Install *InstallLock
 	// Redactor, when set, scrubs every string of every result.
 	Redactor Redactor
 	// Agents, when set, is re-read before every process start for the
@@ -98,10 +102,8 @@ type Env struct {
 	subsMu      sync.Mutex
 	subs        map[int]func() // SubscribePlugins
 	nextSub     int
-	// install serialises package installs across agents (a channel so a
-	// waiting call can give up when its ctx ends).
-	install chan struct{}
-	deps    pluginDeps // plugin packages the guest session has
+	install     *InstallLock
+	deps        pluginDeps // plugin packages the guest session has
 
 	usersMu sync.Mutex
 	usersOf *agentproto.Client // the guest session the set below is about
@@ -117,8 +119,11 @@ func NewEnv(o Options) *Env {
 	if o.Rate == nil {
 		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
 	}
+	if o.Install == nil {
+		o.Install = NewInstallLock()
+	}
 	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: make(chan struct{}, 1)}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -130,8 +135,20 @@ func (e *Env) Forget(agentID string) {
 	e.rate.Forget(agentID)
 }
 
-// RunTool runs tool name as agent a with this Env's limiters and guest:
-// the in-process tools.Runner of mcpserver.
+// Runner runs an agent's tools. *Env runs them in this process; a
+// process that doesn't own the VM (the stdio MCP server, the CLI's task
+// runner) sends them to the owner process, so that rate limits, the
+// install lock and per-agent counters are shared by every transport and
+// process.
+type Runner interface {
+	RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope
+	// EndTurn starts a new turn of the agent for the exec limiter.
+	EndTurn(ctx context.Context, agentID string)
+}
+
+var _ Runner = (*Env)(nil)
+
+// RunTool runs tool name as agent a with this Env's limiters and guest.
 func (e *Env) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
 	return e.Toolset(a).Run(ctx, name, args)
 }

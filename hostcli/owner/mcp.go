@@ -34,9 +34,9 @@ func serveMCP(ctx context.Context, host *ToolHost, version string, ev *events.St
 	return func() { cancel(); h.Close() }
 }
 
-// Runner is the mcpserver.Runner of a process that doesn't own the VM
-// (the stdio server of `osaurus-sandbox mcp`): tools run in the owner,
-// under the limits every transport shares.
+// Runner is the tools.Runner of a process that doesn't own the VM (the
+// stdio server of `osaurus-sandbox mcp`, the CLI's task runner): tools
+// run in the owner, under the limits every transport shares.
 type Runner struct{ Ctl Controller }
 
 // RunTool runs the tool in the owner.

@@ -1,19 +1,15 @@
 package owner
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
@@ -57,11 +53,10 @@ func TaskStore(p config.Paths) *runner.Store {
 
 // NewRunner is the agent runner on guest, with the same tools an MCP
 // client of the agent gets (plugins, secrets redaction, plugin creation).
-func NewRunner(p config.Paths, reg *agents.Registry, guest tools.GuestFunc, lim Limits, logf func(string, ...any)) *runner.Runner {
-	env := tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
-		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)}))
+func NewRunner(p config.Paths, reg *agents.Registry, env *tools.Env, run tools.Runner, logf func(string, ...any)) *runner.Runner {
 	return runner.New(runner.Options{
 		Env:    env,
+		Tools:  run,
 		Agents: reg,
 		Model:  inferenceClient(p),
 		Store:  TaskStore(p),
@@ -85,32 +80,9 @@ func ownerRunner(p config.Paths, guest tools.GuestFunc, lim Limits, logf func(st
 		logf("agent runner: %v (dispatch is unavailable)", err)
 		return nil
 	}
-	r := NewRunner(p, reg, guest, lim, logf)
+	env := tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
+		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)}))
+	r := NewRunner(p, reg, env, nil, logf)
 	r.Recover()
 	return r
-}
-
-// StartingGuest is the guest of the VM ctl drives, started first when it
-// is stopped (not when it needs provisioning), for a runner working in
-// a process that doesn't own the VM.
-func StartingGuest(ctl Controller) tools.GuestFunc {
-	return func(ctx context.Context) (*agentproto.Client, error) {
-		if g, err := ctl.Guest(ctx); err == nil {
-			return g, nil
-		}
-		st, err := ctl.Status(ctx)
-		if err != nil {
-			return nil, err
-		}
-		switch st.State {
-		case sandbox.Running:
-		case sandbox.NotProvisioned, sandbox.Provisioning:
-			return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; run `osaurus-sandbox start` once", sandbox.ErrNotRunning)
-		default:
-			if _, err := ctl.Lifecycle(ctx, OpStart, nil); err != nil && !errors.Is(err, sandbox.ErrBusy) {
-				return nil, fmt.Errorf("starting the sandbox VM: %w", err)
-			}
-		}
-		return ctl.Guest(ctx)
-	}
 }

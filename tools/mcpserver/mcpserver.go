@@ -31,20 +31,10 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
-// Runner runs an agent's tools. *tools.Env runs them in this process; the
-// stdio server of `osaurus-sandbox mcp` sends them to the owner process,
-// so that rate limits, the install lock and per-agent counters are shared
-// by every transport and process.
-type Runner interface {
-	RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope
-	// EndTurn starts a new turn of the agent for the exec limiter.
-	EndTurn(ctx context.Context, agentID string)
-}
-
 // Config is what every MCP server of a process shares.
 type Config struct {
 	// Runner runs the tools; when nil, Env does.
-	Runner   Runner
+	Runner   tools.Runner
 	Env      *tools.Env
 	Registry *agents.Registry
 	// Version is reported to clients.

@@ -52,7 +52,12 @@ type Budget struct {
 
 // Options configure a Runner.
 type Options struct {
-	Env    *tools.Env
+	// Env lists the agents' tools.
+	Env *tools.Env
+	// Tools runs them; nil means Env. A runner outside the VM's owner
+	// process passes the owner's, so its calls count against the same
+	// limits as every other transport's.
+	Tools  tools.Runner
 	Agents *agents.Registry
 	Model  Model
 	Store  *Store
@@ -89,6 +94,9 @@ func New(o Options) *Runner {
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
+	}
+	if o.Tools == nil {
+		o.Tools = o.Env
 	}
 	return &Runner{o: o, running: map[string]*live{}}
 }
@@ -315,7 +323,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 		return true
 	}
 	// A task is a new conversation: a new turn for maxCommandsPerTurn.
-	r.o.Env.ExecLimiter().EndTurn(a.ID)
+	r.o.Tools.EndTurn(ctx, a.ID)
 	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a)}, {Role: "user", Content: t.Task}}
 	for n := 1; ; n++ {
 		if ended() {
@@ -366,7 +374,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 			if !json.Valid(args) {
 				env = envelope.Fail(c.Function.Name, envelope.InvalidArgs, "the arguments are not valid JSON; send a JSON object")
 			} else {
-				env = ts.Run(ctx, c.Function.Name, args)
+				env = r.o.Tools.RunTool(ctx, cur, c.Function.Name, args)
 			}
 			res := env.JSON()
 			tc := &t.Steps[len(t.Steps)-1].ToolCalls[i]

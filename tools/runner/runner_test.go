@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -277,5 +278,47 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	}
 	if ts, _ := f.store.List("bob"); len(ts) != 0 {
 		t.Errorf("bob's list: %v", ts)
+	}
+}
+
+// recorder is a tools.Runner that answers every call itself, as the owner
+// process does for a runner in another process.
+type recorder struct {
+	calls, turns []string
+}
+
+func (r *recorder) RunTool(_ context.Context, a agents.Agent, name string, _ json.RawMessage) envelope.Envelope {
+	r.calls = append(r.calls, a.Slug+" "+name)
+	return envelope.OK(name, map[string]any{"from": "the owner"})
+}
+
+func (r *recorder) EndTurn(_ context.Context, agentID string) { r.turns = append(r.turns, agentID) }
+
+// A runner given Tools runs every tool call through it and starts the
+// agent's turn there, where the limits every transport shares are kept.
+func TestToolsRunElsewhere(t *testing.T) {
+	f := setup(t)
+	rec := &recorder{}
+	r := runner.New(runner.Options{
+		Env: tools.NewEnv(tools.Options{Guest: noVM, Agents: f.reg}), Tools: rec, Agents: f.reg,
+		Model: &inference.Client{Settings: func() (inference.Settings, error) {
+			return inference.Settings{URL: f.model.URL, Model: "scripted"}, nil
+		}},
+		Store: f.store, Budget: func() runner.Budget { return f.budget },
+	})
+	t.Cleanup(r.Close)
+	f.model.Play(
+		scriptedmodel.Turn{Calls: []scriptedmodel.Call{{Name: "sandbox_list_directory", Args: `{}`}}},
+		scriptedmodel.Turn{Content: "done"},
+	)
+	task, err := r.Run(context.Background(), "alice", "look around", "cli", func(runner.Task) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.State != runner.Done || !slices.Equal(rec.calls, []string{"alice sandbox_list_directory"}) || !slices.Equal(rec.turns, []string{f.alice.ID}) {
+		t.Fatalf("task %s, calls %q, turns %q", task.State, rec.calls, rec.turns)
+	}
+	if res := task.Steps[0].ToolCalls[0].Result; !strings.Contains(res, "the owner") {
+		t.Errorf("result %s", res)
 	}
 }
