@@ -82,6 +82,13 @@ func pluginCreator(p config.Paths, guest tools.GuestFunc, lim Limits, logf func(
 		logf("bridge: plugin creation unavailable: the plugin library can't open")
 		return nil
 	}
+	return bridgeEnv(p, guest, reg, lib, lim)
+}
+
+// bridgeEnv is the tools environment of a bridge service (the agent
+// runner, plugin creation): an agent's MCP tools, with secrets scrubbed,
+// counting against the owner's limits.
+func bridgeEnv(p config.Paths, guest tools.GuestFunc, reg *agents.Registry, lib *tools.PluginRegistry, lim Limits) *tools.Env {
 	return tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
 		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: lib}))
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/inference"
-	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
@@ -80,9 +79,7 @@ func ownerRunner(p config.Paths, guest tools.GuestFunc, lim Limits, logf func(st
 		logf("agent runner: %v (dispatch is unavailable)", err)
 		return nil
 	}
-	env := tools.NewEnv(lim.apply(tools.Options{Guest: guest, Agents: reg, Redactor: Secrets, Secrets: PluginSecrets,
-		Plugins: plugins.NewInstalled(p.AgentStateDir()), Registry: PluginRegistry(p)}))
-	r := NewRunner(p, reg, env, nil, logf)
+	r := NewRunner(p, reg, bridgeEnv(p, guest, reg, PluginRegistry(p), lim), nil, logf)
 	r.Recover()
 	return r
 }
