@@ -98,7 +98,7 @@ unit: deps-test agent lint darwin-check
 bench: agent test-guest
 	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "BootVsBare|ProvisionFromCache" -benchtime 1x ./e2e/
 	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/ ./agentproto/
-	$(GO) test -run "^$$" -bench MemoryQuery100k -benchtime 200x ./bridge/memory/
+	$(GO) test -run "^$$" -bench MemoryQuery100k -benchtime 200x ./store/memory/
 
 clean:
 	rm -rf $(BIN) $(AGENTS)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
-	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
+	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 )
 
 // Agent is one agent as callers see it. The token is not part of it, so

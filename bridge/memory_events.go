@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // Rate-limiter services of these routes, each with limit.DefaultLimit

@@ -8,8 +8,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/bridge"
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 

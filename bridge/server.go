@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 

@@ -29,10 +29,10 @@ import (
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // TestBridge is the host API bridge on the real guest with a real
@@ -60,10 +60,10 @@ func TestBridge(t *testing.T) {
 	ctx := context.Background()
 	br.Attach(ctx, m.Agent())
 
-	pages := &prompt.Pages{Store: store}
+	pages := &secretprompt.Pages{Store: store}
 	t.Cleanup(func() { pages.Close() })
 	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Redactor: store,
-		SecretStore: store, SecretPrompter: &prompt.Broker{Store: store, Pages: pages}})
+		SecretStore: store, SecretPrompter: &secretprompt.Broker{Store: store, Pages: pages}})
 	te := &toolsEnv{m: m, home: home, reg: reg, url: serveMCPHTTP(t, env, reg), bin: buildCLI(t)}
 	te.addAgent(t, "alice", autonomous(100, false))
 	te.addAgent(t, "bob", autonomous(100, false))

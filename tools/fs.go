@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
 )
 
 // resolve checks a path argument on the host; "" means def.

@@ -17,11 +17,11 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
-	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // Window is the management window's content, separate from the app so
@@ -108,7 +108,7 @@ type Options struct {
 	// Secrets is the agents' keychain store.
 	Secrets Secrets
 	// Prompts gets the window's secret dialog while the window runs.
-	Prompts *prompt.Broker
+	Prompts *secretprompt.Broker
 	// AgentLog reads an agent's log buffer.
 	AgentLog func(slug string) (string, error)
 	// Memory and Events show agents' memories (Agents tab) and events

@@ -9,7 +9,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/store/events"
 )
 
 // eventsShown bounds the Events view; older ones stay in the log

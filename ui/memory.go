@@ -11,7 +11,7 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // memoryPanel shows the selected agent's memory (what it stored with

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 func TestAgentMemoryPanel(t *testing.T) {

@@ -152,7 +152,7 @@ func nonEmpty(s string) error {
 // promptSecret asks the user for a secret an agent wants
 // (sandbox_secret_set without a value), in a password dialog naming the
 // agent and the key, until the user answers or ctx ends. It is the
-// window's channel of secrets/prompt.Broker and runs on any goroutine.
+// window's channel of secretprompt.Broker and runs on any goroutine.
 func (t *agentsTab) promptSecret(ctx context.Context, req tools.SecretRequest) (string, bool) {
 	type answer struct {
 		v  string

@@ -16,8 +16,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // TestAgentSecrets runs the Agents tab's secret handling on a real
@@ -62,7 +62,7 @@ func TestAgentSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		broker := &prompt.Broker{Store: store}
+		broker := &secretprompt.Broker{Store: store}
 		defer broker.SetDialog(at.promptSecret)()
 		ask := func(key, desc string) chan error {
 			done := make(chan error, 1)

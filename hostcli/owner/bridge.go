@@ -10,8 +10,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // Where the bridge keeps per-agent state on the host.
@@ -35,7 +35,7 @@ var PluginSecrets = tools.StoreSecrets{Store: Secrets}
 // without a value: through the MCP client's URL elicitation (a one-time
 // page on loopback) and, while it is open in this process, the window's
 // dialog.
-var SecretPrompts = &prompt.Broker{Store: Secrets, Pages: &prompt.Pages{Store: Secrets}}
+var SecretPrompts = &secretprompt.Broker{Store: Secrets, Pages: &secretprompt.Pages{Store: Secrets}}
 
 // NewBridge builds the host API bridge of a data dir. The VM's owner
 // passes its Attach to the sandbox manager (Options.OnGuest); guest is

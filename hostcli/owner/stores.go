@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
-	"github.com/osaurus/osaurus-sandbox/bridge/memory"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // The memory and event databases live beside the bridge's other state.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
-	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
 )
 
 func TestKindDefaults(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
-	"github.com/osaurus/osaurus-sandbox/tools/sandboxpath"
 )
 
 // Error is an error that already knows how it should be reported. Tools

@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/osaurus/osaurus-sandbox/bridge/events"
+	"github.com/osaurus/osaurus-sandbox/store/events"
 )
 
 // TestEventNotifications: an agent's events reach its own MCP sessions

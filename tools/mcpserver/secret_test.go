@@ -19,9 +19,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/secrets/prompt"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -91,9 +91,9 @@ func (s *seen) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.all.
 func TestSecretPromptOverMCP(t *testing.T) {
 	testkeyring.Start(t)
 	store := secrets.New()
-	pages := &prompt.Pages{Store: store}
+	pages := &secretprompt.Pages{Store: store}
 	t.Cleanup(func() { pages.Close() })
-	broker := &prompt.Broker{Store: store, Pages: pages}
+	broker := &secretprompt.Broker{Store: store, Pages: pages}
 
 	f := newFixture(t)
 	g := fakeGuest(t)

@@ -1,11 +1,11 @@
-// Package prompt asks the user for an agent's secret when the model calls
+// Package secretprompt asks the user for an agent's secret when the model calls
 // sandbox_secret_set without a value, through every channel that can reach
 // the user at once: the MCP client (URL-mode elicitation pointing at a
 // one-time page served here on loopback) and the app's window (a password
 // dialog). The first answer wins and the others are withdrawn. The value
 // goes from the user straight into the keychain: it never passes through
 // the MCP client or the tool result.
-package prompt
+package secretprompt
 
 import (
 	"context"
