@@ -12,7 +12,8 @@ import (
 // HomeEnv moves everything the app stores (tests use it).
 const HomeEnv = "OSAURUS_SANDBOX_HOME"
 
-// Paths is the app's data layout. Workspace and output live outside the
+// Paths is the app's data layout: every path under the data folder is
+// named in this file. Workspace and output live outside the
 // container folder so that Reset and Remove, which delete the container,
 // can't touch agents' work by accident.
 type Paths struct {
@@ -63,3 +64,33 @@ func (p Paths) PluginsDir() string { return filepath.Join(p.Root, "plugins") }
 // AgentStateDir holds per-agent state kept on the host, such as each
 // agent's installed plugins (agents/<id>/sandbox-plugins/installed.json).
 func (p Paths) AgentStateDir() string { return filepath.Join(p.Root, "agents") }
+
+// AgentHomes holds the agents' homes on the host (the guest's
+// /workspace/agents/<slug>).
+func (p Paths) AgentHomes() string { return filepath.Join(p.Workspace(), "agents") }
+
+// The owner's run-time files: its ownership lock, its control socket and
+// the disk monitor's latest measure.
+func (p Paths) OwnerLock() string     { return filepath.Join(p.Run(), "owner.lock") }
+func (p Paths) ControlSocket() string { return filepath.Join(p.Run(), "control.sock") }
+func (p Paths) DiskUsageFile() string { return filepath.Join(p.Run(), "disk-usage.json") }
+
+// ServeLog is where a background owner started by the CLI logs.
+func (p Paths) ServeLog() string { return filepath.Join(p.Logs(), "serve.log") }
+
+// AgentLogDir holds each agent's bridge log buffer (osaurus-host log).
+func (p Paths) AgentLogDir() string { return filepath.Join(p.Logs(), "agents") }
+
+// ManifestCache is the image manifest kept from the last provision; its
+// URL is beside it, in ManifestCache()+".url".
+func (p Paths) ManifestCache() string { return filepath.Join(p.ContainerDir(), "manifest.json") }
+
+// BridgeDir holds the host API bridge's state: per-agent config, the
+// agents' memories and the event log.
+func (p Paths) BridgeDir() string       { return filepath.Join(p.Root, "bridge") }
+func (p Paths) BridgeConfigDir() string { return filepath.Join(p.BridgeDir(), "config") }
+func (p Paths) MemoryDB() string        { return filepath.Join(p.BridgeDir(), "memory.db") }
+func (p Paths) EventsDB() string        { return filepath.Join(p.BridgeDir(), "events.db") }
+
+// TasksDir holds the agent runner's tasks.
+func (p Paths) TasksDir() string { return filepath.Join(p.Root, "tasks") }

@@ -19,7 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 	"github.com/osaurus/osaurus-sandbox/vm"
@@ -109,7 +109,7 @@ func BenchmarkExecTrueLayers(b *testing.B) {
 		Exec: limit.NewExecLimiter(limit.ExecOptions{IdleGap: time.Nanosecond}),
 		Rate: limit.NewRateLimiter(limit.RateOptions{Default: 1 << 30}),
 	})
-	serveOwner(b, paths, m, &owner.ToolHost{Env: env, Registry: reg})
+	serveOwner(b, paths, m, &host.ToolHost{Env: env, Registry: reg})
 
 	cmd := exec.Command(buildCLI(b), "mcp", "--agent", "bench")
 	cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)

@@ -20,8 +20,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 
@@ -37,11 +37,11 @@ func TestMemoryAndEvents(t *testing.T) {
 	paths := config.Paths{Root: home}
 	reg := openAgents(t, paths.AgentsJSON())
 	// The stores the app opens, in the data dir the CLI reads.
-	mem, err := owner.OpenMemory(ctx, paths)
+	mem, err := memory.Open(ctx, paths.MemoryDB(), memory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := owner.OpenEvents(ctx, paths)
+	ev, err := events.Open(ctx, paths.EventsDB(), events.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -45,9 +45,9 @@ func ownerSetup(t *testing.T, autoStart bool) (cliRun, config.Paths) {
 	return c, p
 }
 
-func (c cliRun) status() owner.Status {
+func (c cliRun) status() api.Status {
 	c.t.Helper()
-	var st owner.Status
+	var st api.Status
 	out := c.ok("status", "--json")
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		c.t.Fatalf("status --json: %v: %s", err, out)

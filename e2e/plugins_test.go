@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -243,7 +243,7 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 	paths := config.Paths{Root: data}
 	reg := openAgents(t, paths.AgentsJSON())
 	// The owner runs the stdio server's calls, with the app's plugin store.
-	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
+	serveOwner(t, paths, m, &host.ToolHost{Env: tools.NewEnv(tools.Options{
 		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
 		Agents:  reg,
 		Plugins: plugins.NewInstalled(paths.AgentStateDir()),

@@ -23,7 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -80,7 +80,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, HostCLI: assets.HostCLI})
 	t.Cleanup(func() { br.Close() })
 	br.Attach(ctx, m.Agent())
-	serveOwner(t, paths, m, &owner.ToolHost{Env: env, Registry: reg})
+	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
 	url := serveMCPHTTP(t, env, reg)
 
 	add := func(name string, pluginCreate bool) agents.Agent {

@@ -15,16 +15,17 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
 // TestHostServices is inference and the agent runner on the real guest,
-// as the app wires them (owner.NewBridge), with a scripted
+// as the app wires them (host.NewBridge), with a scripted
 // OpenAI-compatible model server on loopback and a real keyring: agents
 // call them with osaurus-host inside the VM, the user with the CLI.
 func TestHostServices(t *testing.T) {
@@ -35,7 +36,7 @@ func TestHostServices(t *testing.T) {
 	paths := config.Paths{Root: home}
 	reg := openAgents(t, paths.AgentsJSON())
 	// `osaurus-sandbox run` reaches the VM through an owner, as in the app.
-	serveOwner(t, paths, m, &owner.ToolHost{Env: tools.NewEnv(tools.Options{
+	serveOwner(t, paths, m, &host.ToolHost{Env: tools.NewEnv(tools.Options{
 		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
 	}), Registry: reg})
 	model := scriptedmodel.Start(t, "127.0.0.1:0")
@@ -52,7 +53,9 @@ func TestHostServices(t *testing.T) {
 		t.Fatalf("secret set --app: %v\n%s", err, out)
 	}
 
-	br := owner.NewBridge(paths, t.Logf, func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, owner.Limits{})
+	br := host.NewBridge(&host.ToolHost{Paths: paths, Registry: reg, Env: tools.NewEnv(tools.Options{
+		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
+	})}, host.BridgeOptions{Secrets: secrets.New(), Logf: t.Logf})
 	t.Cleanup(func() { br.Close() })
 	br.Attach(context.Background(), g)
 

@@ -20,7 +20,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -73,7 +75,7 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
-	serveOwner(t, paths, m, &owner.ToolHost{Env: env, Registry: te.reg})
+	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: te.reg})
 	te.url = serveMCPHTTP(t, env, te.reg)
 	return te
 }
@@ -112,41 +114,38 @@ func trustHostCAs(t *testing.T, g *agentproto.Client) {
 // control server and tool host, with the lifecycle left out (the tests
 // share one VM and don't use it).
 type e2eOwner struct {
-	owner.Controller // nil: lifecycle calls would panic
-	m                *vm.Machine
-	host             *owner.ToolHost
+	*host.ToolHost
+	noLifecycle
 }
 
-func (o e2eOwner) Status(context.Context) (owner.Status, error) {
-	return owner.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"}, nil
+// noLifecycle leaves the lifecycle out: nil, its calls would panic.
+type noLifecycle struct{ api.Controller }
+
+func (o e2eOwner) Status(context.Context) (api.Status, error) {
+	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"}, nil
 }
 
-func (o e2eOwner) Guest(context.Context) (*agentproto.Client, error) {
-	g := o.m.Agent()
-	if err := g.Peer.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w; start it first", agentproto.ErrUnavailable, err)
+// serveOwner serves the control socket of p as the app would, with th's
+// tools environment over m (th's Paths and Running are filled in).
+func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) {
+	th.Paths = p
+	th.Running = func(context.Context) (*agentproto.Client, error) {
+		g := m.Agent()
+		if err := g.Peer.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %w; start it first", agentproto.ErrUnavailable, err)
+		}
+		return g, nil
 	}
-	return g, nil
-}
-
-func (o e2eOwner) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
-	return o.host.RunTool(ctx, agentID, tool, args)
-}
-
-func (o e2eOwner) EndTurn(ctx context.Context, agentID string) error {
-	o.host.EndTurn(ctx, agentID)
-	return nil
-}
-
-// serveOwner serves the control socket of p as the app would.
-func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, host *owner.ToolHost) {
-	ln, err := owner.Listen(p)
+	ln, err := server.Listen(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); (&owner.Server{Ctl: e2eOwner{m: m, host: host}}).Serve(ctx, ln) }()
+	go func() {
+		defer close(done)
+		(&server.Server{Ctl: e2eOwner{ToolHost: th}, Guest: th.Running}).Serve(ctx, ln)
+	}()
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }
 

@@ -3,6 +3,7 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,15 +15,20 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 const agentUsage = `usage:
@@ -233,28 +239,31 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
 	c.removeAgentSecrets(a.Slug)
-	if err := owner.ForgetAgent(ctx, c.paths, a.Slug); err != nil {
-		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %v\n", err)
-	}
-	cl, err := owner.Dial(ctx, c.paths)
-	var g *agentproto.Client
+	// The owner deletes what it keeps for the agent and its Linux user,
+	// so its record of the guest's users stays true.
+	cl, err := client.Dial(ctx, c.paths)
+	var r api.RemoveAgentResult
 	if err == nil {
 		defer cl.Close()
-		g, err = cl.Guest(ctx)
+		r, err = cl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: purge})
+		if err != nil {
+			return c.fail(err)
+		}
+	} else {
+		// No owner, so no VM: what the host keeps goes from here.
+		if r, err = c.forgetAgent(ctx, a, purge); err != nil {
+			return c.fail(err)
+		}
 	}
-	if err != nil {
-		if purge {
-			// The workspace is a host folder: the home can go without the VM.
-			if err := os.RemoveAll(filepath.Join(c.paths.Workspace(), "agents", a.Slug)); err != nil {
-				return c.fail(err)
-			}
+	if r.ForgetError != "" {
+		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %s\n", r.ForgetError)
+	}
+	if !r.UserRemoved {
+		if r.HomeDeleted {
 			fmt.Fprintf(c.out, "deleted its home %s\n", a.Home())
 		}
 		fmt.Fprintf(c.out, "the VM is not running, so the Linux user %s stays in it until the VM is reset\n", a.User())
 		return ExitOK
-	}
-	if err := tools.RemoveUser(ctx, g, a, purge); err != nil {
-		return c.fail(err)
 	}
 	fmt.Fprintf(c.out, "stopped its processes and deleted the Linux user %s\n", a.User())
 	if purge {
@@ -263,6 +272,30 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		fmt.Fprintf(c.out, "kept its home %s (use --purge to delete it)\n", a.Home())
 	}
 	return ExitOK
+}
+
+// forgetAgent is RemoveAgent without an owner, so without a VM: the
+// agent's memories and bridge config go, and with purge its home's host
+// folder.
+func (c *cli) forgetAgent(ctx context.Context, a agents.Agent, purge bool) (api.RemoveAgentResult, error) {
+	var r api.RemoveAgentResult
+	mem, err := memory.Open(ctx, c.paths.MemoryDB(), memory.Options{})
+	if err == nil {
+		defer mem.Close()
+	} else {
+		err = fmt.Errorf("its memories: %w", err)
+	}
+	if err := errors.Join(err, bridge.ForgetAgent(ctx, mem, &bridge.ConfigStore{Dir: c.paths.BridgeConfigDir()}, a.Slug)); err != nil {
+		r.ForgetError = err.Error()
+	}
+	if purge {
+		// The workspace is a host folder: the home can go without the VM.
+		if err := os.RemoveAll(filepath.Join(c.paths.AgentHomes(), a.Slug)); err != nil {
+			return r, err
+		}
+		r.HomeDeleted = true
+	}
+	return r, nil
 }
 
 // mcp serves an agent's tools over stdin and stdout. Nothing else may be
@@ -281,20 +314,27 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// Tools run in the owner (started on the first call when none runs),
 	// under the limits every process shares. The connection is made on
 	// the first call: MCP clients start their servers eagerly.
-	ctl := owner.NewLazy(c.paths)
+	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
-	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.pluginOps().Installed(), Registry: owner.PluginRegistry(c.paths),
-		Secrets: owner.PluginSecrets, SecretStore: owner.Secrets, SecretPrompter: owner.SecretPrompts})
+	// The secret prompts of this process: the MCP client's URL elicitation.
+	prompts := &secretprompt.Broker{Store: c.sec, Pages: &secretprompt.Pages{Store: c.sec}}
+	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths),
+		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts})
+	// Without the event log, sessions just get no event notifications.
+	ev, err := events.Open(ctx, c.paths.EventsDB(), events.Options{})
+	if err == nil {
+		defer ev.Close()
+	}
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
 		// where the MCP session is that can ask the user for a value.
 		Env:      local,
-		Runner:   stdioRunner{Runner: owner.Runner{Ctl: ctl}, local: local},
+		Runner:   stdioRunner{Runner: api.Runner{Ctl: ctl}, local: local},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Events:   owner.EventsOrNil(ctx, c.paths, nil),
+		Events:   ev,
 	}
 	in, out := c.in, c.out
 	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
@@ -313,7 +353,7 @@ func (nopWriteCloser) Close() error { return nil }
 // every other tool in the owner. Secret tools touch only the keychain, so
 // running them here shares no limit the owner keeps.
 type stdioRunner struct {
-	owner.Runner
+	api.Runner
 	local *tools.Env
 }
 

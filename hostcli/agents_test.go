@@ -15,7 +15,7 @@ import (
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, strings.NewReader(""), &out, &errOut)
+	code := Main(args, strings.NewReader(""), &out, &errOut, Owner{})
 	return out.String(), errOut.String(), code
 }
 

@@ -34,7 +34,7 @@ type agentView struct {
 func (c *cli) agentUsage(ctx context.Context, list []agents.Agent) (map[string]agents.Usage, string) {
 	ctx, cancel := context.WithTimeout(ctx, usageWait)
 	defer cancel()
-	g, err := c.runningGuest(ctx)
+	g, err := c.running(ctx)
 	if err != nil {
 		return nil, "the VM is not running"
 	}

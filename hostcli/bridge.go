@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -48,13 +48,13 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		if err := owner.Secrets.Set(a.Slug, args[2], v); err != nil {
+		if err := c.sec.Set(a.Slug, args[2], v); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "stored %s for %s\n", args[2], a.Slug)
 		return ExitOK
 	case args[0] == "list" && (len(args) == 2 || len(args) == 3 && args[2] == "--json"):
-		names, err := owner.Secrets.List(a.Slug)
+		names, err := c.sec.List(a.Slug)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -70,7 +70,7 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	case args[0] == "remove" && len(args) == 3:
-		if err := owner.Secrets.Remove(a.Slug, args[2]); err != nil {
+		if err := c.sec.Remove(a.Slug, args[2]); err != nil {
 			if errors.Is(err, secrets.ErrNotFound) {
 				return c.fail(fmt.Errorf("%s has no secret %s (see `osaurus-sandbox secret list %s`)", a.Slug, args[2], a.Slug))
 			}
@@ -89,7 +89,7 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 // a warning rather than a failure: on a machine without one there is
 // nothing to delete.
 func (c *cli) removeAgentSecrets(slug string) {
-	gone, err := owner.Secrets.RemoveAll(slug)
+	gone, err := c.sec.RemoveAll(slug)
 	switch {
 	case err != nil:
 		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain were not deleted: %v\n", err)
@@ -131,7 +131,7 @@ func (c *cli) agentLogs(name string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	s, err := owner.BridgeLog(c.paths).Read(a.Slug)
+	s, err := (&bridge.LogStore{Dir: c.paths.AgentLogDir()}).Read(a.Slug)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -18,8 +18,10 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 // Exit codes.
@@ -104,16 +106,36 @@ Files live in %s (set %s to move them).
 // Version is set at build time.
 var Version = "dev"
 
+// Owner is what the command line can't do over the control socket: be
+// the VM's owner (the window, `serve`, and stopping a VM whose owner
+// died). cmd/osaurus-sandbox passes the host package's; the zero Owner
+// makes those commands fail.
+type Owner struct {
+	// GUI opens the window; a UsageError prints the usage.
+	GUI func(ctx context.Context, p config.Paths, stderr io.Writer) error
+	// Serve runs a headless owner until a signal or a Quit request.
+	Serve func(ctx context.Context, p config.Paths, background bool, version string) error
+	// StopOrphan adopts and stops a VM nobody owns, returning its pid.
+	StopOrphan func(ctx context.Context, p config.Paths, logf func(string, ...any)) (int, error)
+}
+
+// UsageError: the command can't run as asked (the window without a
+// display); Main prints it and the usage.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
 // Main runs the command line and returns the exit code. args excludes the
 // program name.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) int {
 	paths, err := config.DefaultPaths()
 	if err != nil {
 		fmt.Fprintln(stderr, "osaurus-sandbox:", err)
 		return ExitError
 	}
 	if len(args) == 0 {
-		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr}
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
 		return c.gui()
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
@@ -122,14 +144,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr}
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
 	cmd, rest := args[0], args[1:]
 	run, ok := map[string]func(context.Context, []string) int{
-		"provision":   c.lifecycle(owner.OpProvision, "Provisioning"),
-		"start":       c.lifecycle(owner.OpStart, "Starting"),
+		"provision":   c.lifecycle(api.OpProvision, "Provisioning"),
+		"start":       c.lifecycle(api.OpStart, "Starting"),
 		"stop":        c.stop,
-		"reset":       c.confirmed(owner.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
-		"remove":      c.confirmed(owner.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
+		"reset":       c.confirmed(api.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
+		"remove":      c.confirmed(api.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
 		"status":      c.status,
 		"diagnostics": c.diagnostics,
 		"exec":        c.exec,
@@ -158,6 +180,27 @@ type cli struct {
 	paths    config.Paths
 	in       io.Reader
 	out, err io.Writer
+	own      Owner
+	sec      *secrets.Store // the OS keychain
+}
+
+// gui opens the window: this process owns the VM unless another process
+// (a `serve` daemon) already does; then the window drives that one.
+func (c *cli) gui() int {
+	if c.own.GUI == nil {
+		return c.fail(errors.New("this build has no window"))
+	}
+	err := c.own.GUI(context.Background(), c.paths, c.err)
+	var ue UsageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(c.err, "osaurus-sandbox: %v\n\n", ue.Err)
+		fmt.Fprintf(c.out, usage, c.paths.Root, config.HomeEnv)
+		return ExitUsage
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
 }
 
 func (c *cli) fail(err error) int {
@@ -175,12 +218,12 @@ func (c *cli) flags(name string) *flag.FlagSet {
 }
 
 // lifecycle runs a lifecycle op through the owner with a progress line.
-func (c *cli) lifecycle(op owner.Op, verb string) func(context.Context, []string) int {
+func (c *cli) lifecycle(op api.Op, verb string) func(context.Context, []string) int {
 	return func(ctx context.Context, args []string) int {
 		if fs := c.flags(string(op)); fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
-		cl, err := owner.Connect(ctx, c.paths)
+		cl, err := client.Connect(ctx, c.paths)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -196,7 +239,7 @@ func (c *cli) lifecycle(op owner.Op, verb string) func(context.Context, []string
 	}
 }
 
-func (c *cli) confirmed(op owner.Op, warning string) func(context.Context, []string) int {
+func (c *cli) confirmed(op api.Op, warning string) func(context.Context, []string) int {
 	return func(ctx context.Context, args []string) int {
 		fs := c.flags(string(op))
 		yes := fs.Bool("yes", false, "don't ask for confirmation")
@@ -219,11 +262,14 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 	if fs := c.flags("stop"); fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := owner.Dial(ctx, c.paths)
-	if errors.Is(err, owner.ErrNoOwner) {
+	cl, err := client.Dial(ctx, c.paths)
+	if errors.Is(err, api.ErrNoOwner) {
 		// No owner, but its VM may have outlived it: adopt and stop it.
-		pid, err := owner.StopOrphan(ctx, c.paths, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
-		if errors.Is(err, owner.ErrOwned) {
+		if c.own.StopOrphan == nil {
+			return c.fail(errors.New("this build can't own the VM"))
+		}
+		pid, err := c.own.StopOrphan(ctx, c.paths, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+		if errors.Is(err, api.ErrOwned) {
 			return c.stop(ctx, nil) // an owner appeared meanwhile: ask it
 		}
 		if err != nil {
@@ -254,7 +300,7 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	bar := newProgressBar(c.err)
-	st2, err := cl.Lifecycle(ctx, owner.OpStop, bar.update)
+	st2, err := cl.Lifecycle(ctx, api.OpStop, bar.update)
 	bar.finish()
 	if err != nil {
 		return c.fail(err)
@@ -269,8 +315,8 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	var st owner.Status
-	if cl, err := owner.Dial(ctx, c.paths); err == nil {
+	var st api.Status
+	if cl, err := client.Dial(ctx, c.paths); err == nil {
 		defer cl.Close()
 		if st, err = cl.Status(ctx); err != nil {
 			return c.fail(err)
@@ -278,7 +324,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	} else {
 		// Nobody owns the sandbox: report what is there, including a VM
 		// its dead owner left running.
-		st = owner.Probe(c.paths)
+		st = client.Probe(c.paths)
 	}
 	if *asJSON {
 		json.NewEncoder(c.out).Encode(st)
@@ -314,7 +360,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := owner.Connect(ctx, c.paths)
+	cl, err := client.Connect(ctx, c.paths)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -350,15 +396,11 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, "usage: osaurus-sandbox exec [--user U] [--timeout D] -- CMD [ARG...]")
 		return ExitUsage
 	}
-	cl, err := owner.Dial(ctx, c.paths)
+	cl, err := client.Dial(ctx, c.paths)
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
 	}
 	defer cl.Close()
-	g, err := cl.Guest(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
 	req := agentproto.ExecRequest{Identity: agentproto.Identity{User: *user}, Argv: fs.Args(), TimeoutMillis: timeout.Milliseconds()}
 	var stdin io.Reader
 	if f, ok := c.in.(*os.File); ok {
@@ -366,7 +408,7 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 			stdin = f // piped input goes to the command
 		}
 	}
-	st, err := g.Exec(ctx, req, stdin, c.out, c.err)
+	st, err := cl.Exec(ctx, req, stdin, c.out, c.err)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -451,7 +493,10 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	if err := owner.Serve(ctx, c.paths, *background, Version); err != nil {
+	if c.own.Serve == nil {
+		return c.fail(errors.New("this build can't own the VM"))
+	}
+	if err := c.own.Serve(ctx, c.paths, *background, Version); err != nil {
 		return c.fail(err)
 	}
 	return ExitOK

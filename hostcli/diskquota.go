@@ -6,13 +6,12 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 )
 
 // agentDiskUsage is each agent's disk use: the owner's latest measure when an
 // owner runs, else one walk of the folders.
 func agentDiskUsage(p config.Paths, list []agents.Agent) map[string]int64 {
-	if r, err := diskquota.ReadReport(owner.DiskUsageFile(p)); err == nil && time.Since(r.Time) < 3*diskquota.WriteEvery {
+	if r, err := diskquota.ReadReport(p.DiskUsageFile()); err == nil && time.Since(r.Time) < 3*diskquota.WriteEvery {
 		return r.Agents
 	}
 	return diskquota.Measure(p.Workspace(), p.Output(), list)

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
@@ -62,10 +61,11 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	store, err := owner.OpenMemory(ctx, c.paths)
+	store, err := memory.Open(ctx, c.paths.MemoryDB(), memory.Options{})
 	if err != nil {
 		return c.fail(err)
 	}
+	defer store.Close()
 	var es []memory.Entry
 	switch {
 	case sub == "list" && len(pos) == 0:
@@ -154,10 +154,11 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		}
 		f.Agent = a.Slug
 	}
-	store, err := owner.OpenEvents(ctx, c.paths)
+	store, err := events.Open(ctx, c.paths.EventsDB(), events.Options{})
 	if err != nil {
 		return c.fail(err)
 	}
+	defer store.Close()
 	enc := json.NewEncoder(c.out)
 	print := func(e events.Event) error {
 		if *asJSON {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
@@ -22,7 +21,7 @@ func TestMemoryAndEventsCommands(t *testing.T) {
 		}
 	}
 	p := config.Paths{Root: home}
-	mem, err := owner.OpenMemory(ctx, p)
+	mem, err := memory.Open(ctx, p.MemoryDB(), memory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestMemoryAndEventsCommands(t *testing.T) {
 		t.Errorf("unknown agent: %d %q", code, errOut)
 	}
 
-	ev, err := owner.OpenEvents(ctx, p)
+	ev, err := events.Open(ctx, p.EventsDB(), events.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -48,9 +48,9 @@ func (c *cli) network(ctx context.Context, args []string) int {
 		}
 		wantUser = a.User()
 	}
-	g, err := c.runningGuest(ctx)
+	g, err := c.running(ctx)
 	if err != nil {
-		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, owner.ErrNoOwner) {
+		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, api.ErrNoOwner) {
 			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
 		}
 		return c.fail(err)

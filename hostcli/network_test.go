@@ -49,7 +49,7 @@ func TestAgentShowNetworkInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.pluginOps().Installed().Record(t.Context(), a.ID, p, 1); err != nil {
+	if err := c.installed().Record(t.Context(), a.ID, p, 1); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code := run(t, "agent", "show", "Ana")

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -85,12 +87,12 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	lib.Uninstaller = c.pluginOps()
+	lib.Uninstaller = pluginUninstaller{c}
 	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
 	if err != nil {
 		return c.fail(err)
 	}
-	im := owner.PluginImporter(cfg, pluginHTTPClient)
+	im := datadir.PluginImporter(cfg, pluginHTTPClient)
 	switch {
 	case sub == "import" && len(pos) == 1:
 		p, origin, err := im.Import(ctx, pos[0])
@@ -163,7 +165,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 // confirmHosts warns when setup or a tool's run reaches hosts outside the
 // allowlist: a user-imported plugin may do so, but only knowingly.
 func (c *cli) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, yes bool) int {
-	outside := owner.OutsideAllowlist(p, cfg)
+	outside := datadir.OutsideAllowlist(p, cfg)
 	if len(outside) == 0 {
 		return ExitOK
 	}
@@ -308,7 +310,7 @@ func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
 		}
 		fmt.Fprintln(c.out)
 	}
-	for _, pr := range owner.OutsideAllowlist(p, mustSandbox(c)) {
+	for _, pr := range datadir.OutsideAllowlist(p, mustSandbox(c)) {
 		fmt.Fprintf(c.out, "warning: %s: %s\n", pr.Field, pr.Message)
 	}
 	return ExitOK
@@ -324,26 +326,33 @@ func mustSandbox(c *cli) config.Sandbox {
 
 var errDeclined = errors.New("declined")
 
-// pluginOps installs and uninstalls on the running VM, through the owner.
-func (c *cli) pluginOps() *owner.PluginOps {
-	ops := &owner.PluginOps{
-		Paths: c.paths,
-		Guest: func(ctx context.Context) (*agentproto.Client, error) {
-			g, err := c.runningGuest(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("%w (start it with `osaurus-sandbox start`)", err)
+// installed is the per-agent install records of the data dir.
+func (c *cli) installed() *plugins.Installed { return plugins.NewInstalled(c.paths.AgentStateDir()) }
+
+// pluginUninstaller removes a plugin from every agent before the library
+// deletes it: through the owner, or without one (so without a VM) by
+// dropping the records, the folders staying in the homes until the next
+// install.
+type pluginUninstaller struct{ c *cli }
+
+func (u pluginUninstaller) UninstallEverywhere(ctx context.Context, pluginID string) error {
+	c := u.c
+	cl, err := client.Dial(ctx, c.paths)
+	if err != nil {
+		store := c.installed()
+		ids, err := store.Agents(pluginID)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := store.Forget(ctx, id, pluginID); err != nil {
+				return err
 			}
-			return g, nil
-		},
-		Agents: c.openAgents,
-		Report: func(format string, args ...any) { fmt.Fprintf(c.out, format+"\n", args...) },
+		}
+		return nil
 	}
-	if f, ok := c.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		// A secret the plugin needs and the agent lacks is asked for
-		// here, without echo, as `secret set` would.
-		ops.SecretPrompter = termPrompter{c}
-	}
-	return ops
+	defer cl.Close()
+	return cl.UninstallPluginEverywhere(ctx, pluginID, func(line string) { fmt.Fprintln(c.out, line) })
 }
 
 // termPrompter asks for a plugin's missing secret on the terminal and
@@ -359,7 +368,7 @@ func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) e
 	if v == "" {
 		return fmt.Errorf("%w (no value typed)", tools.ErrSecretDenied)
 	}
-	return owner.Secrets.Set(req.Agent.Slug, req.Key, v)
+	return p.c.sec.Set(req.Agent.Slug, req.Key, v)
 }
 
 func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {
@@ -371,9 +380,20 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 	if err != nil {
 		return c.fail(err)
 	}
-	ops := c.pluginOps()
+	// Installs run in the owner's tools environment, on the running VM.
+	ctl, vmErr := c.running(ctx)
+	if vmErr != nil {
+		vmErr = fmt.Errorf("%w (start it with `osaurus-sandbox start`)", vmErr)
+	}
 	if !install {
-		deferred, err := ops.Uninstall(ctx, a, id)
+		var deferred error
+		if vmErr != nil {
+			// The record can go without the VM (and without an owner).
+			err = c.installed().Forget(ctx, a.ID, id)
+			deferred = vmErr
+		} else {
+			deferred, err = ctl.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: a.ID, Plugin: id, IfRunning: true})
+		}
 		if err != nil {
 			return c.fail(err)
 		}
@@ -390,7 +410,17 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		return c.fail(err)
 	}
 	cur := e.Current()
-	err = ops.Install(ctx, a, cur, func(s tools.InstallStep) {
+	if vmErr != nil {
+		return c.fail(vmErr)
+	}
+	if f, ok := c.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// A secret the plugin needs and the agent lacks is asked for
+		// here, without echo, as `secret set` would.
+		if err := c.askMissingSecrets(ctx, a, cur.Recipe); err != nil {
+			return c.fail(err)
+		}
+	}
+	err = ctl.InstallPlugin(ctx, api.PluginInstallRequest{Agent: a.ID, Plugin: id, Version: cur.Number}, func(s tools.InstallStep) {
 		fmt.Fprintf(c.err, "  %s...\n", s)
 	})
 	if err != nil {
@@ -406,11 +436,11 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 	return ExitOK
 }
 
-// runningGuest is the running VM's agent through the owner; it fails with
+// running is the owner of the running VM; it fails with
 // sandbox.ErrNotRunning when the VM isn't running. The connection lives as
 // long as the process (CLI commands are short).
-func (c *cli) runningGuest(ctx context.Context) (*agentproto.Client, error) {
-	cl, err := owner.Dial(ctx, c.paths)
+func (c *cli) running(ctx context.Context) (api.Controller, error) {
+	cl, err := client.Dial(ctx, c.paths)
 	if err != nil {
 		return nil, err
 	}
@@ -422,5 +452,22 @@ func (c *cli) runningGuest(ctx context.Context) (*agentproto.Client, error) {
 		cl.Close()
 		return nil, err
 	}
-	return cl.Guest(ctx)
+	return cl, nil
+}
+
+// askMissingSecrets asks on the terminal for each secret the plugin
+// declares that the agent has no value for, and stores it.
+func (c *cli) askMissingSecrets(ctx context.Context, a agents.Agent, p *plugins.Plugin) error {
+	_, err := tools.StoreSecrets{Store: c.sec}.PluginSecrets(ctx, a.Slug, p.ID(), p.Secrets)
+	var miss *tools.MissingSecretsError
+	if !errors.As(err, &miss) {
+		return nil // all there, or the owner's install says what is wrong
+	}
+	for _, k := range miss.Names {
+		req := tools.SecretRequest{Agent: a, Key: k, Description: "needed by the plugin " + p.Name + " (" + p.ID() + ")"}
+		if err := (termPrompter{c}).PromptSecret(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
 }

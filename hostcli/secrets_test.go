@@ -16,7 +16,7 @@ import (
 func runStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, strings.NewReader(stdin), &out, &errOut)
+	code := Main(args, strings.NewReader(stdin), &out, &errOut, Owner{})
 	return out.String(), errOut.String(), code
 }
 

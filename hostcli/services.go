@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -22,7 +21,7 @@ func (c *cli) secretApp(args []string) int {
 		return c.fail(fmt.Errorf("%w: %q is not an app secret; the app keeps only %s", secrets.ErrInvalid, key, secrets.InferenceKey))
 	}
 	if args[0] == "remove" {
-		if err := owner.Secrets.RemoveApp(key); err != nil {
+		if err := c.sec.RemoveApp(key); err != nil {
 			if errors.Is(err, secrets.ErrNotFound) {
 				return c.fail(fmt.Errorf("%s is not set", key))
 			}
@@ -35,7 +34,7 @@ func (c *cli) secretApp(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if err := owner.Secrets.SetApp(key, v); err != nil {
+	if err := c.sec.SetApp(key, v); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.out, "stored %s\n", key)

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -26,7 +28,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, taskUsage)
 		return ExitUsage
 	}
-	st := owner.TaskStore(c.paths)
+	st := datadir.TaskStore(c.paths)
 	fs := c.flags("task " + args[0])
 	asJSON := fs.Bool("json", false, "print JSON")
 	agent := ""
@@ -150,10 +152,10 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	// The tools run in the owner (started when none runs, and it starts
 	// the VM), under the limits every transport shares; they are listed
 	// here, as the stdio MCP server lists them.
-	ctl := owner.NewLazy(c.paths)
+	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
-	list := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.pluginOps().Installed(), Registry: owner.PluginRegistry(c.paths)})
-	r := owner.NewRunner(c.paths, reg, list, owner.Runner{Ctl: ctl}, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+	list := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths)})
+	r := datadir.NewRunner(c.paths, c.sec, reg, list, api.Runner{Ctl: ctl}, nil, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
 	defer r.Close()
 	p := &stepPrinter{w: c.out}
 	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)

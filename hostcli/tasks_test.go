@@ -12,7 +12,9 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/server"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -32,7 +34,7 @@ func TestTaskCommands(t *testing.T) {
 	if out, _, code := run(t, "task", "list", "--json"); code != ExitOK || strings.TrimSpace(out) != "[]" {
 		t.Errorf("empty list --json: %d %q", code, out)
 	}
-	st := owner.TaskStore(config.Paths{Root: home})
+	st := datadir.TaskStore(config.Paths{Root: home})
 	now := time.Now().UTC()
 	done := runner.Task{ID: "00000000000000aa", Agent: "alice", Task: "make hello.py", Source: "dispatch", State: runner.Done, Answer: "made it",
 		Created: now, Updated: now, Steps: []runner.Step{{N: 1, ToolCalls: []runner.ToolCall{{Name: "sandbox_write_file", Arguments: `{"path":"hello.py"}`, Result: `{"ok":true}`, OK: true, Done: true}}}, {N: 2, Content: "made it"}}}
@@ -79,13 +81,13 @@ func TestTaskCommands(t *testing.T) {
 // toolOwner stands in for the VM's owner process: it answers tool calls
 // and turn ends itself, over the real control protocol.
 type toolOwner struct {
-	owner.Controller // other methods are not called
-	mu               sync.Mutex
-	calls, turns     []string
+	api.Controller // other methods are not called
+	mu             sync.Mutex
+	calls, turns   []string
 }
 
-func (o *toolOwner) Status(context.Context) (owner.Status, error) {
-	return owner.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+func (o *toolOwner) Status(context.Context) (api.Status, error) {
+	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
 }
 
 func (o *toolOwner) RunTool(_ context.Context, agentID, tool string, _ json.RawMessage) envelope.Envelope {
@@ -129,14 +131,14 @@ func TestRunUsesTheOwnersTools(t *testing.T) {
 			t.Fatalf("config set %s: %s", kv[0], errOut)
 		}
 	}
-	ln, err := owner.Listen(paths)
+	ln, err := server.Listen(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	o := &toolOwner{}
-	go (&owner.Server{Ctl: o}).Serve(ctx, ln)
+	go (&server.Server{Ctl: o}).Serve(ctx, ln)
 
 	out, errOut, code := run(t, "run", "--agent", "alice", "look around")
 	if code != ExitOK || !strings.Contains(out, "in the owner") {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -52,24 +52,29 @@ func (s settingsFile) SaveSettings(cfg config.Sandbox) error {
 
 func (s settingsFile) ConsoleLog() string { return s.paths.ConsoleLog() }
 
-// Controlled is the Backend over an owner.Controller: the manager this
-// process owns (owner.Local, reached directly, no socket) or another
-// process that owns the VM (owner.Client). Status changes arrive by
+// Controlled is the Backend over an api.Controller: the manager this
+// process owns (host.Host, reached directly, no socket) or another
+// process that owns the VM (client.Client). Status changes arrive by
 // subscription, not polling.
 type Controlled struct {
 	settingsFile
-	ctl    owner.Controller
+	ctl    api.Controller
 	cancel func()
+	// PluginChanges, when set, is how the Plugins tab hears at once of a
+	// plugin installed in this process's tools environment (the owner's:
+	// tools.Env.SubscribePlugins); other processes' show through the
+	// library's files.
+	PluginChanges func(fn func()) (cancel func())
 
 	mu     sync.Mutex
-	status owner.Status
+	status api.Status
 	subs   map[int]func(sandbox.Status)
 	next   int
 }
 
 // NewBackend returns the Backend over ctl for the data dir p. Close it
 // when done (ctl stays open).
-func NewBackend(ctx context.Context, ctl owner.Controller, p config.Paths) (*Controlled, error) {
+func NewBackend(ctx context.Context, ctl api.Controller, p config.Paths) (*Controlled, error) {
 	st, err := ctl.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -83,7 +88,7 @@ func NewBackend(ctx context.Context, ctl owner.Controller, p config.Paths) (*Con
 func (c *Controlled) Close() { c.cancel() }
 
 // update records st and notifies subscribers when it differs.
-func (c *Controlled) update(st owner.Status) {
+func (c *Controlled) update(st api.Status) {
 	c.mu.Lock()
 	if sameStatus(c.status.Status, st.Status) && c.status.Owner == st.Owner {
 		c.mu.Unlock()
@@ -139,16 +144,16 @@ func (c *Controlled) Subscribe(fn func(sandbox.Status)) func() {
 }
 
 // lifecycle runs op; its progress arrives through the subscription.
-func (c *Controlled) lifecycle(ctx context.Context, op owner.Op) error {
+func (c *Controlled) lifecycle(ctx context.Context, op api.Op) error {
 	_, err := c.ctl.Lifecycle(ctx, op, nil)
 	return err
 }
 
-func (c *Controlled) Provision(ctx context.Context) error { return c.lifecycle(ctx, owner.OpProvision) }
-func (c *Controlled) Start(ctx context.Context) error     { return c.lifecycle(ctx, owner.OpStart) }
-func (c *Controlled) Stop(ctx context.Context) error      { return c.lifecycle(ctx, owner.OpStop) }
-func (c *Controlled) Reset(ctx context.Context) error     { return c.lifecycle(ctx, owner.OpReset) }
-func (c *Controlled) Remove(ctx context.Context) error    { return c.lifecycle(ctx, owner.OpRemove) }
+func (c *Controlled) Provision(ctx context.Context) error { return c.lifecycle(ctx, api.OpProvision) }
+func (c *Controlled) Start(ctx context.Context) error     { return c.lifecycle(ctx, api.OpStart) }
+func (c *Controlled) Stop(ctx context.Context) error      { return c.lifecycle(ctx, api.OpStop) }
+func (c *Controlled) Reset(ctx context.Context) error     { return c.lifecycle(ctx, api.OpReset) }
+func (c *Controlled) Remove(ctx context.Context) error    { return c.lifecycle(ctx, api.OpRemove) }
 
 func (c *Controlled) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	return c.ctl.Diagnostics(ctx, onResult)

@@ -24,11 +24,7 @@ type NetLogger interface {
 // NetLog reads the log from the running VM, through whichever process
 // owns it.
 func (c *Controlled) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
-	g, err := c.ctl.Guest(ctx)
-	if err != nil {
-		return agentproto.NetLogResponse{}, err
-	}
-	return g.NetLog(ctx, req)
+	return c.ctl.NetLog(ctx, req)
 }
 
 // maxNetworkRows bounds the window's copy of the log; the VM keeps more

@@ -17,7 +17,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -25,7 +26,7 @@ import (
 )
 
 // PluginInstaller installs and uninstalls library plugins for agents on
-// the VM; owner.PluginOps implements it, as the CLI uses it.
+// the VM; the owner does it (controllerPlugins), as for the CLI.
 type PluginInstaller interface {
 	// Install reports each step before it runs.
 	Install(ctx context.Context, a agents.Agent, v plugins.Version, progress func(tools.InstallStep)) error
@@ -57,22 +58,30 @@ type PluginHost interface {
 
 var _ PluginHost = (*Controlled)(nil)
 
-// Plugins is the library of the data dir, installed through the owner:
-// its tools environment when this process owns the VM, else one over the
-// owner's guest connection.
+// Plugins is the library of the data dir, installed through the owner's
+// tools environment.
 func (c *Controlled) Plugins() (PluginSource, error) {
 	lib, err := plugins.OpenLibrary(c.paths.PluginsDir())
 	if err != nil {
 		return PluginSource{}, err
 	}
-	ops := &owner.PluginOps{Paths: c.paths, Guest: c.ctl.Guest,
-		Agents: func() (*agents.Registry, error) { return agents.Open(c.paths.AgentsJSON()) }}
-	src := PluginSource{Library: lib, Installed: ops.Installed(), Installer: ops}
-	if th, ok := c.ctl.(interface{ Tools() *owner.ToolHost }); ok && th.Tools() != nil {
-		ops.Env = th.Tools().Env
-		src.Changes = ops.Env.SubscribePlugins
-	}
-	return src, nil
+	return PluginSource{Library: lib, Installed: plugins.NewInstalled(c.paths.AgentStateDir()),
+		Installer: controllerPlugins{c.ctl}, Changes: c.PluginChanges}, nil
+}
+
+// controllerPlugins is the PluginInstaller of a Controller.
+type controllerPlugins struct{ ctl api.Controller }
+
+func (p controllerPlugins) Install(ctx context.Context, a agents.Agent, v plugins.Version, progress func(tools.InstallStep)) error {
+	return p.ctl.InstallPlugin(ctx, api.PluginInstallRequest{Agent: a.ID, Plugin: v.Recipe.ID(), Version: v.Number}, progress)
+}
+
+func (p controllerPlugins) Uninstall(ctx context.Context, a agents.Agent, pluginID string) (deferred, err error) {
+	return p.ctl.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: a.ID, Plugin: pluginID})
+}
+
+func (p controllerPlugins) UninstallEverywhere(ctx context.Context, pluginID string) error {
+	return p.ctl.UninstallPluginEverywhere(ctx, pluginID, nil)
 }
 
 // pluginFollowInterval is how often the tab re-reads the library where
@@ -519,7 +528,7 @@ func (t *pluginsTab) importSource(source string) {
 	if err != nil {
 		cfg = config.Defaults()
 	}
-	im := owner.PluginImporter(cfg, t.src.HTTPClient)
+	im := datadir.PluginImporter(cfg, t.src.HTTPClient)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -540,7 +549,7 @@ func (t *pluginsTab) importSource(source string) {
 // confirmHosts runs save at once when p reaches only allowlisted hosts,
 // else after the user accepts the warning listing the others.
 func (t *pluginsTab) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, verb string, save, declined func()) {
-	outside := owner.OutsideAllowlist(p, cfg)
+	outside := datadir.OutsideAllowlist(p, cfg)
 	if len(outside) == 0 {
 		save()
 		return
@@ -617,7 +626,7 @@ func (t *pluginsTab) parse() (*plugins.Plugin, []string, bool) {
 	if cerr != nil {
 		cfg = config.Defaults()
 	}
-	for _, pr := range owner.OutsideAllowlist(p, cfg) {
+	for _, pr := range datadir.OutsideAllowlist(p, cfg) {
 		lines = append(lines, "⚠ "+pr.Field+": "+pr.Message)
 	}
 	return p, lines, true

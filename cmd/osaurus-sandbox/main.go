@@ -1,15 +1,19 @@
 // Command osaurus-sandbox is the app: a management window by default, and a
-// command line for everything the window does.
+// command line for everything the window does. It is where the command
+// line (hostcli) and the window (ui) meet the owner of the VM (host):
+// neither imports the other nor host.
 package main
 
 import (
 	"os"
 
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/hostcli"
 	// Before the UI toolkit reads the locale; see the package comment.
 	_ "github.com/osaurus/osaurus-sandbox/internal/localefix"
 )
 
 func main() {
-	os.Exit(hostcli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	own := hostcli.Owner{GUI: gui, Serve: host.Serve, StopOrphan: host.StopOrphan}
+	os.Exit(hostcli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, own))
 }

@@ -57,7 +57,10 @@ type Options struct {
 	// Tools runs them; nil means Env. A runner outside the VM's owner
 	// process passes the owner's, so its calls count against the same
 	// limits as every other transport's.
-	Tools  tools.Runner
+	Tools tools.Runner
+	// Hide, when set, names tools of Env the runner neither offers the
+	// model nor runs (the owner's secret tools: a task has nobody to ask).
+	Hide   func(tool string) bool
 	Agents *agents.Registry
 	Model  Model
 	Store  *Store
@@ -344,6 +347,9 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 		ts := r.o.Env.Toolset(cur)
 		var specs []inference.Tool
 		for _, sp := range ts.List() {
+			if r.o.Hide != nil && r.o.Hide(sp.Name) {
+				continue
+			}
 			specs = append(specs, inference.Tool{Type: "function", Function: inference.Function{Name: sp.Name, Description: sp.Description, Parameters: sp.InputSchema}})
 		}
 		m, err := r.o.Model.Complete(ctx, inference.Request{Messages: msgs, Tools: specs}, nil)
@@ -371,9 +377,12 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 			if strings.TrimSpace(c.Function.Arguments) == "" {
 				args = json.RawMessage("{}")
 			}
-			if !json.Valid(args) {
+			switch {
+			case r.o.Hide != nil && r.o.Hide(c.Function.Name):
+				env = envelope.Failf(c.Function.Name, envelope.ToolNotFound, "there is no tool %s in a task", c.Function.Name)
+			case !json.Valid(args):
 				env = envelope.Fail(c.Function.Name, envelope.InvalidArgs, "the arguments are not valid JSON; send a JSON object")
-			} else {
+			default:
 				env = r.o.Tools.RunTool(ctx, cur, c.Function.Name, args)
 			}
 			res := env.JSON()

@@ -1,4 +1,4 @@
-package owner
+package host
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func loadManifest(ctx context.Context, p config.Paths, cfg config.Sandbox) (*pro
 	if m, ok, err := provision.BuiltinManifest(u); ok {
 		return m, err
 	}
-	cache := filepath.Join(p.ContainerDir(), "manifest.json")
+	cache := p.ManifestCache()
 	cacheURL := cache + ".url"
 	data, ferr := fetchSmall(ctx, u)
 	if ferr != nil {

@@ -1,10 +1,9 @@
 //go:build linux
 
-package owner
+package host
 
 import (
 	"cmp"
-	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/vm"
@@ -17,9 +16,3 @@ import (
 func newDriver(p config.Paths) vm.Driver {
 	return qemu.New(qemu.Config{StateDir: cmp.Or(qemu.DefaultStateDir(), p.Root)})
 }
-
-// leftover is the QEMU a dead owner left running, if any.
-func leftover(p config.Paths) (int, time.Time) { return qemu.Leftover(p.Run()) }
-
-// helpers are the data dir's QEMU and virtiofsd processes still running.
-func helpers(p config.Paths) []int { return qemu.Helpers(p.Run()) }

@@ -1,4 +1,4 @@
-package owner
+package client
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package owner
+package client
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -20,10 +22,10 @@ import (
 
 // stubCtl answers status and runs tools by calling run.
 type stubCtl struct {
-	Controller // unused methods panic
-	run        func(ctx context.Context, tool string) envelope.Envelope
-	endTurns   chan string
-	quit       func()
+	api.Controller // unused methods panic
+	run            func(ctx context.Context, tool string) envelope.Envelope
+	endTurns       chan string
+	quit           func()
 }
 
 func (s *stubCtl) Quit(context.Context) error {
@@ -31,8 +33,8 @@ func (s *stubCtl) Quit(context.Context) error {
 	return nil
 }
 
-func (s *stubCtl) Status(context.Context) (Status, error) {
-	return Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+func (s *stubCtl) Status(context.Context) (api.Status, error) {
+	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
 }
 
 func (s *stubCtl) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
@@ -46,15 +48,15 @@ func (s *stubCtl) EndTurn(ctx context.Context, agentID string) error {
 
 // serve serves ctl on p's control socket until the returned stop is
 // called (or the test ends).
-func serve(t *testing.T, p config.Paths, ctl Controller) (stop func()) {
+func serve(t *testing.T, p config.Paths, ctl api.Controller) (stop func()) {
 	t.Helper()
-	ln, err := Listen(p)
+	ln, err := server.Listen(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); (&Server{Ctl: ctl}).Serve(ctx, ln) }()
+	go func() { defer close(done); (&server.Server{Ctl: ctl}).Serve(ctx, ln) }()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); ln.Close(); <-done }) }
 	t.Cleanup(stop)
@@ -73,11 +75,11 @@ func testPaths(t *testing.T) config.Paths {
 func TestListenIsExclusive(t *testing.T) {
 	p := testPaths(t)
 	stop := serve(t, p, &stubCtl{})
-	if _, err := Listen(p); !errors.Is(err, ErrOwned) {
+	if _, err := server.Listen(p); !errors.Is(err, api.ErrOwned) {
 		t.Fatalf("second Listen: %v, want ErrOwned", err)
 	}
 	stop()
-	ln, err := Listen(p)
+	ln, err := server.Listen(p)
 	if err != nil {
 		t.Fatalf("Listen after the owner left: %v", err)
 	}
@@ -174,7 +176,7 @@ func TestProbeWithoutOwner(t *testing.T) {
 	if st.Owner != "none" || st.State != sandbox.NotProvisioned || st.Adoptable {
 		t.Fatalf("%+v", st)
 	}
-	if _, err := Dial(context.Background(), p); !errors.Is(err, ErrNoOwner) {
+	if _, err := Dial(context.Background(), p); !errors.Is(err, api.ErrNoOwner) {
 		t.Fatalf("Dial without an owner: %v", err)
 	}
 }
@@ -194,7 +196,7 @@ func TestQuitWhenTheOwnerExitsFirst(t *testing.T) {
 	if err := c.Quit(context.Background()); err != nil {
 		t.Fatalf("Quit: %v", err)
 	}
-	if _, err := Dial(context.Background(), p); !errors.Is(err, ErrNoOwner) {
+	if _, err := Dial(context.Background(), p); !errors.Is(err, api.ErrNoOwner) {
 		t.Fatalf("an owner still answers after Quit: %v", err)
 	}
 }

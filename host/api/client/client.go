@@ -1,23 +1,31 @@
-package owner
+// Package client is the Controller of a process that doesn't own the VM
+// (the CLI, the stdio MCP server, a window while `serve` owns the VM): it
+// reaches the owner over the control socket, starting a background owner
+// when asked to and none runs.
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
-
-// ErrOwnerGone: the owner process exited while a call was in flight.
-var ErrOwnerGone = errors.New("the osaurus-sandbox process that owned the sandbox has exited")
 
 // Client is the Controller of a process that doesn't own the VM: every
 // call goes over one multiplexed connection to the owner's control
@@ -32,7 +40,7 @@ type Client struct {
 	peer *agentproto.Peer
 }
 
-// Dial connects to the owner of the data dir, or returns ErrNoOwner.
+// Dial connects to the owner of the data dir, or returns api.ErrNoOwner.
 // Reconnections never start an owner either.
 func Dial(ctx context.Context, p config.Paths) (*Client, error) {
 	c := &Client{paths: p}
@@ -59,9 +67,9 @@ func NewLazy(p config.Paths) *Client { return &Client{paths: p, spawn: true} }
 
 func dialPeer(ctx context.Context, p config.Paths) (*agentproto.Peer, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socketPath(p))
+	conn, err := d.DialContext(ctx, "unix", p.ControlSocket())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoOwner, err)
+		return nil, fmt.Errorf("%w: %v", api.ErrNoOwner, err)
 	}
 	peer, err := agentproto.NewClientPeer(conn)
 	if err != nil {
@@ -113,7 +121,7 @@ func (c *Client) call(ctx context.Context, op string, req, resp any, onEvent fun
 			return err
 		}
 		if !retry || attempt > 0 {
-			return fmt.Errorf("%w: %w", ErrOwnerGone, err)
+			return fmt.Errorf("%w: %w", api.ErrOwnerGone, err)
 		}
 	}
 }
@@ -129,9 +137,9 @@ func (c *Client) Close() {
 }
 
 // Status returns the owner's view.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	var st Status
-	err := c.call(ctx, OpStatus, agentproto.Empty{}, &st, nil, true)
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var st api.Status
+	err := c.call(ctx, control.OpStatus, agentproto.Empty{}, &st, nil, true)
 	return st, err
 }
 
@@ -139,7 +147,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // ends with cancel. When the owner goes away, fn gets the status the files
 // on disk describe, with the reason, and the client waits for an owner to
 // come back.
-func (c *Client) Subscribe(fn func(Status)) func() {
+func (c *Client) Subscribe(fn func(api.Status)) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -150,8 +158,8 @@ func (c *Client) Subscribe(fn func(Status)) func() {
 			if err == nil {
 				gone = false
 				// It ends only when the owner goes away or cancel is called.
-				peer.CallStream(ctx, OpWatch, agentproto.Empty{}, nil, func(raw json.RawMessage) {
-					var st Status
+				peer.CallStream(ctx, control.OpWatch, agentproto.Empty{}, nil, func(raw json.RawMessage) {
+					var st api.Status
 					if json.Unmarshal(raw, &st) == nil {
 						fn(st)
 					}
@@ -164,7 +172,7 @@ func (c *Client) Subscribe(fn func(Status)) func() {
 			if !gone {
 				gone = true
 				st := Probe(c.paths)
-				st.Reason = joinReason(ErrOwnerGone.Error(), st.Reason)
+				st.Reason = joinReason(api.ErrOwnerGone.Error(), st.Reason)
 				fn(st)
 			}
 			select {
@@ -184,11 +192,11 @@ func joinReason(a, b string) string {
 }
 
 // Lifecycle runs op in the owner.
-func (c *Client) Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
+func (c *Client) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
 	var st sandbox.Status
 	// Repeating provision, start or stop after the owner went away is
 	// safe (they are idempotent); reset and remove are not repeated.
-	retry := op == OpProvision || op == OpStart || op == OpStop
+	retry := op == api.OpProvision || op == api.OpStart || op == api.OpStop
 	err := c.call(ctx, string(op), agentproto.Empty{}, &st, func(raw json.RawMessage) {
 		var ev sandbox.Status
 		if json.Unmarshal(raw, &ev) == nil && onStatus != nil {
@@ -202,15 +210,15 @@ func (c *Client) Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Sta
 // as the VM is stopped, so its answer can lose the race with its exit: a
 // session that ends instead of answering is judged by what it left.
 func (c *Client) Quit(ctx context.Context) error {
-	err := c.call(ctx, OpQuit, agentproto.Empty{}, nil, nil, false)
+	err := c.call(ctx, control.OpQuit, agentproto.Empty{}, nil, nil, false)
 	if err == nil || !errors.Is(err, agentproto.ErrSessionEnded) || ctx.Err() != nil {
 		return err
 	}
 	if err := c.awaitNoOwner(ctx); err != nil {
 		return err
 	}
-	if left := helpers(c.paths); len(left) > 0 {
-		return fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", ErrOwnerGone, left)
+	if left := Helpers(c.paths); len(left) > 0 {
+		return fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", api.ErrOwnerGone, left)
 	}
 	return nil
 }
@@ -221,14 +229,14 @@ func (c *Client) awaitNoOwner(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		peer, err := dialPeer(ctx, c.paths)
-		if errors.Is(err, ErrNoOwner) {
+		if errors.Is(err, api.ErrNoOwner) {
 			return nil
 		}
 		if peer != nil {
 			peer.Close(nil)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w, but the control socket still answers; check `osaurus-sandbox status`", ErrOwnerGone)
+			return fmt.Errorf("%w, but the control socket still answers; check `osaurus-sandbox status`", api.ErrOwnerGone)
 		}
 		select {
 		case <-ctx.Done():
@@ -241,7 +249,7 @@ func (c *Client) awaitNoOwner(ctx context.Context) error {
 // Diagnostics runs the checks in the owner.
 func (c *Client) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	var rs []diagnostics.Result
-	err := c.call(ctx, OpDiagnostics, agentproto.Empty{}, &rs, func(raw json.RawMessage) {
+	err := c.call(ctx, control.OpDiagnostics, agentproto.Empty{}, &rs, func(raw json.RawMessage) {
 		var r diagnostics.Result
 		if json.Unmarshal(raw, &r) == nil && onResult != nil {
 			onResult(r)
@@ -250,9 +258,10 @@ func (c *Client) Diagnostics(ctx context.Context, onResult func(diagnostics.Resu
 	return rs, err
 }
 
-// Guest returns an agent client relayed through the owner. It is bound
-// to the current connection: get a new one if the owner goes away.
-func (c *Client) Guest(ctx context.Context) (*agentproto.Client, error) {
+// guest is an agent client relayed through the owner, for the guest
+// operations it relays (control.Relayed). It is bound to the current
+// connection.
+func (c *Client) guest(ctx context.Context) (*agentproto.Client, error) {
 	p, err := c.session(ctx)
 	if err != nil {
 		return nil, err
@@ -260,11 +269,78 @@ func (c *Client) Guest(ctx context.Context) (*agentproto.Client, error) {
 	return agentproto.Handshake(ctx, p)
 }
 
+// Exec runs a command in the running VM, relayed through the owner.
+func (c *Client) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
+	g, err := c.guest(ctx)
+	if err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+	return g.Exec(ctx, req, stdin, stdout, stderr)
+}
+
+// NetLog reads the guest's log of refused connections through the owner.
+func (c *Client) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
+	g, err := c.guest(ctx)
+	if err != nil {
+		return agentproto.NetLogResponse{}, err
+	}
+	return g.NetLog(ctx, req)
+}
+
+// Usage reads the agents' resource use through the owner.
+func (c *Client) Usage(ctx context.Context, req agentproto.UsageRequest) (agentproto.UsageResponse, error) {
+	g, err := c.guest(ctx)
+	if err != nil {
+		return agentproto.UsageResponse{}, err
+	}
+	return g.Usage(ctx, req)
+}
+
+// RemoveAgent has the owner delete what it keeps for a removed agent.
+func (c *Client) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
+	var r api.RemoveAgentResult
+	err := c.call(ctx, control.OpRemoveAgent, req, &r, nil, false)
+	return r, err
+}
+
+// InstallPlugin installs a plugin in the owner.
+func (c *Client) InstallPlugin(ctx context.Context, req api.PluginInstallRequest, progress func(tools.InstallStep)) error {
+	return c.call(ctx, control.OpPluginInstall, req, nil, func(raw json.RawMessage) {
+		var st tools.InstallStep
+		if json.Unmarshal(raw, &st) == nil && progress != nil {
+			progress(st)
+		}
+	}, false)
+}
+
+// UninstallPlugin uninstalls a plugin in the owner.
+func (c *Client) UninstallPlugin(ctx context.Context, req api.PluginUninstallRequest) (deferred, err error) {
+	var r control.UninstallReply
+	if err := c.call(ctx, control.OpPluginUninstall, req, &r, nil, false); err != nil {
+		return nil, err
+	}
+	if r.Deferred != "" {
+		return errors.New(r.Deferred), nil
+	}
+	return nil, nil
+}
+
+// UninstallPluginEverywhere uninstalls a plugin from every agent in the
+// owner.
+func (c *Client) UninstallPluginEverywhere(ctx context.Context, pluginID string, report func(string)) error {
+	return c.call(ctx, control.OpPluginUninstallAll, control.PluginRequest{Plugin: pluginID}, nil, func(raw json.RawMessage) {
+		var line string
+		if json.Unmarshal(raw, &line) == nil && report != nil {
+			report(line)
+		}
+	}, false)
+}
+
 // RunTool runs a tool in the owner.
 func (c *Client) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
-	var r ToolReply
-	err := c.call(ctx, OpTool, ToolRequest{Agent: agentID, Tool: tool, Args: args}, &r, nil, false)
-	if errors.Is(err, ErrOwnerGone) {
+	var r control.ToolReply
+	err := c.call(ctx, control.OpTool, control.ToolRequest{Agent: agentID, Tool: tool, Args: args}, &r, nil, false)
+	if errors.Is(err, api.ErrOwnerGone) {
 		return envelope.Failf(tool, envelope.Unavailable, "the sandbox's owner process exited during the call, so it may or may not have run: %v. Check before repeating it.", err)
 	}
 	if err != nil {
@@ -303,5 +379,70 @@ func (c *Client) EndTurn(ctx context.Context, agentID string) error {
 		}
 		c.mu.Unlock()
 	}
-	return c.call(ctx, OpEndTurn, EndTurnRequest{Agent: agentID}, nil, nil, true)
+	return c.call(ctx, control.OpEndTurn, control.EndTurnRequest{Agent: agentID}, nil, nil, true)
+}
+
+// connectPeer connects to the owner, starting a background owner when
+// none runs.
+func connectPeer(ctx context.Context, p config.Paths) (*agentproto.Peer, error) {
+	peer, err := dialPeer(ctx, p)
+	if err == nil || !errors.Is(err, api.ErrNoOwner) {
+		return peer, err
+	}
+	if err := spawnOwner(p); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		peer, err := dialPeer(ctx, p)
+		if err == nil {
+			return peer, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the background sandbox process did not come up; see %s: %w", p.ServeLog(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond): // poll for the socket
+		}
+	}
+}
+
+// spawnOwner starts `osaurus-sandbox serve --background` detached, logging
+// to logs/serve.log.
+func spawnOwner(p config.Paths) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.Logs(), 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(p.ServeLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(exe, "serve", "--background")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+p.Root)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the background sandbox process: %w", err)
+	}
+	return cmd.Process.Release()
+}
+
+// Probe describes the sandbox when no process owns it: the state on disk,
+// or, when the dead owner's VM still runs, "running" and adoptable, with
+// its pid and since when.
+func Probe(p config.Paths) api.Status {
+	st := api.Status{Status: sandbox.New(sandbox.Options{Paths: p}).Status(), Owner: "none"}
+	if pid, since := leftover(p); pid != 0 {
+		st.State, st.Pid, st.Adoptable = sandbox.Running, pid, true
+		st.Since = since
+		st.Reason = "left running by an osaurus-sandbox process that exited; `osaurus-sandbox stop` stops it, `start` adopts it"
+	}
+	return st
 }

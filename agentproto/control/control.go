@@ -1,0 +1,79 @@
+// Package control is the host-local control protocol: how the CLI, the
+// stdio MCP server and the window reach the one process that owns a data
+// folder's VM, over its unix socket (config.Paths.ControlSocket). It
+// shares agentproto's framing and multiplexed sessions (agentproto.Peer);
+// its operations are the "ctl.*" ones below, answered by the owner
+// itself. The few guest operations in Relayed pass through the owner to
+// the guest agent unchanged; any other is refused.
+package control
+
+import (
+	"encoding/json"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+// Lifecycle operations.
+const (
+	OpProvision = "ctl.provision"
+	OpStart     = "ctl.start"
+	OpStop      = "ctl.stop"
+	OpReset     = "ctl.reset"
+	OpRemove    = "ctl.remove"
+)
+
+// The owner's other operations.
+const (
+	OpStatus      = "ctl.status"
+	OpWatch       = "ctl.watch" // a stream of status events until cancelled
+	OpDiagnostics = "ctl.diagnostics"
+	OpQuit        = "ctl.quit"    // stop the VM and end the owner process
+	OpTool        = "ctl.tool"    // run a tool in the owner (ToolRequest)
+	OpEndTurn     = "ctl.endturn" // EndTurnRequest
+	// OpRemoveAgent deletes what the owner keeps for a removed agent and
+	// its Linux user (api.RemoveAgentRequest).
+	OpRemoveAgent = "ctl.agent_remove"
+	// Plugin installs go through the owner's one tools environment.
+	OpPluginInstall      = "ctl.plugin_install"       // api.PluginInstallRequest; events: install steps
+	OpPluginUninstall    = "ctl.plugin_uninstall"     // api.PluginUninstallRequest
+	OpPluginUninstallAll = "ctl.plugin_uninstall_all" // PluginRequest; events: report lines
+)
+
+// Relayed are the guest operations a client may send through the owner:
+// the handshake, a command with its streams, the refusal log and the
+// agents' resource use. Nothing that changes users or files is relayed:
+// the owner does that itself, so its record of the guest stays true.
+var Relayed = map[string]bool{
+	agentproto.OpHello:  true,
+	agentproto.OpExec:   true,
+	agentproto.OpNetLog: true,
+	agentproto.OpUsage:  true,
+}
+
+// ToolRequest is OpTool's request.
+type ToolRequest struct {
+	Agent string          `json:"agent"` // id
+	Tool  string          `json:"tool"`
+	Args  json.RawMessage `json:"args,omitempty"`
+}
+
+// ToolReply is OpTool's answer: the envelope's JSON.
+type ToolReply struct {
+	Envelope string `json:"envelope"`
+}
+
+// EndTurnRequest is OpEndTurn's request.
+type EndTurnRequest struct {
+	Agent string `json:"agent"`
+}
+
+// PluginRequest names a library plugin (OpPluginUninstallAll).
+type PluginRequest struct {
+	Plugin string `json:"plugin"`
+}
+
+// UninstallReply is OpPluginUninstall's answer: Deferred says why the
+// plugin's folder waits for the VM ("" when it is gone).
+type UninstallReply struct {
+	Deferred string `json:"deferred,omitempty"`
+}

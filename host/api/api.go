@@ -1,0 +1,155 @@
+// Package api is how every process drives the VM of one data folder: the
+// Controller interface and its request types. The owner process's
+// host.Host implements it directly; client.Client implements it in any
+// other process over the control socket (server.Server is the owner's
+// side). The CLI, the stdio MCP server and the window use nothing else.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// ErrNoOwner: no process owns the sandbox right now.
+var ErrNoOwner = errors.New("no sandbox app is running")
+
+// ErrOwned: another process already owns this data dir.
+var ErrOwned = errors.New("another osaurus-sandbox process owns this data dir")
+
+// ErrOwnerGone: the owner process exited while a call was in flight.
+var ErrOwnerGone = errors.New("the osaurus-sandbox process that owned the sandbox has exited")
+
+// Op names a lifecycle operation.
+type Op string
+
+// Lifecycle operations, also the control socket's op names.
+const (
+	OpProvision Op = control.OpProvision
+	OpStart     Op = control.OpStart
+	OpStop      Op = control.OpStop
+	OpReset     Op = control.OpReset
+	OpRemove    Op = control.OpRemove
+)
+
+// Status is the sandbox's state as the owner sees it, and who the owner is.
+type Status struct {
+	sandbox.Status
+	// Owner is the kind of process that owns the VM: "app", "serve",
+	// "background" (started by the CLI; `stop` ends it), or "none".
+	Owner string `json:"owner"`
+	// Adoptable is set when no process owns a VM that still runs (its
+	// owner died): the next `start` or `stop` adopts it.
+	Adoptable bool `json:"adoptable,omitempty"`
+}
+
+// RemoveAgentRequest asks the owner to delete what it keeps for an agent
+// already removed from the registry: its memories, its bridge config and,
+// while the VM runs, its Linux user (with its home when Purge is set).
+type RemoveAgentRequest struct {
+	Agent agents.Agent `json:"agent"`
+	Purge bool         `json:"purge,omitempty"`
+}
+
+// RemoveAgentResult says what RemoveAgent did.
+type RemoveAgentResult struct {
+	// UserRemoved: the VM was running and the Linux user is gone.
+	UserRemoved bool `json:"userRemoved,omitempty"`
+	// HomeDeleted: Purge deleted the home (in the VM, or its host folder
+	// while the VM is stopped).
+	HomeDeleted bool `json:"homeDeleted,omitempty"`
+	// ForgetError says what the host kept for the agent could not be
+	// deleted ("" when all of it was).
+	ForgetError string `json:"forgetError,omitempty"`
+}
+
+// PluginInstallRequest installs a library plugin for an agent.
+type PluginInstallRequest struct {
+	Agent  string `json:"agent"`  // id
+	Plugin string `json:"plugin"` // library id
+	// Version is the library version to install; 0 means the current one.
+	Version int `json:"version,omitempty"`
+}
+
+// PluginUninstallRequest uninstalls a plugin from an agent.
+type PluginUninstallRequest struct {
+	Agent  string `json:"agent"` // id
+	Plugin string `json:"plugin"`
+	// IfRunning leaves the VM as it is: when it is stopped only the
+	// install record goes and the folder waits (the CLI's behaviour);
+	// otherwise a stopped VM is started to remove the folder too.
+	IfRunning bool `json:"ifRunning,omitempty"`
+}
+
+// Controller drives the sandbox of one data dir.
+type Controller interface {
+	// Status returns a snapshot.
+	Status(ctx context.Context) (Status, error)
+	// Subscribe calls fn with every status change, from any goroutine,
+	// until cancel is called. fn must not block.
+	Subscribe(fn func(Status)) (cancel func())
+	// Lifecycle runs op, reporting status changes (with provisioning
+	// progress) to onStatus (may be nil) as they happen.
+	Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Status)) (sandbox.Status, error)
+	// Quit stops the VM and ends the owner process.
+	Quit(ctx context.Context) error
+	// Diagnostics runs the standard checks, reporting each as it finishes.
+	Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error)
+
+	// Exec runs a command in the running VM (the CLI's exec), streaming
+	// its output. It, NetLog and Usage fail with an
+	// agentproto.ErrUnavailable error when the VM is not running; they
+	// never start it.
+	Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error)
+	// NetLog reads the guest's log of refused connections.
+	NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error)
+	// Usage reads the agents' resource use in the guest.
+	Usage(ctx context.Context, req agentproto.UsageRequest) (agentproto.UsageResponse, error)
+
+	// RunTool runs a sandbox_* tool as an agent (by id) in the owner,
+	// under the limits every transport shares, starting the VM when it is
+	// stopped. Failures are envelopes.
+	RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope
+	// EndTurn starts a new turn of the agent for the exec limiter.
+	EndTurn(ctx context.Context, agentID string) error
+
+	// RemoveAgent deletes what the owner keeps for a removed agent.
+	RemoveAgent(ctx context.Context, req RemoveAgentRequest) (RemoveAgentResult, error)
+	// InstallPlugin installs a library plugin for an agent through the
+	// owner's tools environment, reporting each step before it runs. A
+	// failure names the step and leaves nothing.
+	InstallPlugin(ctx context.Context, req PluginInstallRequest, progress func(tools.InstallStep)) error
+	// UninstallPlugin removes the plugin's tools and folder for an agent;
+	// deferred says why the folder waits for the VM.
+	UninstallPlugin(ctx context.Context, req PluginUninstallRequest) (deferred, err error)
+	// UninstallPluginEverywhere uninstalls a plugin from every agent that
+	// installed it, before the library deletes it; report hears what it
+	// did per agent.
+	UninstallPluginEverywhere(ctx context.Context, pluginID string, report func(string)) error
+
+	// Close releases the controller (not the VM).
+	Close()
+}
+
+// Runner is the tools.Runner of a process that doesn't own the VM (the
+// stdio server of `osaurus-sandbox mcp`, the CLI's task runner): tools
+// run in the owner, under the limits every transport shares.
+type Runner struct{ Ctl Controller }
+
+// RunTool runs the tool in the owner.
+func (r Runner) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+	return r.Ctl.RunTool(ctx, a.ID, name, args)
+}
+
+// EndTurn ends the agent's turn in the owner; a failure only means the
+// next call counts against the current turn.
+func (r Runner) EndTurn(ctx context.Context, agentID string) { r.Ctl.EndTurn(ctx, agentID) }

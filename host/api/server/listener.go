@@ -1,0 +1,51 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+)
+
+// Listener is the owner's control socket; closing it gives up ownership.
+type Listener struct {
+	net.Listener
+	lock *os.File
+}
+
+// Close stops listening and releases the ownership lock.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	l.lock.Close()
+	return err
+}
+
+func netListenUnix(path string) (net.Listener, error) { return net.Listen("unix", path) }
+
+// Listen claims ownership of the data dir and listens on its control
+// socket. The claim is an flock held until the listener is closed.
+func Listen(p config.Paths) (*Listener, error) {
+	if err := os.MkdirAll(p.Run(), 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(p.OwnerLock(), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%w (%s)", api.ErrOwned, p.Root)
+	}
+	sock := p.ControlSocket()
+	os.Remove(sock) // stale from a crashed owner; we hold the lock
+	ln, err := netListenUnix(sock)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	os.Chmod(sock, 0o600)
+	return &Listener{Listener: ln, lock: lock}, nil
+}

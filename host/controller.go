@@ -1,0 +1,65 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/sandbox"
+)
+
+// Host is the Controller of the process that owns the VM: calls go
+// straight to its manager and tools environment.
+var _ api.Controller = (*Host)(nil)
+
+// Status returns the manager's view.
+func (h *Host) Status(context.Context) (api.Status, error) {
+	return api.Status{Status: h.m.Status(), Owner: h.kind}, nil
+}
+
+// Subscribe follows the manager's status.
+func (h *Host) Subscribe(fn func(api.Status)) func() {
+	return h.m.Subscribe(func(st sandbox.Status) { fn(api.Status{Status: st, Owner: h.kind}) })
+}
+
+// Lifecycle runs op on the manager.
+func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
+	run := map[api.Op]func(context.Context) error{
+		api.OpProvision: h.m.Provision, api.OpStart: h.m.Start, api.OpStop: h.m.Stop,
+		api.OpReset: h.m.Reset, api.OpRemove: h.m.Remove,
+	}[op]
+	if run == nil {
+		return sandbox.Status{}, fmt.Errorf("unknown lifecycle operation %q", op)
+	}
+	if onStatus != nil {
+		defer h.m.Subscribe(onStatus)()
+	}
+	if err := run(ctx); err != nil {
+		return h.m.Status(), err
+	}
+	return h.m.Status(), nil
+}
+
+// Quit stops the VM, then ends the process through Options.Quit.
+func (h *Host) Quit(ctx context.Context) error {
+	err := h.m.Close(ctx, true)
+	if h.quit != nil {
+		h.quitOnce.Do(h.quit)
+	}
+	return err
+}
+
+// Diagnostics runs the standard checks against the running VM.
+func (h *Host) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
+	env := diagnostics.Env{}
+	if a, err := h.m.Agent(); err == nil {
+		env.Agent = a
+		env.PackageManager = a.Info.PackageMgr
+	}
+	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
+	env.NATURL = natURL(cfg)
+	env.Bridge = diagnostics.CheckBridge
+	return diagnostics.Run(ctx, env, diagnostics.Checks(), onResult), nil
+}

@@ -1,0 +1,218 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// memKeychain is a keychain in memory.
+type memKeychain struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (k *memKeychain) Set(service, user, value string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.m[service+"\x00"+user] = value
+	return nil
+}
+
+func (k *memKeychain) Get(service, user string) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.m[service+"\x00"+user]
+	if !ok {
+		return "", secrets.ErrNotFound
+	}
+	return v, nil
+}
+
+func (k *memKeychain) Delete(service, user string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.m, service+"\x00"+user)
+	return nil
+}
+
+// testHost is an owner of a fresh data dir whose VM is not provisioned,
+// serving nothing.
+func testHost(t *testing.T) *Host {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "host") // short: the control socket is in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := config.Paths{Root: dir}
+	if err := os.MkdirAll(filepath.Dir(p.AgentsJSON()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := open(context.Background(), Options{Paths: p, Kind: "test", Logf: t.Logf, Secrets: &secrets.Store{B: &memKeychain{m: map[string]string{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// A second owner of the same data dir is refused until the first closes.
+func TestOneOwnerPerDataDir(t *testing.T) {
+	h := testHost(t)
+	if _, err := open(context.Background(), Options{Paths: h.Paths(), Logf: t.Logf}); !errors.Is(err, api.ErrOwned) {
+		t.Fatalf("second owner: %v, want ErrOwned", err)
+	}
+	h.Close()
+	h2, err := open(context.Background(), Options{Paths: h.Paths(), Logf: t.Logf, Secrets: h.secrets})
+	if err != nil {
+		t.Fatalf("owner after the first closed: %v", err)
+	}
+	h2.Close()
+}
+
+// An agent that uses up its commands through one way in (MCP) gets no
+// fresh quota through another (the control socket's RunTool, the
+// bridge's plugin creation): the host has one tools environment.
+func TestOneToolsEnvironment(t *testing.T) {
+	h := testHost(t)
+	a, err := h.Registry().Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = h.Registry().Update(a.ID, func(a *agents.Agent) error {
+		a.AutonomousExec.Enabled = true
+		a.AutonomousExec.MaxCommandsPerTurn = 100
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pc, ok := h.pluginCreator().(*tools.Env); !ok || pc != h.Tools() {
+		t.Fatalf("the bridge's plugin creation runs in %v, not the host's tools environment", pc)
+	}
+	ctx := context.Background()
+	// No VM: every admitted call is charged, then fails as unavailable.
+	for i := 0; ; i++ {
+		e, err := envelope.Parse(h.Tools().Toolset(a).Call(ctx, "sandbox_exec", []byte(`{"command":"true"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == envelope.Rejected {
+			break
+		}
+		if e.Kind != envelope.Unavailable || i > 1000 {
+			t.Fatalf("call %d: %+v", i, e)
+		}
+	}
+	if e := h.RunTool(ctx, a.ID, "sandbox_exec", []byte(`{"command":"true"}`)); e.Kind != envelope.Rejected {
+		t.Fatalf("after its quota ran out through MCP, the control socket's call: %+v (want rejected)", e)
+	}
+}
+
+// The owner's bridge registers plugins through the tools pipeline, with
+// the agents and library of its data dir: the gates are the agent's
+// stored settings, and with them on the next step needs the VM.
+func TestBridgePluginCreator(t *testing.T) {
+	h := testHost(t)
+	a, err := h.Registry().Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := h.pluginCreator()
+	if pc == nil {
+		t.Fatal("no plugin creator")
+	}
+	const recipe = `{"name":"Made","description":"d"}`
+	ctx := context.Background()
+	if _, err := pc.CreatePlugin(ctx, "alice", []byte(recipe)); !errors.Is(err, tools.ErrPluginCreateOff) {
+		t.Fatalf("autonomous exec off: %v", err)
+	}
+	// Turned on by another process (the CLI): read at the next call.
+	other, err := agents.Open(h.Paths().AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var ee *envelope.Error
+	if _, err := pc.CreatePlugin(ctx, "alice", []byte(recipe)); !errors.As(err, &ee) || ee.Kind != envelope.Unavailable {
+		t.Fatalf("VM stopped: %v", err)
+	}
+}
+
+// Without a VM, uninstalling drops the records (so no agent lists the
+// tools) and says why the folder waits; removing from every agent does
+// the same for each, a removed agent's record included.
+func TestPluginUninstallWithoutVM(t *testing.T) {
+	ctx := context.Background()
+	h := testHost(t)
+	alice, _ := h.Registry().Add("alice")
+	bob, _ := h.Registry().Add("bob")
+	plug, err := plugins.DecodeBytes([]byte(`{"name":"Hello","description":"Says hello","tools":[{"id":"hi","description":"Hi","run":"echo hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := h.installed()
+	for _, id := range []string{alice.ID, bob.ID, "gone-agent"} {
+		if err := store.Record(ctx, id, plug, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deferred, err := h.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: alice.ID, Plugin: "hello", IfRunning: true})
+	if err != nil || deferred == nil {
+		t.Fatalf("uninstall: deferred %v, err %v", deferred, err)
+	}
+	if ids, _ := store.Agents("hello"); len(ids) != 2 {
+		t.Fatalf("after uninstalling alice: %v", ids)
+	}
+	var report []string
+	if err := h.UninstallPluginEverywhere(ctx, "hello", func(l string) { report = append(report, l) }); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := store.Agents("hello"); len(ids) != 0 || len(report) != 0 {
+		t.Fatalf("after uninstalling everywhere: %v (report %q)", ids, report)
+	}
+}
+
+// Removing an agent without a VM deletes its memories, its bridge config
+// and, with purge, its home's host folder.
+func TestRemoveAgentWithoutVM(t *testing.T) {
+	ctx := context.Background()
+	h := testHost(t)
+	a, _ := h.Registry().Add("alice")
+	if _, err := h.Memory().Add(ctx, a.Slug, "the deploy key is in the vault", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.bridgeConfig().Set(a.Slug, "region", "eu"); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(h.Paths().AgentHomes(), a.Slug)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: true})
+	if err != nil || r.UserRemoved || !r.HomeDeleted || r.ForgetError != "" {
+		t.Fatalf("RemoveAgent: %+v, %v", r, err)
+	}
+	if n, err := h.Memory().Count(ctx, a.Slug); err != nil || n != 0 {
+		t.Errorf("memories after RemoveAgent: %d, %v", n, err)
+	}
+	if _, ok, err := h.bridgeConfig().Get(a.Slug, "region"); ok || err != nil {
+		t.Errorf("bridge config after RemoveAgent: found %v, %v", ok, err)
+	}
+	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("home after a purge: %v", err)
+	}
+}

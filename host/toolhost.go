@@ -1,0 +1,110 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
+)
+
+// ToolHost is the part of the owner that works on agents in the VM:
+// their tools, commands, plugins and removal, all through one tools
+// environment. Host embeds the one over its manager; tests build one over
+// a VM of their own.
+type ToolHost struct {
+	Paths    config.Paths
+	Env      *tools.Env
+	Registry *agents.Registry
+	// Running is the running VM's agent; it never starts the VM and
+	// fails with an agentproto.ErrUnavailable error when none runs.
+	Running func(ctx context.Context) (*agentproto.Client, error)
+	// Memory is the agents' memory store (nil when it can't open).
+	Memory *memory.Store
+}
+
+// Exec runs a command in the running VM.
+func (h *ToolHost) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
+	g, err := h.Running(ctx)
+	if err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+	return g.Exec(ctx, req, stdin, stdout, stderr)
+}
+
+// NetLog reads the guest's log of refused connections.
+func (h *ToolHost) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
+	g, err := h.Running(ctx)
+	if err != nil {
+		return agentproto.NetLogResponse{}, err
+	}
+	return g.NetLog(ctx, req)
+}
+
+// Usage reads the agents' resource use in the guest.
+func (h *ToolHost) Usage(ctx context.Context, req agentproto.UsageRequest) (agentproto.UsageResponse, error) {
+	g, err := h.Running(ctx)
+	if err != nil {
+		return agentproto.UsageResponse{}, err
+	}
+	return g.Usage(ctx, req)
+}
+
+// RunTool runs tool as the agent with id agentID, as the registry says it
+// is now.
+func (h *ToolHost) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
+	// A setting another process (the CLI, the window) changed a moment
+	// ago holds from this call on, not from the next periodic reload.
+	if err := h.Registry.ReloadIfChanged(); err != nil {
+		return envelope.Failf(tool, envelope.Unavailable, "reading the agents' settings: %v", err)
+	}
+	a, err := h.Registry.Get(agentID)
+	if err != nil {
+		return envelope.Failf(tool, envelope.ToolNotFound, "agent %s: %v; its tools are gone", agentID, err)
+	}
+	return h.Env.RunTool(ctx, a, tool, args)
+}
+
+// EndTurn starts a new turn of agentID for the exec limiter.
+func (h *ToolHost) EndTurn(ctx context.Context, agentID string) error {
+	h.Env.EndTurn(ctx, agentID)
+	return nil
+}
+
+// RemoveAgent deletes what the host keeps for a removed agent under its
+// slug (memories, bridge config) and, while the VM runs, its Linux user;
+// the tools environment forgets the user, so an agent of the same name
+// gets a fresh one. Without a VM, Purge deletes the home's host folder.
+func (h *ToolHost) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
+	var r api.RemoveAgentResult
+	a := req.Agent
+	if err := bridge.ForgetAgent(ctx, h.Memory, &bridge.ConfigStore{Dir: h.Paths.BridgeConfigDir()}, a.Slug); err != nil {
+		r.ForgetError = err.Error()
+	}
+	g, err := h.Running(ctx)
+	if err != nil {
+		if req.Purge {
+			// The workspace is a host folder: the home can go without the VM.
+			if err := os.RemoveAll(filepath.Join(h.Paths.AgentHomes(), a.Slug)); err != nil {
+				return r, err
+			}
+			r.HomeDeleted = true
+		}
+		return r, nil
+	}
+	if err := tools.RemoveUser(ctx, g, a, req.Purge); err != nil {
+		return r, err
+	}
+	h.Env.ForgetUser(a)
+	r.UserRemoved, r.HomeDeleted = true, req.Purge
+	return r, nil
+}
