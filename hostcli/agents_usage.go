@@ -3,7 +3,6 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,13 +76,4 @@ func (c *cli) agentShowJSON(ctx context.Context, reg *agents.Registry, ref strin
 	enc.SetIndent("", "  ")
 	enc.Encode(views([]agents.Agent{a}, usage, agentDiskUsage(c.paths, []agents.Agent{a}))[0])
 	return ExitOK
-}
-
-// oneAgentUsage is agentUsage for the window's Agents tab.
-func (c *cli) oneAgentUsage(ctx context.Context, a agents.Agent) (agents.Usage, error) {
-	usage, why := c.agentUsage(ctx, []agents.Agent{a})
-	if usage == nil {
-		return agents.Usage{}, errors.New(why)
-	}
-	return usage[a.User()], nil
 }
