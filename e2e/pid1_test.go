@@ -103,7 +103,7 @@ type callResult struct {
 func TestPID1(t *testing.T) {
 	te := newToolsEnvCAs(t, false) // no package registry needed
 	g := te.m.Agent()
-	te.addAgent(t, "Alice", autonomous(1000, false))
+	te.addAgent(t, "Alice", autonomous(100, false))
 	alice := te.http(t, "alice")
 	root := func(t *testing.T, script string) string {
 		t.Helper()
@@ -157,7 +157,7 @@ func TestPID1(t *testing.T) {
 		// The slow operation: a tail of a file of holes.
 		tail := alice.call(t, "sandbox_read_file", map[string]any{"path": "sparse.bin", "tail_lines": 10})
 		// Many short ones, each on a thread of its own.
-		for i := range 40 {
+		for i := range 30 {
 			p := fmt.Sprintf("f-%d.txt", i)
 			alice.ok(t, "sandbox_write_file", map[string]any{"path": p, "content": "x\n"})
 			alice.ok(t, "sandbox_read_file", map[string]any{"path": p, "tail_lines": 1})
