@@ -228,10 +228,10 @@ except OSError as e:
 			"TERM", "INT", "HUP", "USR1", "USR2", "PIPE", "ALRM", "VTALRM", "XCPU", "XFSZ", "PWR", "IO",
 			"PROF", "URG", "WINCH", "CONT", "TSTP", "TTIN", "TTOU", "RTMIN", "RTMAX"} {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, errOut, st, err := g.Output(ctx, agentproto.ExecRequest{Shell: "kill -s " + sig + " 1"})
+			_, errOut, st, err := g.Output(ctx, agentproto.ExecRequest{Argv: []string{"python3", "-c", "import os, signal, sys; os.kill(1, signal.Signals['SIG' + sys.argv[1]])", sig}})
 			cancel()
 			if err != nil || st.Code != 0 {
-				t.Fatalf("kill -s %s 1: %v %+v %s", sig, err, st, errOut)
+				t.Fatalf("kill(1, SIG%s): %v %+v %s", sig, err, st, errOut)
 			}
 			ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 			out, _, _, err := g.Output(ctx, agentproto.ExecRequest{Shell: "cat /proc/sys/kernel/random/boot_id"})
