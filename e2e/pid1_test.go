@@ -161,7 +161,7 @@ func TestPID1(t *testing.T) {
 			p := fmt.Sprintf("f-%d.txt", i)
 			alice.ok(t, "sandbox_write_file", map[string]any{"path": p, "content": "x\n"})
 			alice.ok(t, "sandbox_read_file", map[string]any{"path": p, "tail_lines": 1})
-			alice.ok(t, "sandbox_list", map[string]any{"path": "."})
+			alice.ok(t, "sandbox_list_directory", map[string]any{"path": "."})
 		}
 		root(t, "touch "+marker)
 		w := <-watch
