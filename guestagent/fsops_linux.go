@@ -147,9 +147,9 @@ func scanContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 var errScanTime = errors.New("scan time limit")
 
-func scanErr(ctx context.Context, what string) error {
+func scanErr(ctx context.Context, what, instead string) error {
 	if errors.Is(context.Cause(ctx), errScanTime) {
-		return fmt.Errorf("%w: %s took over %s (the scan time limit); ask for less", agentproto.ErrTimeout, what, scanTimeLimit)
+		return fmt.Errorf("%w: %s took over %s (the scan time limit); %s", agentproto.ErrTimeout, what, scanTimeLimit, instead)
 	}
 	return ctx.Err()
 }
@@ -292,7 +292,7 @@ func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest,
 			return errLineScan(req.Path, off)
 		}
 		if off>>20 != (off-int64(len(chunk)))>>20 && ctx.Err() != nil { // once a MiB
-			return scanErr(ctx, "the line scan")
+			return scanErr(ctx, "the line scan", "select lines with sandbox_exec (tail -n, sed -n) instead")
 		}
 		if err == bufio.ErrBufferFull {
 			continue
@@ -660,6 +660,8 @@ func (l *lister) walk(rel string, depth int) error {
 	return nil
 }
 
+const listHint = "list a narrower path or fewer levels, or use sandbox_exec (ls, find) for a directory this large"
+
 // readNames reads a directory's names in batches, counting them against
 // listScanLimit and stopping when the call's context ends: one directory
 // may hold millions.
@@ -667,13 +669,13 @@ func (l *lister) readNames(f *os.File) ([]string, error) {
 	var names []string
 	for {
 		if l.ctx.Err() != nil {
-			return nil, scanErr(l.ctx, "the listing")
+			return nil, scanErr(l.ctx, "the listing", listHint)
 		}
 		batch, err := f.Readdirnames(4096)
 		names = append(names, batch...)
 		if l.read += len(batch); l.read > listScanLimit {
-			return nil, fmt.Errorf("%w: the listing read over %d directory entries (the list-scan limit); list a narrower path or fewer levels",
-				agentproto.ErrTooLarge, listScanLimit)
+			return nil, fmt.Errorf("%w: the listing read over %d directory entries (the list-scan limit); %s",
+				agentproto.ErrTooLarge, listScanLimit, listHint)
 		}
 		if err == io.EOF || (err == nil && len(batch) == 0) {
 			return names, nil
