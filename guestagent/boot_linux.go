@@ -14,7 +14,6 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -80,7 +79,7 @@ func RunInit(agentVersion string) {
 	}
 	b.mountEarly()
 	b.log.Printf("starting (version %s)", agentVersion)
-	ignoreTerminalSignals(b.log)
+	catchFatalSignals(b.log)
 
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -97,6 +96,7 @@ func RunInit(agentVersion string) {
 	go prefetch(commonFiles)
 	clock.mark("root")
 	b.setupRoot(params)
+	b.closeFUSE()
 	clock.mark("mounts")
 	b.setupNetwork(params.Network)
 	clock.mark("network")
@@ -151,19 +151,6 @@ func RunInit(agentVersion string) {
 	}
 	b.log.Printf("ready after %.2fs (serial %q, vsock %d, %d warnings)", uptime, params.SerialPort, params.VsockPort, len(b.warnings))
 	select {}
-}
-
-// ignoreTerminalSignals keeps PID 1 alive on SIGTERM and friends. They are
-// caught, not ignored: an ignored disposition would be inherited by every
-// process the agent starts.
-func ignoreTerminalSignals(lg *log.Logger) {
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPWR)
-	go func() {
-		for sig := range ch {
-			lg.Printf("ignoring %v", sig)
-		}
-	}()
 }
 
 type mountSpec struct {

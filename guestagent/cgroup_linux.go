@@ -294,8 +294,8 @@ func (g *cgroup) kill() error {
 	return cgWrite(g.dir, "cgroup.kill", "1")
 }
 
-// signal sends sig to every process in the group, as the user a so the
-// kernel checks the right to.
+// signal sends sig to every process in the group that the user a may
+// signal (killAs makes kill(2)'s check).
 func (g *cgroup) signal(a *Account, sig unix.Signal) error {
 	if sig == unix.SIGKILL {
 		return g.kill()
@@ -304,12 +304,10 @@ func (g *cgroup) signal(a *Account, sig unix.Signal) error {
 	if err != nil {
 		return err
 	}
-	return do(a, func() error {
-		for _, pid := range pids {
-			unix.Kill(pid, sig) // one that just exited is no error
-		}
-		return nil
-	})
+	for _, pid := range pids {
+		killAs(a, pid, sig) // one that just exited is no error
+	}
+	return nil
 }
 
 func (g *cgroup) procs() ([]int, error) {

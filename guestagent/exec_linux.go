@@ -639,11 +639,11 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 	if s.cfg.Cgroups != nil && a.UID != 0 {
 		return s.signalBackground(a, req)
 	}
-	target := req.Pid
 	if req.Group {
-		target = -target
+		err = killGroupAs(a, req.Pid, syscall.Signal(req.Signal))
+	} else {
+		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
-	err = do(a, func() error { return unix.Kill(target, syscall.Signal(req.Signal)) })
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
 	}
@@ -673,7 +673,7 @@ func (s *Service) signalBackground(a *Account, req *agentproto.SignalRequest) (*
 	if req.Group {
 		err = p.cg.signal(a, syscall.Signal(req.Signal))
 	} else {
-		err = do(a, func() error { return unix.Kill(req.Pid, syscall.Signal(req.Signal)) })
+		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))

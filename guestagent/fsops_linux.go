@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
@@ -121,6 +122,38 @@ const maxRead = agentproto.MaxFrame / 2
 // maxTailLines bounds the line-offset ring of a tail read (8 MiB).
 const maxTailLines = 1 << 20
 
+// Scans bound the work one call buys in PID 1, which runs outside every
+// agent's cgroup: a line selection (start_line, line_count, tail_lines)
+// reads the whole file, and a listing reads every directory it enters. A
+// file of holes costs no disk, so its size says nothing about what it
+// costs to read. Each scan also ends with the call's context.
+var (
+	lineScanLimit int64 = 256 << 20 // bytes a line selection may read
+	listScanLimit       = 1_000_000 // directory entries a listing may read
+	scanTimeLimit       = 20 * time.Second
+)
+
+// errLineScan is the error of a line selection over lineScanLimit.
+func errLineScan(path string, size int64) error {
+	return fmt.Errorf("%w: %s is %d bytes; start_line, line_count and tail_lines read at most %d MiB of a file (the line-scan limit): "+
+		"read it without them, or select lines with sandbox_exec (tail -n, sed -n)", agentproto.ErrTooLarge, path, size, lineScanLimit>>20)
+}
+
+// scanContext is ctx bounded by scanTimeLimit; scanErr names the limit
+// when that is what ended a scan.
+func scanContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, scanTimeLimit, errScanTime)
+}
+
+var errScanTime = errors.New("scan time limit")
+
+func scanErr(ctx context.Context, what, instead string) error {
+	if errors.Is(context.Cause(ctx), errScanTime) {
+		return fmt.Errorf("%w: %s took over %s (the scan time limit); %s", agentproto.ErrTimeout, what, scanTimeLimit, instead)
+	}
+	return ctx.Err()
+}
+
 // ReadFile reads a byte range or a line selection of a file.
 func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
 	if req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0 {
@@ -141,6 +174,8 @@ func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := scanContext(ctx)
+	defer cancel()
 	return inSpace(a, req.Root, func(sp *space) (*agentproto.ReadFileResponse, error) {
 		name, err := sp.name(req.Path)
 		if err != nil {
@@ -159,12 +194,17 @@ func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest)
 		switch {
 		case fi.IsDir():
 			return nil, fmt.Errorf("%w: %s", agentproto.ErrIsDir, req.Path)
-		case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		case !fi.Mode().IsRegular():
+			// A device, FIFO or socket may never end or never answer (a
+			// terminal, /dev/zero): PID 1 reads files only.
 			return nil, fmt.Errorf("%w: %s is not a regular file", agentproto.ErrInvalid, req.Path)
 		}
 		resp := &agentproto.ReadFileResponse{Size: fi.Size()}
 		if lines {
-			err = readLines(f, req, limit, resp)
+			if fi.Size() > lineScanLimit {
+				return nil, errLineScan(req.Path, fi.Size())
+			}
+			err = readLines(ctx, f, req, limit, resp)
 		} else {
 			err = readBytes(f, req.Offset, req.Length, limit, resp)
 		}
@@ -202,7 +242,7 @@ func readBytes(f *os.File, off, length, limit int64, resp *agentproto.ReadFileRe
 // readLines scans the whole file once, noting where lines start, then
 // reads the selected span. The scan also gives TotalLines. A last line
 // without a newline still counts.
-func readLines(f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *agentproto.ReadFileResponse) error {
+func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *agentproto.ReadFileResponse) error {
 	first, count := req.StartLine, req.LineCount
 	if first == 0 {
 		first = 1
@@ -247,6 +287,12 @@ func readLines(f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *a
 		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
 			total++
 			lineOpen = false
+		}
+		if off > lineScanLimit { // the file grew meanwhile
+			return errLineScan(req.Path, off)
+		}
+		if off>>20 != (off-int64(len(chunk)))>>20 && ctx.Err() != nil { // once a MiB
+			return scanErr(ctx, "the line scan", "select lines with sandbox_exec (tail -n, sed -n) instead")
 		}
 		if err == bufio.ErrBufferFull {
 			continue
@@ -535,6 +581,8 @@ func (s *Service) List(ctx context.Context, req *agentproto.ListRequest) (*agent
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := scanContext(ctx)
+	defer cancel()
 	return inSpace(a, req.Root, func(sp *space) (*agentproto.ListResponse, error) {
 		dir, err := sp.name(req.Path)
 		if err != nil {
@@ -548,7 +596,7 @@ func (s *Service) List(ctx context.Context, req *agentproto.ListRequest) (*agent
 			return nil, fmt.Errorf("%w: %s", agentproto.ErrNotDir, req.Path)
 		}
 		resp := &agentproto.ListResponse{Entries: []agentproto.FileInfo{}}
-		l := lister{sp: sp, dir: dir, maxDepth: depth, limit: limit, resp: resp}
+		l := lister{ctx: ctx, sp: sp, dir: dir, maxDepth: depth, limit: limit, resp: resp}
 		if err := l.walk("", 1); err != nil {
 			return nil, err
 		}
@@ -557,6 +605,8 @@ func (s *Service) List(ctx context.Context, req *agentproto.ListRequest) (*agent
 }
 
 type lister struct {
+	ctx      context.Context
+	read     int // directory entries read, for listScanLimit
 	sp       *space
 	dir      string
 	maxDepth int
@@ -574,8 +624,11 @@ func (l *lister) walk(rel string, depth int) error {
 		}
 		return nil
 	}
-	names, err := f.Readdirnames(-1)
+	names, err := l.readNames(f)
 	f.Close()
+	if errors.Is(err, agentproto.ErrTooLarge) || errors.Is(err, agentproto.ErrTimeout) || (err != nil && l.ctx.Err() != nil) {
+		return err
+	}
 	if err != nil && rel == "" {
 		return err
 	}
@@ -605,6 +658,32 @@ func (l *lister) walk(rel string, depth int) error {
 		}
 	}
 	return nil
+}
+
+const listHint = "list a narrower path or fewer levels, or use sandbox_exec (ls, find) for a directory this large"
+
+// readNames reads a directory's names in batches, counting them against
+// listScanLimit and stopping when the call's context ends: one directory
+// may hold millions.
+func (l *lister) readNames(f *os.File) ([]string, error) {
+	var names []string
+	for {
+		if l.ctx.Err() != nil {
+			return nil, scanErr(l.ctx, "the listing", listHint)
+		}
+		batch, err := f.Readdirnames(4096)
+		names = append(names, batch...)
+		if l.read += len(batch); l.read > listScanLimit {
+			return nil, fmt.Errorf("%w: the listing read over %d directory entries (the list-scan limit); %s",
+				agentproto.ErrTooLarge, listScanLimit, listHint)
+		}
+		if err == io.EOF || (err == nil && len(batch) == 0) {
+			return names, nil
+		}
+		if err != nil {
+			return names, err
+		}
+	}
 }
 
 // Mkdir creates a directory with exactly the requested mode.
