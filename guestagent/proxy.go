@@ -449,23 +449,28 @@ func splice(c net.Conn, br *bufio.Reader, up net.Conn) {
 // or no byte moved for proxyIdleTimeout in this direction or the other
 // (last, shared by both directions; nil: this one only).
 func copyIdle(dst net.Conn, src io.Reader, srcConn net.Conn, last *atomic.Int64) {
+	copyIdleFor(dst, src, srcConn, last, proxyIdleTimeout)
+}
+
+// copyIdleFor is copyIdle with another idle time.
+func copyIdleFor(dst net.Conn, src io.Reader, srcConn net.Conn, last *atomic.Int64, idle time.Duration) {
 	if last == nil {
 		last = new(atomic.Int64)
 		last.Store(time.Now().UnixNano())
 	}
 	buf := make([]byte, 32<<10)
 	for {
-		srcConn.SetReadDeadline(time.Now().Add(proxyIdleTimeout))
+		srcConn.SetReadDeadline(time.Now().Add(idle))
 		n, err := src.Read(buf)
 		if n > 0 {
 			last.Store(time.Now().UnixNano())
-			dst.SetWriteDeadline(time.Now().Add(proxyIdleTimeout))
+			dst.SetWriteDeadline(time.Now().Add(idle))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && time.Since(time.Unix(0, last.Load())) < proxyIdleTimeout {
+			if errors.Is(err, os.ErrDeadlineExceeded) && time.Since(time.Unix(0, last.Load())) < idle {
 				continue // the other direction is busy
 			}
 			return
