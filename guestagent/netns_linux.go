@@ -599,8 +599,8 @@ func resolvers(path string) []netip.Addr {
 	return out
 }
 
-// forkInNetns runs fork (a ForkExec) on a thread that joined ns, so the
-// child starts there. The thread is locked and never unlocked: it ends
+// forkInNetns runs fork (a ForkExec) on a thread that joined ns and
+// carries the agents' seccomp filter, so the child starts there, under it. The thread is locked and never unlocked: it ends
 // with its goroutine instead of going back to the pool in ns.
 func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 	type result struct {
@@ -612,6 +612,11 @@ func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 		runtime.LockOSThread()
 		if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
 			ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)}
+			return
+		}
+		// This thread dies after the fork: the filter is the child's.
+		if err := applyAgentFilter(); err != nil {
+			ch <- result{0, err}
 			return
 		}
 		pid, err := fork()

@@ -2,6 +2,7 @@ package guestagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,11 +129,45 @@ func agentKey(user string) string {
 type headReader struct {
 	lim *io.LimitedReader
 	br  *bufio.Reader
+	rec *recorder
+}
+
+// recorder keeps the first bytes read through it (the first head, which
+// http.ReadRequest does not hand back whole: it drops Host).
+type recorder struct {
+	r   io.Reader
+	buf []byte
+	on  bool
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if r.on {
+		r.buf = append(r.buf, p[:n]...)
+	}
+	return n, err
 }
 
 func newHeadReader(c net.Conn) *headReader {
-	lim := &io.LimitedReader{R: c, N: maxProxyHead}
-	return &headReader{lim: lim, br: bufio.NewReaderSize(lim, 4096)}
+	rec := &recorder{r: c, on: true}
+	lim := &io.LimitedReader{R: rec, N: maxProxyHead}
+	return &headReader{lim: lim, br: bufio.NewReaderSize(lim, 4096), rec: rec}
+}
+
+// firstHost is the Host header of the first request as sent, "" if none.
+func (h *headReader) firstHost() string {
+	head := h.rec.buf
+	if i := bytes.Index(head, []byte("\r\n\r\n")); i >= 0 {
+		head = head[:i]
+	}
+	lines := strings.Split(string(head), "\n")
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(strings.TrimSuffix(l, "\r"), ":")
+		if ok && strings.EqualFold(k, "host") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 var errHeadTooLarge = fmt.Errorf("the request line and headers are over %d bytes", maxProxyHead)
@@ -149,6 +184,10 @@ func (h *headReader) next() (*http.Request, error) {
 		return nil, err
 	}
 	h.lim.N = 1 << 62
+	if h.rec.on {
+		h.rec.on = false
+		req.Header.Set("Host", h.firstHost())
+	}
 	return req, nil
 }
 
@@ -193,7 +232,8 @@ func (p *egressProxy) handle(c net.Conn) {
 	if req.Method != http.MethodConnect {
 		// RFC 9112 lets a proxy ignore Host beside an absolute URL; a
 		// different one is refused instead, so no server ever sees a
-		// name the policy did not check.
+		// name the policy did not check. (headReader.next put the Host
+		// line back as sent; http.ReadRequest drops it.)
 		if h := req.Header.Get("Host"); h != "" && !sameHost(h, host, port) {
 			p.refuse(c, user, host, port, fmt.Sprintf("the Host header names %q, not the requested %s", clip(h, 255), host))
 			return

@@ -60,8 +60,8 @@ func readClientHello(r *bufio.Reader) (raw []byte, sni string, err error) {
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)
-		if _, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw, "", fmt.Errorf("%w: %v", errBadHello, err)
+		if k, err := io.ReadFull(r, raw[start:]); err != nil {
+			return raw[:start+k], "", fmt.Errorf("%w: %v", errBadHello, err)
 		}
 		hs = append(hs, raw[start:]...)
 		if len(hs) < 4 {
