@@ -433,6 +433,14 @@ func (p *egressProxy) answer(c net.Conn, user, host, port string, code int, reas
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), strconv.Itoa(len(body)), body)
+	if tc, ok := c.(*net.TCPConn); ok && code != http.StatusForbidden {
+		// The client may still be sending (an oversized head): closing
+		// with unread input would reset the connection and lose the
+		// answer, so drain a bounded amount first.
+		tc.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, io.LimitReader(c, 1<<20))
+	}
 }
 
 // record logs a refusal (the guest's refusal log and PID 1's log).
