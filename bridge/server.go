@@ -119,9 +119,11 @@ func New(o Options) *Server {
 	s.srv = &http.Server{
 		Handler: s.Handler(),
 		// Every relayed connection holds a descriptor in the guest's
-		// PID 1: bound how long one may sit idle or dribble a request.
+		// PID 1: bound how long one may sit idle or dribble a head. No
+		// ReadTimeout: its deadline would cancel the context of a long
+		// inference call once the body is read; the per-agent caps
+		// bound slow bodies instead.
 		ReadHeaderTimeout: 30 * time.Second,
-		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
