@@ -22,6 +22,7 @@ func Handshake(ctx context.Context, p *Peer) (*Client, error) {
 	var resp HelloResponse
 	err := p.Call(ctx, OpHello, HelloRequest{
 		Major: VersionMajor, Minor: VersionMinor, TimeUnixNano: time.Now().UnixNano(),
+		HostAddrs: hostAddrs(),
 	}, &resp)
 	if err != nil {
 		return nil, err

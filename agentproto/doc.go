@@ -23,5 +23,5 @@ package agentproto
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
 	VersionMajor = 2
-	VersionMinor = 5 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope; 4: Limits, ExitStatus.Limit, usage; 5: user_limit
+	VersionMinor = 6 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope; 4: Limits, ExitStatus.Limit, usage; 5: user_limit; 6: net_release, HelloRequest.HostAddrs
 )

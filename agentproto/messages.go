@@ -28,6 +28,9 @@ type HelloRequest struct {
 	Major        int   `json:"major"`
 	Minor        int   `json:"minor"`
 	TimeUnixNano int64 `json:"time_unix_nano"`
+	// HostAddrs are the host's own addresses (minor 6), which the guest
+	// denies to every agent.
+	HostAddrs []string `json:"host_addrs,omitempty"`
 }
 
 // HelloResponse describes the guest.

@@ -52,6 +52,9 @@ func ServiceMux(svc Service) *Mux {
 	if u, ok := svc.(UsageService); ok {
 		m.Handle(OpUsage, Unary(u.Usage))
 	}
+	if nr, ok := svc.(NetReleaseService); ok {
+		m.Handle(OpNetRelease, Unary(nr.NetRelease))
+	}
 	if l, ok := svc.(LimitService); ok {
 		m.Handle(OpUserLimit, Unary(l.UserLimit))
 	}

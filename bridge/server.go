@@ -23,6 +23,15 @@ import (
 // MaxBody bounds a request body; larger ones get 413.
 const MaxBody = 8 << 20
 
+// Bounds of the HTTP side: a request head over MaxHeaderBytes gets 431;
+// a kept-alive connection idle for IdleTimeout is closed; an agent holds
+// at most MaxConnsPerAgent connections at once.
+const (
+	MaxHeaderBytes   = 64 << 10
+	IdleTimeout      = 30 * time.Second
+	MaxConnsPerAgent = 64
+)
+
 // IdentityHeader is the header the bridge sets on every request it serves
 // to the agent name it read from the kernel. A value the caller sent is
 // overwritten, never trusted.
@@ -76,6 +85,9 @@ type Server struct {
 	ln   *listener
 	srv  *http.Server
 	once sync.Once
+
+	connsMu sync.Mutex
+	conns   map[string]int // open connections per agent
 }
 
 // New returns a Server; it serves once Handle gets its first connection.
@@ -105,8 +117,15 @@ func New(o Options) *Server {
 	})
 	s.mux = m
 	s.srv = &http.Server{
-		Handler:           s.Handler(),
+		Handler: s.Handler(),
+		// Every relayed connection holds a descriptor in the guest's
+		// PID 1: bound how long one may sit idle or dribble a head. No
+		// ReadTimeout: its deadline would cancel the context of a long
+		// inference call once the body is read; the per-agent caps
+		// bound slow bodies instead.
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if rc, ok := c.(*relayedConn); ok {
 				return context.WithValue(ctx, callerKey{}, rc.caller)
@@ -133,6 +152,11 @@ func (s *Server) Handle(ctx context.Context, c *agentproto.Call) error {
 	if err := c.Decode(&req); err != nil {
 		return err
 	}
+	if !s.admit(req.Agent) {
+		return fmt.Errorf("%w: agent %q already has %d connections open to the host API bridge, the limit per agent; close some and retry",
+			agentproto.ErrUnavailable, req.Agent, MaxConnsPerAgent)
+	}
+	defer s.leave(req.Agent)
 	s.once.Do(func() { go s.srv.Serve(s.ln) })
 	conn, err := c.Accept()
 	if err != nil {
@@ -149,6 +173,28 @@ func (s *Server) Handle(ctx context.Context, c *agentproto.Call) error {
 		rc.Close()
 	}
 	return agentproto.ErrHijacked
+}
+
+// admit counts one more connection of agent, if it is under the cap.
+func (s *Server) admit(agent string) bool {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if s.conns == nil {
+		s.conns = map[string]int{}
+	}
+	if s.conns[agent] >= MaxConnsPerAgent {
+		return false
+	}
+	s.conns[agent]++
+	return true
+}
+
+func (s *Server) leave(agent string) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if s.conns[agent]--; s.conns[agent] <= 0 {
+		delete(s.conns, agent)
+	}
 }
 
 // Close stops serving.

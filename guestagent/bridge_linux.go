@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -32,6 +33,20 @@ type bridgeRelay struct {
 	mu   sync.Mutex
 	peer *agentproto.Peer
 }
+
+// Bounds of the relay: each connection holds a descriptor in PID 1.
+const (
+	maxBridgeConnsPerAgent = 32
+	maxBridgeConns         = 512
+	// bridgeIdleTimeout ends a relay that moved no byte either way for
+	// that long (the host's server closes idle keep-alives sooner; this
+	// holds whatever the host does).
+	bridgeIdleTimeout = 10 * time.Minute
+)
+
+// bridgeConns caps the relay's connections per caller (agent, or uid
+// for callers that are no agent).
+var bridgeConns = newConnLimiter("host API bridge", maxBridgeConnsPerAgent, maxBridgeConns)
 
 // bridge is package state rather than a Service field so the exec and
 // account code stay untouched; there is one socket per guest anyway.
@@ -89,6 +104,16 @@ func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 		writeHTTPError(c, http.StatusInternalServerError, "reading the caller's identity: "+err.Error())
 		return
 	}
+	key := req.Agent
+	if key == "" {
+		key = "uid " + strconv.Itoa(req.UID)
+	}
+	release, err := bridgeConns.acquire(key)
+	if err != nil {
+		writeHTTPError(c, http.StatusTooManyRequests, err.Error())
+		return
+	}
+	defer release()
 	bridge.mu.Lock()
 	peer := bridge.peer
 	bridge.mu.Unlock()
@@ -104,14 +129,16 @@ func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	defer hc.Close()
+	last := new(atomic.Int64)
+	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
 	go func() {
 		// caller → host; the caller hanging up ends the relay.
-		io.Copy(hc, c)
+		copyIdleFor(hc, c, c, last, bridgeIdleTimeout)
 		hc.Close()
 		close(done)
 	}()
-	io.Copy(c, hc)
+	copyIdleFor(c, hc, hc, last, bridgeIdleTimeout)
 	c.Close()
 	<-done
 }

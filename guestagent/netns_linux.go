@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -61,7 +63,20 @@ type NetPolicy struct {
 	// kernel logs the firewall's refusals into it (NFLOG works).
 	refusals *netLog
 	logRules bool
+	// free are indexes of freed namespaces, for reuse.
+	free []int
+	// hostAddrs are the host's own addresses as the host reported them
+	// (hello): under a user-mode NAT a connection to one reaches the
+	// host's own services, so they are denied like the gateway.
+	hostAddrs []netip.Addr
 }
+
+// maxNetsPerUser caps one user's namespaces: its own and one per plugin
+// whose processes it runs. Each holds a veth pair and rules in PID 1.
+const maxNetsPerUser = 32
+
+// maxHostAddrs bounds the addresses a hello may name.
+const maxHostAddrs = 256
 
 // agentNet is one agent user's namespace.
 type agentNet struct {
@@ -87,7 +102,68 @@ func NewNetPolicy(lg *log.Logger) *NetPolicy {
 		r.User, r.Plugin, _ = strings.Cut(r.User, scopeSep) // policyOf's key
 		n.refusals.add(r)
 	}, lg)
+	n.proxy.denied = n.isDenied
 	return n
+}
+
+// isDenied is netpolicy.IsDenied plus the host's own addresses.
+func (n *NetPolicy) isDenied(a netip.Addr) bool {
+	if netpolicy.IsDenied(a) {
+		return true
+	}
+	a = a.Unmap()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.hostAddrs, a) || a == defaultGateway("/proc/net/route")
+}
+
+// SetHostAddrs records the host's own addresses (from its hello) and
+// denies them to every agent. Entries that don't parse are skipped.
+func (n *NetPolicy) SetHostAddrs(addrs []string) {
+	var out []netip.Addr
+	for _, s := range addrs {
+		if len(out) == maxHostAddrs {
+			break
+		}
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			out = append(out, a.Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	out = slices.Compact(out)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if slices.Equal(out, n.hostAddrs) {
+		return
+	}
+	n.hostAddrs = out
+	if n.setup {
+		if err := installRules(n.ruleSet()); err != nil {
+			n.log.Printf("network: denying the host's addresses: %v", err)
+		}
+	}
+}
+
+// defaultGateway is the IPv4 default gateway in a /proc/net/route file:
+// the host as the guest sees it.
+func defaultGateway(path string) netip.Addr {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != "00000000" {
+			continue
+		}
+		v, err := strconv.ParseUint(f[2], 16, 32)
+		if err != nil || v == 0 {
+			continue
+		}
+		// The kernel prints the address in host (little-endian) order.
+		return netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+	}
+	return netip.Addr{}
 }
 
 // AfterModules makes n wait, before it uses veth or nftables, until
@@ -219,7 +295,14 @@ func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
 	if an := n.nets[key]; an != nil {
 		return an, nil
 	}
-	if n.next > maxAgentNets {
+	if n.userNets(user) >= maxNetsPerUser {
+		// Plugins' namespaces no process uses any more go first.
+		n.reclaimIdle(user)
+		if n.userNets(user) >= maxNetsPerUser {
+			return nil, fmt.Errorf("%w: %s already has %d network namespaces (its own and one per plugin in use), the limit per agent; uninstall plugins it no longer uses", ErrNetPolicy, user, maxNetsPerUser)
+		}
+	}
+	if len(n.free) == 0 && n.next > maxAgentNets {
 		return nil, fmt.Errorf("%w: more than %d agent networks", ErrNetPolicy, maxAgentNets)
 	}
 	ns, err := newNetns()
@@ -239,7 +322,11 @@ func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
 		return nil, fmt.Errorf("%w: loopback for %s: %v", ErrNetPolicy, user, err)
 	}
 	i := n.next
-	n.next++
+	if len(n.free) > 0 {
+		i, n.free = n.free[len(n.free)-1], n.free[:len(n.free)-1]
+	} else {
+		n.next++
+	}
 	base := agentSubnet.Addr().As4()
 	off := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(4*i)
 	an := &agentNet{
@@ -249,6 +336,100 @@ func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
 	n.nets[key] = an
 	n.byAddr[an.addr] = an
 	return an, nil
+}
+
+// userNets counts user's namespaces.
+func (n *NetPolicy) userNets(user string) int {
+	k := 0
+	for _, an := range n.nets {
+		if an.user == user {
+			k++
+		}
+	}
+	return k
+}
+
+// Release frees user's namespace in scope (a plugin's, on uninstall), or
+// with all every one of user's (the user is removed). A process still in
+// a freed namespace keeps only its loopback: the veth pair goes with it.
+func (n *NetPolicy) Release(user, scope string, all bool) error {
+	if err := checkScope(scope); err != nil {
+		return fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	freed := false
+	for _, an := range n.nets {
+		if an.user == user && (all || an.scope == scope) {
+			n.freeNet(an)
+			freed = true
+		}
+	}
+	if !freed || !n.setup {
+		return nil
+	}
+	if err := installRules(n.ruleSet()); err != nil {
+		return fmt.Errorf("%w: %v", ErrNetPolicy, err)
+	}
+	return nil
+}
+
+// reclaimIdle frees user's plugin namespaces no process is in.
+func (n *NetPolicy) reclaimIdle(user string) {
+	inUse := netnsInUse("/proc")
+	freed := false
+	for _, an := range n.nets {
+		if an.user != user || an.scope == "" {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(int(an.ns), &st) == nil && !inUse[st.Ino] {
+			n.freeNet(an)
+			freed = true
+		}
+	}
+	if freed && n.setup {
+		if err := installRules(n.ruleSet()); err != nil {
+			n.log.Printf("network: %v", err)
+		}
+	}
+}
+
+// netnsInUse is the inodes of the network namespaces processes are in.
+func netnsInUse(proc string) map[uint64]bool {
+	out := map[uint64]bool{}
+	ents, _ := os.ReadDir(proc)
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(proc+"/"+e.Name()+"/ns/net", &st) == nil {
+			out[st.Ino] = true
+		}
+	}
+	return out
+}
+
+// freeNet deletes an's veth pair, closes PID 1's handle on its namespace
+// and forgets it; the caller reinstalls the rules.
+func (n *NetPolicy) freeNet(an *agentNet) {
+	if an.linked {
+		if l, err := netlink.LinkByName(an.veth); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				n.log.Printf("network: deleting %s of %s: %v", an.veth, an.user, err)
+			}
+		}
+	}
+	an.ns.Close()
+	key := an.user
+	if an.scope != "" {
+		key += scopeSep + an.scope
+	}
+	delete(n.nets, key)
+	delete(n.byAddr, an.addr)
+	n.free = append(n.free, an.index)
+	n.log.Printf("network: freed the namespace of %s", key)
 }
 
 func u32Addr(v uint32) netip.Addr {
@@ -382,7 +563,11 @@ func (n *NetPolicy) ensureSetup() error {
 
 // ruleSet is the rules for the agents' current policies.
 func (n *NetPolicy) ruleSet() ruleSet {
-	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet, logged: n.logRules}
+	rs := ruleSet{resolvers: resolvers("/etc/resolv.conf"), subnet: agentSubnet, logged: n.logRules,
+		host: slices.Clone(n.hostAddrs)}
+	if gw := defaultGateway("/proc/net/route"); gw.IsValid() && !slices.Contains(rs.host, gw) {
+		rs.host = append(rs.host, gw)
+	}
 	for i := 1; i < n.next; i++ {
 		for _, an := range n.nets {
 			if an.index == i {
@@ -414,8 +599,8 @@ func resolvers(path string) []netip.Addr {
 	return out
 }
 
-// forkInNetns runs fork (a ForkExec) on a thread that joined ns, so the
-// child starts there. The thread is locked and never unlocked: it ends
+// forkInNetns runs fork (a ForkExec) on a thread that joined ns and
+// carries the agents' seccomp filter, so the child starts there, under it. The thread is locked and never unlocked: it ends
 // with its goroutine instead of going back to the pool in ns.
 func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 	type result struct {
@@ -427,6 +612,11 @@ func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 		runtime.LockOSThread()
 		if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
 			ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)}
+			return
+		}
+		// This thread dies after the fork: the filter is the child's.
+		if err := applyAgentFilter(); err != nil {
+			ch <- result{0, err}
 			return
 		}
 		pid, err := fork()

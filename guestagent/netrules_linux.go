@@ -42,6 +42,7 @@ type agentRule struct {
 type ruleSet struct {
 	resolvers []netip.Addr // the VM's DNS servers (from resolv.conf)
 	subnet    netip.Prefix // all agents' addresses, for NAT
+	host      []netip.Addr // the host's own addresses, as the guest sees them
 	agents    []agentRule
 	// logged: every reject of an agent's packet first logs it to NFLOG
 	// group nflogGroup, for the refusal log.
@@ -91,6 +92,11 @@ func installRules(rs ruleSet) error {
 	// denied: the ranges no agent reaches, whatever its policy.
 	for _, p := range netpolicy.Denied() {
 		add(den, cat(daddr(p), refuse(refuseDenied))...)
+	}
+	// The host's own addresses, wherever they are: a user-mode NAT
+	// reaches the host's listeners on any address of its own.
+	for _, a := range rs.host {
+		add(den, cat(daddr(netip.PrefixFrom(a, a.BitLen())), refuse(refuseDenied))...)
 	}
 
 	for _, a := range rs.agents {

@@ -142,6 +142,11 @@ func (r recovering) NetLog(ctx context.Context, req *agentproto.NetLogRequest) (
 	return r.s.NetLog(ctx, req)
 }
 
+func (r recovering) NetRelease(ctx context.Context, req *agentproto.NetReleaseRequest) (_ *agentproto.Empty, err error) {
+	defer r.catch(agentproto.OpNetRelease, time.Now(), &err)
+	return r.s.NetRelease(ctx, req)
+}
+
 func (r recovering) Exec(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (_ agentproto.ExitStatus, err error) {
 	defer r.catch(agentproto.OpExec, time.Now(), &err)
 	return r.s.Exec(ctx, req, eio)

@@ -153,6 +153,9 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 			}
 		}
 	}
+	if s.cfg.NetPolicy != nil {
+		s.cfg.NetPolicy.SetHostAddrs(req.HostAddrs)
+	}
 	resp := &agentproto.HelloResponse{
 		Major:        agentproto.VersionMajor,
 		Minor:        agentproto.VersionMinor,
@@ -236,6 +239,23 @@ func (s *Service) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest)
 		time.Sleep(100 * time.Millisecond)
 		s.cfg.PowerOff(reboot)
 	}()
+	return &agentproto.Empty{}, nil
+}
+
+// NetRelease frees a user's namespace for a plugin (uninstalled).
+func (s *Service) NetRelease(ctx context.Context, req *agentproto.NetReleaseRequest) (*agentproto.Empty, error) {
+	if !ValidUserName(req.User) {
+		return nil, fmt.Errorf("%w: user %q", agentproto.ErrInvalid, req.User)
+	}
+	if req.Scope == "" {
+		return nil, fmt.Errorf("%w: scope is empty; name the plugin whose namespace to free", agentproto.ErrInvalid)
+	}
+	if s.cfg.NetPolicy == nil {
+		return &agentproto.Empty{}, nil
+	}
+	if err := s.cfg.NetPolicy.Release(req.User, req.Scope, false); err != nil {
+		return nil, fmt.Errorf("%w: %v", agentproto.ErrInvalid, err)
+	}
 	return &agentproto.Empty{}, nil
 }
 

@@ -421,6 +421,12 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
 		return nil, err
 	}
+	if s.cfg.NetPolicy != nil {
+		// Its namespaces (its own and its plugins') go with it.
+		if err := s.cfg.NetPolicy.Release(a.Name, "", true); err != nil {
+			s.log.Printf("user %s: %v", a.Name, err)
+		}
+	}
 	af.passwd.remove(a.Name)
 	af.shadow.remove(a.Name)
 	// The private group goes with the user unless others still use it.

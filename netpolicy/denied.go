@@ -24,7 +24,10 @@ var denied = []string{
 	// IPv6
 	"::/127",         // unspecified and loopback
 	"::ffff:0:0/96",  // IPv4-mapped: would smuggle the IPv4 ranges
+	"64:ff9b::/96",   // well-known NAT64 prefix (RFC 6052): carries any IPv4 address, private ones included
 	"64:ff9b:1::/48", // local-use NAT64 (RFC 8215)
+	"2001::/32",      // Teredo: tunnels to an IPv4 address embedded in the IPv6 one
+	"2002::/16",      // 6to4: likewise (RFC 3056)
 	"fc00::/7",       // unique local
 	"fe80::/10",      // link-local
 	"fec0::/10",      // site-local (deprecated; QEMU's user network uses fec0::/64)

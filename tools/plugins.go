@@ -384,5 +384,11 @@ func (t *Toolset) UninstallPlugin(ctx context.Context, pluginID string) error {
 	if err != nil && !errors.Is(err, agentproto.ErrNotFound) {
 		return err
 	}
+	// The network namespace its tools ran in goes too (a guest older
+	// than net_release frees it when the agent is removed).
+	err = c.g.NetRelease(ctx, agentproto.NetReleaseRequest{User: t.agent.User(), Scope: pluginID})
+	if err != nil && !errors.Is(err, agentproto.ErrUnsupported) {
+		return fmt.Errorf("freeing the plugin's network namespace: %w", err)
+	}
 	return nil
 }
