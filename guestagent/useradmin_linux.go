@@ -421,6 +421,9 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
 		return nil, err
 	}
+	if t := activeTmps(); t != nil {
+		t.drop(a.Name) // its temporary files go with it
+	}
 	af.passwd.remove(a.Name)
 	af.shadow.remove(a.Name)
 	// The private group goes with the user unless others still use it.
