@@ -24,7 +24,8 @@ var tmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "${TMPDIR:-/tmp}"}
 // agent can't write past its diskGB anywhere (the root disk included),
 // and installing a package with a service leaves no root daemon behind.
 func TestPrivateTmp(t *testing.T) {
-	te := newToolsEnv(t)
+	// apt fetches over plain HTTP with signed indexes: no extra CAs.
+	te := newToolsEnvCAs(t, false)
 	te.addAgent(t, "Alice", autonomous(1000, true))
 	bobAgent := te.addAgent(t, "Bob", autonomous(1000, true))
 	alice := te.stdio(t, "alice")

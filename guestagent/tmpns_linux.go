@@ -59,8 +59,8 @@ var privateTmpDirs = []struct{ sub, target string }{
 // unless it says otherwise.
 const agentUmask = 0o077
 
-// minTmpMB is the smallest temporary area an agent gets.
-const minTmpMB = 16
+// minTmpMB is the smallest temporary area: tmpfs sizes are whole MB here.
+const minTmpMB = 1
 
 // tmpNS is one agent's namespace.
 type tmpNS struct {
