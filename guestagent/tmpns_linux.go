@@ -207,6 +207,12 @@ func buildTmpNS(area string) (int, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return -1, fmt.Errorf("make / a slave: %w", err)
 	}
+	// No set-uid or set-gid program (crontab, chfn, passwd) and no file
+	// capability raises an agent's rights, and no device node on the root
+	// disk opens: the agent has no business with either.
+	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return -1, fmt.Errorf("remount / nosuid,nodev: %w", err)
+	}
 	for _, d := range privateTmpDirs {
 		if err := os.MkdirAll(d.target, 0o755); err != nil {
 			return -1, err
