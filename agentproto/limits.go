@@ -10,6 +10,9 @@ type Limits struct {
 	MaxProcesses int `json:"max_processes"`
 	MemoryMB     int `json:"memory_mb"`
 	CPUWeight    int `json:"cpu_weight"`
+	// DiskMB is the agent's disk quota (diskGB), which bounds its private
+	// temporary directories in the guest; 0 leaves that to the guest.
+	DiskMB int `json:"disk_mb,omitempty"`
 }
 
 // Defaults and bounds of Limits. The defaults let several busy agents
@@ -69,6 +72,9 @@ func (l Limits) Validate() error {
 		if f.v < f.lo || f.v > f.hi {
 			return fmt.Errorf("%w: %s: %d, want %d–%d", ErrInvalid, f.name, f.v, f.lo, f.hi)
 		}
+	}
+	if l.DiskMB < 0 {
+		return fmt.Errorf("%w: diskMB: %d, want 0 or more", ErrInvalid, l.DiskMB)
 	}
 	return nil
 }

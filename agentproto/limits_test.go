@@ -18,12 +18,13 @@ func TestLimits(t *testing.T) {
 		ok   bool
 	}{
 		{"defaults", DefaultLimits(), true},
-		{"lowest", Limits{MinMaxProcesses, MinMemoryMB, MinCPUWeight}, true},
-		{"highest", Limits{MaxMaxProcesses, MaxMemoryMB, MaxCPUWeight}, true},
-		{"too few processes", Limits{MinMaxProcesses - 1, DefaultMemoryMB, DefaultCPUWeight}, false},
-		{"too much memory", Limits{DefaultMaxProcesses, MaxMemoryMB + 1, DefaultCPUWeight}, false},
-		{"zero weight", Limits{DefaultMaxProcesses, DefaultMemoryMB, 0}, false},
-		{"negative", Limits{-1, DefaultMemoryMB, DefaultCPUWeight}, false},
+		{"lowest", Limits{MinMaxProcesses, MinMemoryMB, MinCPUWeight, 0}, true},
+		{"highest", Limits{MaxMaxProcesses, MaxMemoryMB, MaxCPUWeight, 0}, true},
+		{"too few processes", Limits{MinMaxProcesses - 1, DefaultMemoryMB, DefaultCPUWeight, 0}, false},
+		{"too much memory", Limits{DefaultMaxProcesses, MaxMemoryMB + 1, DefaultCPUWeight, 0}, false},
+		{"zero weight", Limits{DefaultMaxProcesses, DefaultMemoryMB, 0, 0}, false},
+		{"negative", Limits{-1, DefaultMemoryMB, DefaultCPUWeight, 0}, false},
+		{"negative disk", Limits{DefaultMaxProcesses, DefaultMemoryMB, DefaultCPUWeight, -1}, false},
 	} {
 		err := c.l.Validate()
 		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalid)) {

@@ -21,6 +21,15 @@ func (r Resources) Limits() agentproto.Limits {
 	return agentproto.Limits{MaxProcesses: r.MaxProcesses, MemoryMB: r.MemoryMB, CPUWeight: r.CPUWeight}.WithDefaults()
 }
 
+// Limits are the limits the guest enforces on the agent: its resources
+// with defaults filled in, and its disk quota, which bounds its private
+// temporary directories there.
+func (a Agent) Limits() agentproto.Limits {
+	l := a.Resources.Limits()
+	l.DiskMB = int(max(a.DiskQuota()/1e6, 1))
+	return l
+}
+
 // ResourceSetting describes one resource setting for help texts and the
 // settings form.
 type ResourceSetting struct {

@@ -97,6 +97,14 @@ func RunInit(agentVersion string) {
 	clock.mark("root")
 	b.setupRoot(params)
 	b.closeFUSE()
+	// Without them agents read each other's temporary files and write
+	// the root disk past their quotas: no VM is better than that one.
+	if err := enablePrivateTmp(); err != nil {
+		b.fatal("private temporary directories: %v", err)
+	}
+	if err := noServiceStarts(""); err != nil {
+		b.fatal("%v", err)
+	}
 	clock.mark("mounts")
 	b.setupNetwork(params.Network)
 	clock.mark("network")

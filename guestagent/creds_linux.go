@@ -71,6 +71,11 @@ func runAs[T any](a *Account, fn func() (T, error)) (T, error) {
 			ch <- result{err: fmt.Errorf("%w: refusing to run as %s on the process's main thread", agentproto.ErrInternal, a.Name)}
 			return
 		}
+		// The agent's mount namespace and umask, while still root.
+		if err := enterAgent(a); err != nil {
+			ch <- result{err: err}
+			return
+		}
 		if err := setThreadFSCreds(a); err != nil {
 			ch <- result{err: err}
 			return

@@ -60,11 +60,20 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	if err != nil {
 		return nil, err
 	}
+	if t := activeTmps(); t != nil && a.UID != 0 {
+		// The agent's temporary directories, at its current quota,
+		// before anything looks at its paths.
+		if err := t.ensure(a, req.Limits); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := workDir(a, req.Root, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	path, err := lookPath(argv[0], envValue(env, "PATH"), dir)
+	// As the agent, in its mount namespace: the program may be in its
+	// private /tmp.
+	path, err := runAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +211,8 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 		// runs a single instruction outside it.
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
-	pid, ch, err := s.reaper.Start(spawnIn(cmd.netns, func() (int, error) {
+	// An agent's child starts in its mount namespace with umask 077.
+	pid, ch, err := s.reaper.Start(forkAsAgent(a, cmd.netns, func() (int, error) {
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
 	}))
 	if err != nil {

@@ -427,6 +427,9 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 			s.log.Printf("user %s: %v", a.Name, err)
 		}
 	}
+	if t := activeTmps(); t != nil {
+		t.drop(a.Name) // its temporary files go with it
+	}
 	af.passwd.remove(a.Name)
 	af.shadow.remove(a.Name)
 	// The private group goes with the user unless others still use it.

@@ -65,7 +65,7 @@ func (c *call) current() agents.Agent {
 
 // limits are the agent's resource limits as stored now.
 func (c *call) limits() *agentproto.Limits {
-	l := c.current().Resources.Limits()
+	l := c.current().Limits()
 	return &l
 }
 
@@ -92,7 +92,7 @@ func (c *call) exec(ctx context.Context, req agentproto.ExecRequest, timeout tim
 	if req.User != "" {
 		a := c.current()
 		req.Network = c.networkOf(a)
-		l := a.Resources.Limits()
+		l := a.Limits()
 		req.Limits = &l
 	}
 	req.TimeoutMillis = timeout.Milliseconds()

@@ -1,0 +1,58 @@
+//go:build linux
+
+package guestagent
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestNoServiceStarts checks the boot step that stops package scripts
+// from starting services: on Debian a policy-rc.d that forbids every
+// action replaces whatever was there (a symlink included, never written
+// through); elsewhere OpenRC's "booted" mark goes.
+func TestNoServiceStarts(t *testing.T) {
+	t.Run("debian", func(t *testing.T) {
+		root := t.TempDir()
+		os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+		os.MkdirAll(filepath.Join(root, "usr/sbin"), 0o755)
+		os.WriteFile(filepath.Join(root, "etc/debian_version"), []byte("12.0\n"), 0o644)
+		victim := filepath.Join(root, "victim")
+		os.WriteFile(victim, []byte("keep"), 0o644)
+		if err := os.Symlink(victim, filepath.Join(root, policyRCD)); err != nil {
+			t.Fatal(err)
+		}
+		if err := noServiceStarts(root); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "keep" {
+			t.Fatalf("wrote through the symlink: %q", b)
+		}
+		p := filepath.Join(root, policyRCD)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("policy-rc.d: %v %v", fi, err)
+		}
+		err = exec.Command(p, "cron", "start").Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 101 {
+			t.Fatalf("policy-rc.d cron start: %v, want exit 101", err)
+		}
+	})
+	t.Run("openrc", func(t *testing.T) {
+		root := t.TempDir()
+		soft := filepath.Join(root, "run/openrc/softlevel")
+		os.MkdirAll(filepath.Dir(soft), 0o755)
+		os.WriteFile(soft, nil, 0o644)
+		if err := noServiceStarts(root); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(soft); !os.IsNotExist(err) {
+			t.Fatalf("softlevel still there: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(root, policyRCD)); !os.IsNotExist(err) {
+			t.Fatalf("policy-rc.d written on a non-Debian system: %v", err)
+		}
+	})
+}
