@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/bridge/events"
 	"github.com/osaurus/osaurus-sandbox/bridge/memory"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
 // Rate-limiter services of these routes, each with limit.DefaultLimit
@@ -100,22 +102,41 @@ func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	payload := body.Payload
-	// Events reach MCP clients, so the model: scrub the agent's secrets
-	// as tool output is. A replacement that breaks the JSON leaves the
-	// scrubbed text as a string.
-	if s.o.Secrets != nil && len(payload) > 0 {
-		if scrubbed := s.o.Secrets.Scrub(agent, string(payload)); scrubbed != string(payload) {
-			if json.Valid([]byte(scrubbed)) {
-				payload = json.RawMessage(scrubbed)
-			} else {
-				payload, _ = json.Marshal(scrubbed)
-			}
-		}
+	payload, typ := body.Payload, body.Type
+	// Events reach MCP clients, so the model, and the terminal: scrub the
+	// agent's secrets as tool output is. The payload's strings are
+	// scrubbed decoded, so a value written with JSON escapes is found too.
+	if s.o.Secrets != nil {
+		typ = s.o.Secrets.Scrub(agent, typ)
+		payload = scrubJSON(payload, func(t string) string { return s.o.Secrets.Scrub(agent, t) })
 	}
-	if _, err := s.o.Events.Emit(r.Context(), agent, body.Type, payload); err != nil {
+	if _, err := s.o.Events.Emit(r.Context(), agent, typ, payload); err != nil {
 		invalidOr(w, "event", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{})
+}
+
+// scrubJSON applies f to every string of a JSON document (keys included).
+// A document that does not decode is scrubbed as text and kept as a JSON
+// string, so nothing passes unscrubbed.
+func scrubJSON(doc json.RawMessage, f func(string) string) json.RawMessage {
+	if len(doc) == 0 {
+		return doc
+	}
+	var v any
+	d := json.NewDecoder(bytes.NewReader(doc))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		b, _ := json.Marshal(f(string(doc)))
+		return b
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(envelope.ScrubValue(v, f)); err != nil {
+		b, _ := json.Marshal(f(string(doc)))
+		return b
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

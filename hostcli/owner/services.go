@@ -66,8 +66,9 @@ func NewRunner(p config.Paths, reg *agents.Registry, env *tools.Env, run tools.R
 			}
 			return runner.Budget{MaxSteps: cfg.RunnerMaxSteps, Timeout: time.Duration(cfg.RunnerTimeoutSeconds) * time.Second}
 		},
-		Ready: inferenceReady(p),
-		Logf:  logf,
+		Ready:    inferenceReady(p),
+		Redactor: Secrets,
+		Logf:     logf,
 	})
 }
 
