@@ -157,8 +157,8 @@ func (e *Env) CreatePlugin(ctx context.Context, agent string, recipe []byte) (*R
 	if err := e.agents.Reload(); err != nil {
 		return nil, err
 	}
-	a, err := e.agents.Get(agent)
-	if err != nil || a.Slug != agent {
+	a, err := e.agents.GetSlug(agent)
+	if err != nil {
 		return nil, &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: %s is not an agent of this app", ErrPluginCreateOff, agent)}
 	}
 	return e.Toolset(a).RegisterPlugin(ctx, recipe, plugins.ViaHostBridge)

@@ -120,8 +120,8 @@ var (
 // dispatch only to itself; target empty means the caller.
 func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
 	r.o.Agents.Reload()
-	a, err := r.o.Agents.Get(caller)
-	if err != nil || a.Slug != caller {
+	a, err := r.o.Agents.GetSlug(caller)
+	if err != nil {
 		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
 	}
 	if target != "" {
