@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -216,9 +217,9 @@ func (p *stepPrinter) update(t runner.Task) {
 		p.ended = true
 		switch t.State {
 		case runner.Done:
-			fmt.Fprintf(p.w, "answer: %s\n", t.Answer)
+			fmt.Fprintf(p.w, "answer: %s\n", termsafe.String(t.Answer))
 		default:
-			fmt.Fprintf(p.w, "%s: %s\n", t.State, t.Error)
+			fmt.Fprintf(p.w, "%s: %s\n", t.State, termsafe.String(t.Error))
 		}
 	}
 }
