@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -49,6 +50,10 @@ func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
 		Salience *float64 `json:"salience"`
 	}
 	if !decodeBody(w, r, &body) {
+		return
+	}
+	if n := len(body.Content); n > memory.MaxContent {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("memory store: the entry is %d bytes, over the limit of %d bytes per entry (memory.MaxContent); store a shorter summary", n, memory.MaxContent))
 		return
 	}
 	if _, err := s.o.Memory.Add(r.Context(), agent, body.Content, body.Salience); err != nil {
@@ -100,6 +105,11 @@ func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
 		Payload json.RawMessage `json:"payload"`
 	}
 	if !decodeBody(w, r, &body) {
+		return
+	}
+	var compact bytes.Buffer
+	if len(body.Payload) > 0 && json.Compact(&compact, body.Payload) == nil && compact.Len() > events.MaxPayload {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("event: the payload is %d bytes of compact JSON, over the limit of %d bytes per event (events.MaxPayload); emit a summary and keep the data in a file", compact.Len(), events.MaxPayload))
 		return
 	}
 	payload, typ := body.Payload, body.Type

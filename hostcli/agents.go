@@ -214,6 +214,7 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	} else {
 		fmt.Fprintf(c.out, "  usage:                unknown: %s\n", why)
 	}
+	io.WriteString(c.out, c.agentStores(ctx, a).lines())
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())

@@ -15,6 +15,9 @@ import (
 )
 
 // Where the bridge keeps per-agent state on the host.
+// BridgeConfig is the agents' config store (osaurus-host config).
+func BridgeConfig(p config.Paths) *bridge.ConfigStore { return bridgeConfig(p) }
+
 func bridgeConfig(p config.Paths) *bridge.ConfigStore {
 	return &bridge.ConfigStore{Dir: filepath.Join(p.Root, "bridge", "config")}
 }

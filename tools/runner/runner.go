@@ -177,6 +177,10 @@ func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, err
 	}
 	r.running[t.ID] = l
 	r.mu.Unlock()
+	// Bound the agent's records before adding one (MaxTasksPerAgent).
+	if err := r.o.Store.Prune(a.Slug, MaxTasksPerAgent-1); err != nil {
+		r.o.Logf("runner: pruning %s's old tasks: %v", a.Slug, err)
+	}
 	if err := r.o.Store.Save(t); err != nil {
 		r.forget(t.ID)
 		cancel(nil)

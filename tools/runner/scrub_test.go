@@ -92,3 +92,34 @@ func TestTaskRecordsAndModelRequestsAreScrubbed(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskRecordsAreBoundedPerAgent: an agent's finished tasks beyond
+// MaxTasksPerAgent are forgotten oldest first; running ones and other
+// agents' stay.
+func TestTaskRecordsAreBoundedPerAgent(t *testing.T) {
+	s := &runner.Store{Dir: t.TempDir()}
+	base := time.Now().UTC()
+	id := func(i int) string { return fmt.Sprintf("%016x", i+1) }
+	for i := range runner.MaxTasksPerAgent + 10 {
+		st := runner.Done
+		if i == 0 {
+			st = runner.Running // the oldest still runs: kept
+		}
+		if err := s.Save(runner.Task{ID: id(i), Agent: "alice", State: st, Created: base.Add(time.Duration(i) * time.Second), PID: os.Getpid()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Save(runner.Task{ID: id(999), Agent: "bob", State: runner.Done, Created: base}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prune("alice", runner.MaxTasksPerAgent-1); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := s.List("alice")
+	if len(ts) != runner.MaxTasksPerAgent-1 || ts[len(ts)-1].ID != id(0) || ts[0].ID != id(runner.MaxTasksPerAgent+9) {
+		t.Errorf("after pruning alice has %d tasks, oldest %s", len(ts), ts[len(ts)-1].ID)
+	}
+	if bs, _ := s.List("bob"); len(bs) != 1 {
+		t.Errorf("bob's tasks: %d", len(bs))
+	}
+}
