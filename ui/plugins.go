@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/hostcli/owner"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -428,7 +429,7 @@ func (t *pluginsTab) showSelected(withRecipe bool) {
 	} else {
 		b.WriteString("\nNot installed for any agent.")
 	}
-	t.Detail.SetText(b.String())
+	t.Detail.SetText(termsafe.String(b.String())) // names and descriptions may be an agent's
 	if withRecipe {
 		if data, err := p.Encode(); err == nil {
 			t.Editor.SetText(string(data))
