@@ -94,7 +94,9 @@ func (a Agent) Paths() sandboxpath.Policy { return sandboxpath.ForAgent(a.Slug) 
 // Errors callers branch on.
 var (
 	ErrNotFound = errors.New("agent not found")
-	ErrInvalid  = errors.New("invalid agent setting")
+	// ErrAmbiguous: a name or slug matches more than one agent.
+	ErrAmbiguous = errors.New("more than one agent matches")
+	ErrInvalid   = errors.New("invalid agent setting")
 )
 
 // ValidationError is a setting out of range. Its message names the field,

@@ -447,3 +447,43 @@ func TestNetworkMigration(t *testing.T) {
 		t.Fatalf("bad network setting: %v, want a ValidationError naming network and the fix", err)
 	}
 }
+
+func TestFindRefusesAmbiguousRefs(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := r.Add("My Bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.Add("my-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bot.Slug != "my-bot" || other.Slug != "my-bot-2" {
+		t.Fatalf("slugs %s %s", bot.Slug, other.Slug)
+	}
+	for _, ref := range []string{"my-bot"} {
+		_, err := r.Get(ref)
+		var amb *AmbiguousError
+		if !errors.As(err, &amb) || !errors.Is(err, ErrAmbiguous) || len(amb.Candidates) != 2 ||
+			!strings.Contains(err.Error(), bot.ID) || !strings.Contains(err.Error(), other.ID) {
+			t.Errorf("Get(%q) = %v, want an ambiguity listing both", ref, err)
+		}
+		if _, err := r.Remove(ref); !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("Remove(%q) = %v, want ambiguous", ref, err)
+		}
+	}
+	for ref, want := range map[string]string{bot.ID: bot.ID, other.ID: other.ID, "My Bot": bot.ID, "my-bot-2": other.ID} {
+		if a, err := r.Get(ref); err != nil || a.ID != want {
+			t.Errorf("Get(%q) = %v %v, want %s", ref, a.ID, err, want)
+		}
+	}
+	if a, err := r.GetSlug("my-bot"); err != nil || a.ID != bot.ID {
+		t.Errorf("GetSlug(my-bot) = %v %v", a, err)
+	}
+	if len(r.List()) != 2 {
+		t.Errorf("an ambiguous remove removed something: %v", r.List())
+	}
+}

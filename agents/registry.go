@@ -399,25 +399,75 @@ func (r *Registry) notify() {
 	}
 }
 
-// find resolves a ref: id, then slug, then name ignoring case.
+// find resolves a ref: an id (random, so it names one agent), else the
+// one agent whose slug is ref or whose name is ref ignoring case. A ref
+// that is one agent's slug and another's name ("my-bot" beside "My Bot")
+// names neither: an *AmbiguousError lists both, so a command never acts
+// on an agent the user did not mean.
 func find(recs []record, ref string) (int, error) {
 	for i, rec := range recs {
 		if rec.ID == ref {
 			return i, nil
 		}
 	}
+	var hits []int
 	for i, rec := range recs {
-		if rec.Slug == ref {
-			return i, nil
+		if rec.Slug == ref || strings.EqualFold(rec.Name, ref) {
+			hits = append(hits, i)
 		}
 	}
-	for i, rec := range recs {
-		if strings.EqualFold(rec.Name, ref) {
-			return i, nil
-		}
+	switch len(hits) {
+	case 0:
+		return -1, fmt.Errorf("%w: %q (list agents with `osaurus-sandbox agent list`)", ErrNotFound, ref)
+	case 1:
+		return hits[0], nil
 	}
-	return -1, fmt.Errorf("%w: %q (list agents with `osaurus-sandbox agent list`)", ErrNotFound, ref)
+	e := &AmbiguousError{Ref: ref}
+	for _, i := range hits {
+		e.Candidates = append(e.Candidates, recs[i].Agent)
+	}
+	return -1, e
 }
+
+// findSlug resolves an exact slug, for callers that hold one (the bridge,
+// the guest's user names): a slug is unique.
+func findSlug(recs []record, slug string) (int, error) {
+	for i, rec := range recs {
+		if rec.Slug == slug {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%w: no agent has the slug %q", ErrNotFound, slug)
+}
+
+// GetSlug finds an agent by its exact slug.
+func (r *Registry) GetSlug(slug string) (Agent, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, err := findSlug(r.recs, slug)
+	if err != nil {
+		return Agent{}, err
+	}
+	return r.recs[i].Agent, nil
+}
+
+// AmbiguousError: a ref is the slug or name of more than one agent.
+type AmbiguousError struct {
+	Ref        string
+	Candidates []Agent
+}
+
+func (e *AmbiguousError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q matches %d agents; name one by its id or slug:", e.Ref, len(e.Candidates))
+	for _, a := range e.Candidates {
+		fmt.Fprintf(&b, "\n  %q  slug %s  id %s", a.Name, a.Slug, a.ID)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrAmbiguous) true.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
 
 // nameFree checks that no agent other than self uses name, ignoring case,
 // so a name always finds one agent.

@@ -42,6 +42,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `request body needs a non-empty "task"`)
 		return
 	}
+	if n := len(body.Task); n > runner.MaxTaskLen {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the task is %d bytes, over the limit of %d (runner.MaxTaskLen)", n, runner.MaxTaskLen))
+		return
+	}
 	agent := agentOf(r)
 	if !s.allow(w, agent, limit.ServiceDispatch) {
 		return

@@ -72,7 +72,13 @@ func (s *Server) inferenceChat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(`messages[%d].role: %q, want "system", "user" or "assistant"`, i, m.Role))
 			return
 		}
-		req.Messages = append(req.Messages, inference.Message{Role: m.Role, Content: m.Content})
+		content := m.Content
+		if s.o.Secrets != nil {
+			// What reaches the model server is scrubbed like everything
+			// else the model sees: an accidental echo stays on the host.
+			content = s.o.Secrets.Scrub(agent, content)
+		}
+		req.Messages = append(req.Messages, inference.Message{Role: m.Role, Content: content})
 	}
 	var onDelta func(string)
 	started := false

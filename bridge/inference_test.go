@@ -92,3 +92,22 @@ func TestInferenceChat(t *testing.T) {
 		t.Errorf("the model got %d requests, want 4 (refused calls never reach it)", n)
 	}
 }
+
+// TestInferenceChatScrubsSecrets: an agent's chat reaches the model
+// server with the agent's secret values scrubbed.
+func TestInferenceChatScrubsSecrets(t *testing.T) {
+	model := scriptedmodel.Start(t, "127.0.0.1:0")
+	s := bridge.New(bridge.Options{
+		Secrets:   mapSecrets{"alice": {"API_KEY": "sk-alice-123456"}},
+		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{URL: model.URL, Model: "m"}, nil }},
+	})
+	t.Cleanup(func() { s.Close() })
+	alice := relay(t, s, agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"})
+	model.Play(scriptedmodel.Turn{Content: "ok"})
+	if code, m := do(t, alice, "POST", "/api/inference/chat", `{"messages":[{"role":"user","content":"my key is sk-alice-123456"}]}`); code != 200 {
+		t.Fatalf("chat: %d %v", code, m)
+	}
+	if r := model.Requests()[0]; r.Messages[0].Content != "my key is [REDACTED:API_KEY]" {
+		t.Errorf("the model server got %q", r.Messages[0].Content)
+	}
+}

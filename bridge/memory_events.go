@@ -1,13 +1,16 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
 // Rate-limiter services of these routes, each with limit.DefaultLimit
@@ -47,6 +50,10 @@ func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
 		Salience *float64 `json:"salience"`
 	}
 	if !decodeBody(w, r, &body) {
+		return
+	}
+	if n := len(body.Content); n > memory.MaxContent {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("memory store: the entry is %d bytes, over the limit of %d bytes per entry (memory.MaxContent); store a shorter summary", n, memory.MaxContent))
 		return
 	}
 	if _, err := s.o.Memory.Add(r.Context(), agent, body.Content, body.Salience); err != nil {
@@ -100,22 +107,46 @@ func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	payload := body.Payload
-	// Events reach MCP clients, so the model: scrub the agent's secrets
-	// as tool output is. A replacement that breaks the JSON leaves the
-	// scrubbed text as a string.
-	if s.o.Secrets != nil && len(payload) > 0 {
-		if scrubbed := s.o.Secrets.Scrub(agent, string(payload)); scrubbed != string(payload) {
-			if json.Valid([]byte(scrubbed)) {
-				payload = json.RawMessage(scrubbed)
-			} else {
-				payload, _ = json.Marshal(scrubbed)
-			}
-		}
+	var compact bytes.Buffer
+	if len(body.Payload) > 0 && json.Compact(&compact, body.Payload) == nil && compact.Len() > events.MaxPayload {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("event: the payload is %d bytes of compact JSON, over the limit of %d bytes per event (events.MaxPayload); emit a summary and keep the data in a file", compact.Len(), events.MaxPayload))
+		return
 	}
-	if _, err := s.o.Events.Emit(r.Context(), agent, body.Type, payload); err != nil {
+	payload, typ := body.Payload, body.Type
+	// Events reach MCP clients, so the model, and the terminal: scrub the
+	// agent's secrets as tool output is. The payload's strings are
+	// scrubbed decoded, so a value written with JSON escapes is found too.
+	if s.o.Secrets != nil {
+		typ = s.o.Secrets.Scrub(agent, typ)
+		payload = scrubJSON(payload, func(t string) string { return s.o.Secrets.Scrub(agent, t) })
+	}
+	if _, err := s.o.Events.Emit(r.Context(), agent, typ, payload); err != nil {
 		invalidOr(w, "event", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{})
+}
+
+// scrubJSON applies f to every string of a JSON document (keys included).
+// A document that does not decode is scrubbed as text and kept as a JSON
+// string, so nothing passes unscrubbed.
+func scrubJSON(doc json.RawMessage, f func(string) string) json.RawMessage {
+	if len(doc) == 0 {
+		return doc
+	}
+	var v any
+	d := json.NewDecoder(bytes.NewReader(doc))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		b, _ := json.Marshal(f(string(doc)))
+		return b
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(envelope.ScrubValue(v, f)); err != nil {
+		b, _ := json.Marshal(f(string(doc)))
+		return b
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

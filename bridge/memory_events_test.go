@@ -47,7 +47,7 @@ func TestMemoryAndEventRoutes(t *testing.T) {
 		{"store salience", "/api/agent/memory/store", `{"content":"parrots are loud","salience":0.9}`, 200, ""},
 		{"store empty", "/api/agent/memory/store", `{"content":""}`, 400, "content"},
 		{"store missing", "/api/agent/memory/store", `{}`, 400, "content"},
-		{"store too long", "/api/agent/memory/store", `{"content":"` + strings.Repeat("x", memory.MaxContent+1) + `"}`, 400, "over the limit"},
+		{"store too long", "/api/agent/memory/store", `{"content":"` + strings.Repeat("x", memory.MaxContent+1) + `"}`, 413, "memory.MaxContent"},
 		{"store bad salience", "/api/agent/memory/store", `{"content":"x","salience":7}`, 400, "salience"},
 		{"store not json", "/api/agent/memory/store", `content=x`, 400, "request body"},
 		{"query empty", "/api/agent/memory/query", `{"query":""}`, 400, "query"},
@@ -58,7 +58,7 @@ func TestMemoryAndEventRoutes(t *testing.T) {
 		{"emit secret", "/api/events/emit", `{"type":"leak","payload":"key sk-alice-123456"}`, 200, ""},
 		{"emit no type", "/api/events/emit", `{"payload":1}`, 400, "type"},
 		{"emit bad type", "/api/events/emit", `{"type":"a b"}`, 400, "type"},
-		{"emit big payload", "/api/events/emit", `{"type":"t","payload":"` + strings.Repeat("x", events.MaxPayload) + `"}`, 400, "payload"},
+		{"emit big payload", "/api/events/emit", `{"type":"t","payload":"` + strings.Repeat("x", events.MaxPayload) + `"}`, 413, "events.MaxPayload"},
 		{"memory GET", "/api/agent/memory/query", "", 404, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

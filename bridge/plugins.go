@@ -66,6 +66,8 @@ func pluginError(w http.ResponseWriter, err error) {
 		})
 	case errors.Is(err, tools.ErrPluginCreateOff):
 		writeError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, tools.ErrPluginQuota):
+		writeError(w, http.StatusInsufficientStorage, err.Error())
 	case errors.Is(err, tools.ErrPluginTaken):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.As(err, &rej):

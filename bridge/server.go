@@ -250,6 +250,10 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // storeError answers a store's error with its status and a hint.
 func storeError(w http.ResponseWriter, what string, err error) {
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, what+": "+err.Error())
+	case errors.Is(err, ErrQuota):
+		writeError(w, http.StatusInsufficientStorage, what+": "+err.Error())
 	case errors.Is(err, ErrNotFound), errors.Is(err, secrets.ErrNotFound), errors.Is(err, secrets.ErrInvalid):
 		writeError(w, http.StatusNotFound, what+" not found")
 	case errors.Is(err, ErrUnavailable), errors.Is(err, secrets.ErrUnavailable):

@@ -81,7 +81,8 @@ func (c *ConfigStore) Get(agent, key string) (string, bool, error) {
 	return v, ok, nil
 }
 
-// Set stores an agent's config value.
+// Set stores an agent's config value, within MaxConfigValue,
+// MaxConfigKeys and MaxConfigBytes (a *LimitError otherwise).
 func (c *ConfigStore) Set(agent, key, value string) error {
 	if err := checkAgent(agent); err != nil {
 		return err
@@ -89,13 +90,22 @@ func (c *ConfigStore) Set(agent, key, value string) error {
 	if !keyRE.MatchString(key) {
 		return &BadKeyError{What: "config key", Value: key}
 	}
+	if len(value) > MaxConfigValue {
+		return tooLarge("the config value is %d bytes, over the limit of %d bytes per value (MaxConfigValue); keep large data in a file in your home", len(value), MaxConfigValue)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, err := c.load(agent)
 	if err != nil {
 		return err
 	}
+	if _, ok := m[key]; !ok && len(m) >= MaxConfigKeys {
+		return quotaFull("the agent already has %d config keys, the limit (MaxConfigKeys); overwrite an existing key instead", len(m))
+	}
 	m[key] = value
+	if n := configBytes(m); n > MaxConfigBytes {
+		return quotaFull("the agent's config would be %d bytes, over the limit of %d bytes per agent (MaxConfigBytes); overwrite large values with shorter ones", n, MaxConfigBytes)
+	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -104,6 +114,29 @@ func (c *ConfigStore) Set(agent, key, value string) error {
 		return err
 	}
 	return atomicfile.WriteFile(c.file(agent), append(b, '\n'), 0o600)
+}
+
+func configBytes(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Usage is how many keys an agent's config has and their bytes (keys and
+// values), for `agent show`.
+func (c *ConfigStore) Usage(agent string) (keys, bytes int, err error) {
+	if err := checkAgent(agent); err != nil {
+		return 0, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.load(agent)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(m), configBytes(m), nil
 }
 
 // RemoveAgent deletes an agent's config, for a removed agent: a later
@@ -125,17 +158,21 @@ func (c *ConfigStore) RemoveAgent(agent string) error {
 // process (the app appends, `osaurus-sandbox logs` reads).
 type LogStore struct {
 	Dir      string
-	MaxBytes int64 // default 1 MiB
+	MaxBytes int64 // default DefaultLogBytes
 	mu       sync.Mutex
 }
 
 // LogFile is where an agent's log buffer lives.
 func (l *LogStore) LogFile(agent string) string { return filepath.Join(l.Dir, agent+".log") }
 
-// Append adds one line (already scrubbed of secrets).
+// Append adds one line (already scrubbed of secrets) of at most
+// MaxLogLine bytes.
 func (l *LogStore) Append(agent, level, msg string) error {
 	if err := checkAgent(agent); err != nil {
 		return err
+	}
+	if len(msg) > MaxLogLine {
+		return tooLarge("the log message is %d bytes, over the limit of %d bytes per message (MaxLogLine); log a summary, or write the details to a file", len(msg), MaxLogLine)
 	}
 	switch level = strings.ToLower(strings.TrimSpace(level)); level {
 	case "":
@@ -162,10 +199,7 @@ func (l *LogStore) Append(agent, level, msg string) error {
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		return err
 	}
-	max := l.MaxBytes
-	if max <= 0 {
-		max = 1 << 20
-	}
+	max := l.Max()
 	if st.Size() > max {
 		return l.trim(agent, max/2)
 	}
@@ -184,6 +218,29 @@ func (l *LogStore) trim(agent string, keep int64) error {
 		}
 	}
 	return atomicfile.WriteFile(l.LogFile(agent), b, 0o600)
+}
+
+// Max is the size an agent's log buffer is kept under.
+func (l *LogStore) Max() int64 {
+	if l.MaxBytes <= 0 {
+		return DefaultLogBytes
+	}
+	return l.MaxBytes
+}
+
+// Size is the size of an agent's log buffer, for `agent show`.
+func (l *LogStore) Size(agent string) (int64, error) {
+	if err := checkAgent(agent); err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(l.LogFile(agent))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
 
 // Read returns an agent's log buffer.

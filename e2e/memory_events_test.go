@@ -130,7 +130,7 @@ func TestMemoryAndEvents(t *testing.T) {
 
 	t.Run("sizes are bounded", func(t *testing.T) {
 		out, errOut, code := as(t, "alice", `osaurus-host agent memory store "$(head -c 9000 /dev/zero | tr '\0' a)"`)
-		if code != 1 || !strings.Contains(errOut, "over the limit of 8192") || !strings.Contains(errOut, "HTTP 400") {
+		if code != 1 || !strings.Contains(errOut, "over the limit of 8192") || !strings.Contains(errOut, "HTTP 413") {
 			t.Errorf("a 9000-byte memory: %d %q %q", code, out, errOut)
 		}
 		out, errOut, code = as(t, "alice", `osaurus-host agent memory store "$(printf 'clear \033[2J')"`)

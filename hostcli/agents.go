@@ -36,7 +36,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent list [--json]
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
-  osaurus-sandbox agent remove NAME [--purge]
+  osaurus-sandbox agent remove NAME [--purge [--yes]]
 keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
@@ -123,11 +123,19 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	case sub == "remove" && len(args) >= 1:
 		fs := c.flags("agent remove")
 		purge := fs.Bool("purge", false, "also delete the agent's home directory and everything in it")
+		yes := fs.Bool("yes", false, "with --purge: don't ask for confirmation")
 		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
 			fmt.Fprintln(c.err, agentUsage)
 			return ExitUsage
 		}
-		return c.agentRemove(ctx, reg, args[0], *purge)
+		a, err := reg.Get(args[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it.", a.Name, a.Slug, a.ID, a.Home())) {
+			return ExitDeclined
+		}
+		return c.agentRemove(ctx, reg, a.ID, *purge)
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
@@ -212,6 +220,7 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	} else {
 		fmt.Fprintf(c.out, "  usage:                unknown: %s\n", why)
 	}
+	io.WriteString(c.out, c.agentStores(ctx, a).lines())
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())

@@ -89,7 +89,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := os.MkdirAll(homeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code = run(t, "agent", "remove", "data-analyst", "--purge")
+	out, _, code = run(t, "agent", "remove", "data-analyst", "--purge", "--yes")
 	if code != ExitOK || !strings.Contains(out, "the VM is not running") {
 		t.Fatalf("remove: %d %q", code, out)
 	}

@@ -25,6 +25,8 @@ type agentView struct {
 	// size as the owner last measured it (or as measured now).
 	DiskQuotaBytes int64 `json:"diskQuotaBytes"`
 	DiskUsedBytes  int64 `json:"diskUsedBytes"`
+	// Stores is what the agent keeps on the host (agent show only).
+	Stores *hostStores `json:"hostStores,omitempty"`
 }
 
 // agentUsage asks the running guest for the agents' resource use. It
@@ -74,6 +76,9 @@ func (c *cli) agentShowJSON(ctx context.Context, reg *agents.Registry, ref strin
 	usage, _ := c.agentUsage(ctx, []agents.Agent{a})
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
-	enc.Encode(views([]agents.Agent{a}, usage, agentDiskUsage(c.paths, []agents.Agent{a}))[0])
+	v := views([]agents.Agent{a}, usage, agentDiskUsage(c.paths, []agents.Agent{a}))[0]
+	st := c.agentStores(ctx, a)
+	v.Stores = &st
+	enc.Encode(v)
 	return ExitOK
 }

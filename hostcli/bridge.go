@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -135,6 +136,6 @@ func (c *cli) agentLogs(name string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	io.WriteString(c.out, s)
+	io.WriteString(c.out, termsafe.String(s))
 	return ExitOK
 }

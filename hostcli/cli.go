@@ -58,7 +58,7 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent show NAME       settings, and the config for Claude Desktop and Claude Code
   agent set NAME KEY VALUE
                         change a setting: enabled, maxCommandsPerTurn, backgroundProcesses, ...
-  agent remove NAME [--purge]
+  agent remove NAME [--purge [--yes]]
                         remove an agent and its Linux user (--purge: its home too)
   mcp --agent NAME      serve the agent's tools over stdio (what MCP clients run)
   secret set AGENT KEY  store an agent's secret in the OS keychain (value from stdin)
@@ -246,16 +246,28 @@ func (c *cli) confirmed(op api.Op, warning string) func(context.Context, []strin
 		if fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
-		if !*yes {
-			fmt.Fprintf(c.err, "%s\nType yes to continue: ", warning)
-			line, _ := bufio.NewReader(c.in).ReadString('\n')
-			if strings.TrimSpace(line) != "yes" {
-				fmt.Fprintln(c.err, "Nothing was changed.")
-				return ExitDeclined
-			}
+		if !*yes && !c.confirm(warning) {
+			return ExitDeclined
 		}
 		return c.lifecycle(op, "")(ctx, nil)
 	}
+}
+
+// confirm shows warning and asks the user to type yes: the one question
+// every destructive command asks unless given --yes. No answer (stdin
+// closed, as in a script) is a no, with the hint.
+func (c *cli) confirm(warning string) bool {
+	fmt.Fprintf(c.err, "%s\nType yes to continue: ", warning)
+	line, err := bufio.NewReader(c.in).ReadString('\n')
+	switch {
+	case strings.TrimSpace(line) == "yes":
+		return true
+	case err != nil && strings.TrimSpace(line) == "":
+		fmt.Fprintln(c.err, "\nNothing was changed: there was no answer on stdin. Pass --yes to confirm without the question.")
+	default:
+		fmt.Fprintln(c.err, "Nothing was changed.")
+	}
+	return false
 }
 
 func (c *cli) stop(ctx context.Context, args []string) int {

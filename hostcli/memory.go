@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
@@ -123,9 +124,7 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 
 // escapeLine keeps an entry on its row. Stored content has no control
 // characters other than newline and tab (memory.CheckContent).
-func escapeLine(s string) string {
-	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
-}
+func escapeLine(s string) string { return termsafe.Line(s) }
 
 const eventsUsage = `usage: osaurus-sandbox events [--follow] [--agent NAME] [--last N] [--json]`
 
@@ -166,7 +165,7 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		}
 		// The payload is compact JSON, so control characters in it are
 		// escaped; the type is checked against events.CheckType.
-		_, err := fmt.Fprintf(c.out, "%s  %s  %s  %s\n", e.Time.Local().Format(time.DateTime), e.Agent, e.Type, e.Payload)
+		_, err := fmt.Fprintf(c.out, "%s  %s  %s  %s\n", e.Time.Local().Format(time.DateTime), e.Agent, termsafe.Line(e.Type), termsafe.Line(string(e.Payload)))
 		return err
 	}
 	if !*follow {

@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"golang.org/x/term"
@@ -244,7 +245,7 @@ func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
 			if r.CreatedByAgnt {
 				src = "agent " + r.Origin.Agent
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.Name, orDash(r.Version), r.LibraryVer, len(r.Tools), orDash(src))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, termsafe.Line(r.Name), termsafe.Line(orDash(r.Version)), r.LibraryVer, len(r.Tools), orDash(src))
 		}
 		w.Flush()
 	}
@@ -272,7 +273,7 @@ func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
 	}
 	cur := e.Current()
 	p := cur.Recipe
-	fmt.Fprintf(c.out, "%s (%s)\n  %s\n", p.Name, e.ID, p.Description)
+	fmt.Fprintf(c.out, "%s (%s)\n  %s\n", termsafe.Line(p.Name), e.ID, termsafe.String(p.Description))
 	for _, kv := range [][2]string{{"version", p.Version}, {"author", p.Author}, {"source", p.Source}} {
 		if kv[1] != "" {
 			fmt.Fprintf(c.out, "  %s: %s\n", kv[0], kv[1])
@@ -300,7 +301,7 @@ func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
 			}
 			params = append(params, s)
 		}
-		fmt.Fprintf(c.out, "  tool %s(%s): %s\n", p.ToolName(t.ID), strings.Join(slices.Sorted(slices.Values(params)), ", "), t.Description)
+		fmt.Fprintf(c.out, "  tool %s(%s): %s\n", p.ToolName(t.ID), strings.Join(slices.Sorted(slices.Values(params)), ", "), termsafe.String(t.Description))
 	}
 	fmt.Fprintln(c.out, "versions:")
 	for _, v := range e.Versions {
@@ -360,7 +361,7 @@ func (u pluginUninstaller) UninstallEverywhere(ctx context.Context, pluginID str
 type termPrompter struct{ c *cli }
 
 func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) error {
-	fmt.Fprintf(p.c.err, "%s has no secret %s, %s.\n", req.Agent.Slug, req.Key, req.Description)
+	fmt.Fprintf(p.c.err, "%s has no secret %s, %s.\n", req.Agent.Slug, req.Key, termsafe.String(req.Description))
 	v, err := p.c.readSecret(req.Agent.Slug, req.Key)
 	if err != nil {
 		return err

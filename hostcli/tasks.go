@@ -12,6 +12,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -218,9 +219,9 @@ func (p *stepPrinter) update(t runner.Task) {
 		p.ended = true
 		switch t.State {
 		case runner.Done:
-			fmt.Fprintf(p.w, "answer: %s\n", t.Answer)
+			fmt.Fprintf(p.w, "answer: %s\n", termsafe.String(t.Answer))
 		default:
-			fmt.Fprintf(p.w, "%s: %s\n", t.State, t.Error)
+			fmt.Fprintf(p.w, "%s: %s\n", t.State, termsafe.String(t.Error))
 		}
 	}
 }

@@ -157,6 +157,8 @@ type execResult struct {
 func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, cwd string, out, errOut *capture) (execResult, error) {
 	stdout, cutOut := out.Text()
 	stderr, cutErr := errOut.Text()
+	// Scrubbed before any further cut, so no piece of a secret survives.
+	stdout, stderr = c.scrub(stdout), c.scrub(stderr)
 	if st.Limit != "" {
 		msg := c.limitMessage(st.Limit)
 		if st.TimedOut || st.Code != 0 {

@@ -83,7 +83,8 @@ func (c *call) pmRun(ctx context.Context, id agentproto.Identity, argv []string,
 	}
 	st, err := c.exec(ctx, req, timeout, out, out)
 	text, _ := out.Text()
-	return text, st, err
+	// Scrubbed before the callers cut it into their messages.
+	return c.scrub(text), st, err
 }
 
 func installSystem(ctx context.Context, c *call, a packagesArgs) (any, error) {

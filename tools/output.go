@@ -98,5 +98,15 @@ func truncTail(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return "..." + lastChars(s, n)
+	tail := lastChars(s, n)
+	// Text is scrubbed before it is cut: keep a [REDACTED:KEY] marker the
+	// cut falls in whole, so the reader sees which secret stood there.
+	cut := len(s) - len(tail)
+	if open := strings.LastIndex(s[:min(len(s), cut+len(redactedMark)-1)], redactedMark); open >= 0 && open < cut && !strings.Contains(s[open:cut], "]") {
+		tail = s[open:]
+	}
+	return "..." + tail
 }
+
+// redactedMark starts what secrets.ScrubValues puts in place of a value.
+const redactedMark = "[REDACTED:"

@@ -127,7 +127,14 @@ var (
 	// ErrPluginTaken: the library holds a plugin of that id that this
 	// agent did not create.
 	ErrPluginTaken = errors.New("the plugin id is taken")
+	// ErrPluginQuota: the agent created MaxAgentPlugins plugins already.
+	ErrPluginQuota = errors.New("too many plugins created by this agent")
 )
+
+// MaxAgentPlugins bounds the plugin ids one agent may create in the
+// library; each keeps at most plugins.MaxVersions versions of at most
+// plugins.MaxRecipeBytes.
+const MaxAgentPlugins = 32
 
 // RegisterPlugin is POST /api/plugin/create: recipe is the plugin JSON an
 // agent sent, registered through the same pipeline as
@@ -157,8 +164,8 @@ func (e *Env) CreatePlugin(ctx context.Context, agent string, recipe []byte) (*R
 	if err := e.agents.Reload(); err != nil {
 		return nil, err
 	}
-	a, err := e.agents.Get(agent)
-	if err != nil || a.Slug != agent {
+	a, err := e.agents.GetSlug(agent)
+	if err != nil {
 		return nil, &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: %s is not an agent of this app", ErrPluginCreateOff, agent)}
 	}
 	return e.Toolset(a).RegisterPlugin(ctx, recipe, plugins.ViaHostBridge)
@@ -213,6 +220,9 @@ func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location st
 		}
 	} else if !errors.Is(err, plugins.ErrNotFound) {
 		return nil, err
+	} else if n := CreatedPlugins(reg.Library, c.agent.ID); n >= MaxAgentPlugins {
+		return nil, &envelope.Error{Kind: envelope.Rejected,
+			Err: fmt.Errorf("%w: it has %d in the library, the limit (MaxAgentPlugins); register a new version of one of them, or ask the user to remove some", ErrPluginQuota, n)}
 	}
 	e, _, err := reg.Library.Save(ctx, p, plugins.Origin{Kind: plugins.OriginAgent, Agent: c.agent.ID, Location: location})
 	if err != nil {
@@ -235,4 +245,17 @@ func invalidPlugin(dir string, err error) error {
 			Err: fmt.Errorf("%s/plugin.json: %w", dir, err)}
 	}
 	return err
+}
+
+// CreatedPlugins counts the library's plugins whose current version the
+// agent (its id) created.
+func CreatedPlugins(l *plugins.Library, agentID string) int {
+	es, _ := l.List()
+	n := 0
+	for _, e := range es {
+		if o := e.Current().Origin; o.Kind == plugins.OriginAgent && o.Agent == agentID {
+			n++
+		}
+	}
+	return n
 }

@@ -13,7 +13,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,8 +194,19 @@ func (t *Toolset) Call(ctx context.Context, name string, args json.RawMessage) s
 	return t.Run(ctx, name, args).JSON()
 }
 
-// Run runs a tool and returns its envelope.
+// Run runs a tool and returns its envelope, scrubbed of the agent's
+// secret values in every field, whether the call worked or not: a failed
+// or timed-out command quotes its output in the message.
 func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) envelope.Envelope {
+	e := t.run(ctx, name, args)
+	if r := t.env.redactor; r != nil {
+		id := t.agent.Slug
+		e = e.Scrub(func(s string) string { return r.Redact(id, s) })
+	}
+	return e
+}
+
+func (t *Toolset) run(ctx context.Context, name string, args json.RawMessage) envelope.Envelope {
 	d := lookup(name)
 	var run func(context.Context, *call) (any, error)
 	if d == nil {
@@ -238,13 +248,6 @@ func (t *Toolset) Run(ctx context.Context, name string, args json.RawMessage) en
 		return envelope.Failf(name, envelope.Unavailable, "the sandbox VM is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
 	case err != nil:
 		return envelope.FromError(name, err)
-	}
-	if r := t.env.redactor; r != nil {
-		id := t.agent.Slug
-		result = redact(result, func(s string) string { return r.Redact(id, s) })
-		for i, w := range c.warnings {
-			c.warnings[i] = r.Redact(id, w)
-		}
 	}
 	return envelope.OK(name, result, c.warnings...)
 }
@@ -355,33 +358,11 @@ func (c *call) as(root string) agentproto.Identity {
 	return agentproto.Identity{User: c.agent.User(), Root: root}
 }
 
-// redact applies f to every string in a JSON-like value.
-func redact(v any, f func(string) string) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
+// scrub replaces the agent's secret values in text taken from the guest,
+// before it is cut: a value split by truncation is then already gone.
+func (c *call) scrub(text string) string {
+	if r := c.env.redactor; r != nil {
+		return r.Redact(c.agent.Slug, text)
 	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var generic any
-	if d.Decode(&generic) != nil {
-		return v
-	}
-	var walk func(any) any
-	walk = func(x any) any {
-		switch x := x.(type) {
-		case string:
-			return f(x)
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-		case map[string]any:
-			for k := range x {
-				x[k] = walk(x[k])
-			}
-		}
-		return x
-	}
-	return walk(generic)
+	return text
 }

@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 )
 
 // logTail is how much of an agent's log buffer the window shows: the
@@ -74,6 +75,6 @@ func (t *agentsTab) loadLog() {
 			s = s[i+1:]
 		}
 	}
-	v.Text.SetText(s)
+	v.Text.SetText(termsafe.String(s))
 	v.Text.CursorRow = strings.Count(s, "\n")
 }

@@ -9,6 +9,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 )
 
@@ -38,7 +39,7 @@ func newEventsView(do func(func())) *eventsView {
 		func() fyne.CanvasObject { return widget.NewLabel("event") },
 		func(i widget.ListItemID, o fyne.CanvasObject) {
 			e := v.shown[i]
-			o.(*widget.Label).SetText(fmt.Sprintf("%s  %s  %s  %s", e.Time.Local().Format(time.DateTime), e.Agent, e.Type, oneLine(string(e.Payload), 160)))
+			o.(*widget.Label).SetText(fmt.Sprintf("%s  %s  %s  %s", e.Time.Local().Format(time.DateTime), e.Agent, termsafe.Line(e.Type), oneLine(string(e.Payload), 160)))
 		})
 	v.Agent = widget.NewEntry()
 	v.Agent.SetPlaceHolder("Only this agent (slug); empty for all")

@@ -20,6 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -437,7 +438,7 @@ func (t *pluginsTab) showSelected(withRecipe bool) {
 	} else {
 		b.WriteString("\nNot installed for any agent.")
 	}
-	t.Detail.SetText(b.String())
+	t.Detail.SetText(termsafe.String(b.String())) // names and descriptions may be an agent's
 	if withRecipe {
 		if data, err := p.Encode(); err == nil {
 			t.Editor.SetText(string(data))

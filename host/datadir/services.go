@@ -58,6 +58,10 @@ func TaskStore(p config.Paths) *runner.Store { return &runner.Store{Dir: p.Tasks
 // them (nil: env), hide names those it leaves out (nil: none), sec holds
 // the model server's key.
 func NewRunner(p config.Paths, sec *secrets.Store, reg *agents.Registry, env *tools.Env, run tools.Runner, hide func(string) bool, logf func(string, ...any)) *runner.Runner {
+	var redact tools.Redactor
+	if sec != nil {
+		redact = sec
+	}
 	return runner.New(runner.Options{
 		Env:    env,
 		Tools:  run,
@@ -72,8 +76,9 @@ func NewRunner(p config.Paths, sec *secrets.Store, reg *agents.Registry, env *to
 			}
 			return runner.Budget{MaxSteps: cfg.RunnerMaxSteps, Timeout: time.Duration(cfg.RunnerTimeoutSeconds) * time.Second}
 		},
-		Ready: inferenceReady(p),
-		Logf:  logf,
+		Ready:    inferenceReady(p),
+		Redactor: redact,
+		Logf:     logf,
 	})
 }
 

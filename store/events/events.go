@@ -212,6 +212,16 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 	return out, rows.Err()
 }
 
+// Count returns how many events agent has, for `agent show`.
+func (s *Store) Count(ctx context.Context, agent string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE agent = ?`, agent).Scan(&n)
+	return n, err
+}
+
+// MaxPerAgent is how many events each agent keeps in this store.
+func (s *Store) MaxPerAgent() int { return s.o.MaxPerAgent }
+
 // LastID is the id of the newest event (0 when there is none), where a
 // follower that wants only new events starts.
 func (s *Store) LastID(ctx context.Context) (int64, error) {

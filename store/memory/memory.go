@@ -268,6 +268,9 @@ func (s *Store) List(ctx context.Context, agent string, limit int) ([]Entry, err
 	return scan(rows)
 }
 
+// MaxPerAgent is how many entries each agent keeps in this store.
+func (s *Store) MaxPerAgent() int { return s.o.MaxPerAgent }
+
 // Count returns how many entries agent has.
 func (s *Store) Count(ctx context.Context, agent string) (int, error) {
 	var n int

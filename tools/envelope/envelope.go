@@ -192,3 +192,53 @@ func encode(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// Scrub returns e with f applied to every string it carries: the result
+// (at every depth, map keys included), the warnings, and a failure's
+// message, field and expected. The tool name is the server's own. Every
+// envelope a model, a task record or a log sees passes through this, a
+// failure as much as a success: a failed command's message quotes its
+// output.
+func (e Envelope) Scrub(f func(string) string) Envelope {
+	if e.Result != nil {
+		e.Result = ScrubValue(e.Result, f)
+	}
+	if len(e.Warnings) > 0 {
+		ws := make([]string, len(e.Warnings))
+		for i, w := range e.Warnings {
+			ws[i] = f(w)
+		}
+		e.Warnings = ws
+	}
+	e.Message, e.Field, e.Expected = f(e.Message), f(e.Field), f(e.Expected)
+	return e
+}
+
+// ScrubValue applies f to every string of a JSON-like value (map keys
+// included) and returns it as plain JSON values. A value that can't be
+// encoded is returned as its scrubbed %v text, so nothing passes unscrubbed.
+func ScrubValue(v any, f func(string) string) any {
+	generic, err := canonical(v)
+	if err != nil {
+		return f(fmt.Sprint(v))
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch x := x.(type) {
+		case string:
+			return f(x)
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, val := range x {
+				out[f(k)] = walk(val)
+			}
+			return out
+		}
+		return x
+	}
+	return walk(generic)
+}

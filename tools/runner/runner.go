@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +74,11 @@ type Options struct {
 	// from another process; default 500 ms.
 	CancelPoll time.Duration
 	Logf       func(string, ...any)
+	// Redactor, when set, scrubs the agent's secret values from
+	// everything a task keeps (its record, what onUpdate and log lines
+	// get) and everything sent to the model, on top of the tools'
+	// own scrubbing of their envelopes.
+	Redactor tools.Redactor
 }
 
 // Runner works tasks.
@@ -117,8 +123,8 @@ var (
 // dispatch only to itself; target empty means the caller.
 func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
 	r.o.Agents.Reload()
-	a, err := r.o.Agents.Get(caller)
-	if err != nil || a.Slug != caller {
+	a, err := r.o.Agents.GetSlug(caller)
+	if err != nil {
 		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
 	}
 	if target != "" {
@@ -150,6 +156,7 @@ func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, err
 			return Task{}, err
 		}
 	}
+	task = r.scrub(a.Slug, task)
 	now := time.Now().UTC()
 	t := Task{ID: newID(), Agent: a.Slug, Task: task, Source: source, State: Running, Created: now, Updated: now, Steps: []Step{}, PID: os.Getpid()}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -173,6 +180,10 @@ func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, err
 	}
 	r.running[t.ID] = l
 	r.mu.Unlock()
+	// Bound the agent's records before adding one (MaxTasksPerAgent).
+	if err := r.o.Store.Prune(a.Slug, MaxTasksPerAgent-1); err != nil {
+		r.o.Logf("runner: pruning %s's old tasks: %v", a.Slug, err)
+	}
 	if err := r.o.Store.Save(t); err != nil {
 		r.forget(t.ID)
 		cancel(nil)
@@ -297,6 +308,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 	go r.watchCancel(ctx, t.ID)
 
 	save := func() {
+		t = r.scrubTask(t)
 		t.Updated = time.Now().UTC()
 		if err := r.o.Store.Save(t); err != nil {
 			r.o.Logf("runner: saving task %s: %v", t.ID, err)
@@ -352,13 +364,19 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 			}
 			specs = append(specs, inference.Tool{Type: "function", Function: inference.Function{Name: sp.Name, Description: sp.Description, Parameters: sp.InputSchema}})
 		}
-		m, err := r.o.Model.Complete(ctx, inference.Request{Messages: msgs, Tools: specs}, nil)
+		m, err := r.o.Model.Complete(ctx, inference.Request{Messages: r.scrubMessages(a.Slug, msgs), Tools: specs}, nil)
 		if ended() {
 			return
 		}
 		if err != nil {
 			finish(Failed, "", err.Error())
 			return
+		}
+		// What the model said is kept and sent back to it: scrubbed once
+		// here, so neither sees a value the model echoed.
+		m.Content = r.scrub(a.Slug, m.Content)
+		for i := range m.ToolCalls {
+			m.ToolCalls[i].Function.Arguments = r.scrub(a.Slug, m.ToolCalls[i].Function.Arguments)
 		}
 		st := Step{N: n, Time: time.Now().UTC(), Content: m.Content}
 		for _, c := range m.ToolCalls {
@@ -385,7 +403,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 			default:
 				env = r.o.Tools.RunTool(ctx, cur, c.Function.Name, args)
 			}
-			res := env.JSON()
+			res := r.scrub(a.Slug, env.JSON())
 			tc := &t.Steps[len(t.Steps)-1].ToolCalls[i]
 			tc.Result, tc.OK, tc.Done = res, !env.IsError(), true
 			save()
@@ -417,4 +435,50 @@ func (r *Runner) watchCancel(ctx context.Context, id string) {
 			}
 		}
 	}
+}
+
+// scrub replaces agent's secret values in text.
+func (r *Runner) scrub(agent, text string) string {
+	if r.o.Redactor == nil || text == "" {
+		return text
+	}
+	return r.o.Redactor.Redact(agent, text)
+}
+
+// scrubTask scrubs every text of a task record.
+func (r *Runner) scrubTask(t Task) Task {
+	if r.o.Redactor == nil {
+		return t
+	}
+	f := func(s string) string { return r.scrub(t.Agent, s) }
+	t.Task, t.Answer, t.Error = f(t.Task), f(t.Answer), f(t.Error)
+	for i := range t.Steps {
+		st := &t.Steps[i]
+		st.Content = f(st.Content)
+		for j := range st.ToolCalls {
+			c := &st.ToolCalls[j]
+			c.Arguments, c.Result = f(c.Arguments), f(c.Result)
+		}
+	}
+	return t
+}
+
+// scrubMessages is msgs as sent to the model: every text scrubbed.
+func (r *Runner) scrubMessages(agent string, msgs []inference.Message) []inference.Message {
+	if r.o.Redactor == nil {
+		return msgs
+	}
+	out := make([]inference.Message, len(msgs))
+	for i, m := range msgs {
+		m.Content = r.scrub(agent, m.Content)
+		if len(m.ToolCalls) > 0 {
+			cs := slices.Clone(m.ToolCalls)
+			for j := range cs {
+				cs[j].Function.Arguments = r.scrub(agent, cs[j].Function.Arguments)
+			}
+			m.ToolCalls = cs
+		}
+		out[i] = m
+	}
+	return out
 }

@@ -184,6 +184,31 @@ func (s *Store) List(agent string) ([]Task, error) {
 	return out, nil
 }
 
+// MaxTasksPerAgent is how many task records an agent keeps on the host:
+// starting one more forgets its oldest finished ones.
+const MaxTasksPerAgent = 100
+
+// Prune deletes agent's oldest finished tasks until at most keep remain;
+// running ones stay.
+func (s *Store) Prune(agent string, keep int) error {
+	ts, err := s.List(agent)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(ts) - 1; i >= 0 && len(ts) > keep; i-- { // oldest last
+		if !ts[i].Finished() {
+			continue
+		}
+		if err := os.Remove(s.file(ts[i].ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		os.Remove(s.cancelFile(ts[i].ID))
+		ts = append(ts[:i], ts[i+1:]...)
+	}
+	return errors.Join(errs...)
+}
+
 // RequestCancel asks the process working a task to stop it. A task whose
 // process is gone is simply marked cancelled.
 func (s *Store) RequestCancel(id string) (Task, error) {

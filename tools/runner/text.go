@@ -4,11 +4,18 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 )
 
 // Text renders a task for people: its steps, tool calls with their
-// results, and how it ended.
+// results, and how it ended. What the agent and the model wrote is
+// neutralised for a terminal (termsafe).
 func (t Task) Text() string {
+	return termsafe.String(t.text())
+}
+
+func (t Task) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "task %s  %s  agent %s  from %s  %s\n%s\n", t.ID, t.State, t.Agent, t.Source, t.Created.Local().Format("2006-01-02 15:04:05"), t.Task)
 	for _, s := range t.Steps {
@@ -41,7 +48,7 @@ func (t Task) Text() string {
 
 // OneLine shortens s to one line of at most n characters.
 func OneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termsafe.Line(strings.Join(strings.Fields(s), " "))
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

@@ -1,0 +1,64 @@
+package hostcli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+)
+
+// TestAgentRemoveAmbiguousAndPurge: with "My Bot" (slug my-bot) and
+// "my-bot" (slug my-bot-2), `agent remove my-bot` removes neither and
+// lists both; `--purge` deletes a home only after a yes.
+func TestAgentRemoveAmbiguousAndPurge(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	for _, n := range []string{"My Bot", "my-bot"} {
+		if _, errOut, code := run(t, "agent", "add", n); code != ExitOK {
+			t.Fatalf("add %q: %d %s", n, code, errOut)
+		}
+	}
+	out, errOut, code := run(t, "agent", "remove", "my-bot")
+	if code == ExitOK || !strings.Contains(errOut, "matches 2 agents") || !strings.Contains(errOut, "slug my-bot ") || !strings.Contains(errOut, "slug my-bot-2 ") {
+		t.Fatalf("remove my-bot: %d %q %q, want an error listing both", code, out, errOut)
+	}
+	for _, ref := range []string{"My Bot", "my-bot-2"} {
+		if out, errOut, code := run(t, "agent", "show", ref); code != ExitOK {
+			t.Errorf("agent %q is gone after an ambiguous remove: %d %q %q", ref, code, out, errOut)
+		}
+	}
+
+	// --purge asks; no answer on stdin refuses with the hint.
+	homeDir := filepath.Join(config.Paths{Root: home}.Workspace(), "agents", "my-bot-2")
+	if err := os.MkdirAll(homeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(homeDir, "work.txt"), []byte("precious"), 0o644)
+	for _, stdin := range []string{"", "no\n"} {
+		_, errOut, code := runStdin(t, stdin, "agent", "remove", "my-bot-2", "--purge")
+		if code != ExitDeclined || !strings.Contains(errOut, "Nothing was changed") {
+			t.Errorf("purge with stdin %q: %d %q, want declined", stdin, code, errOut)
+		}
+		if stdin == "" && !strings.Contains(errOut, "--yes") {
+			t.Errorf("purge with no stdin gives no hint: %q", errOut)
+		}
+		if _, err := os.Stat(filepath.Join(homeDir, "work.txt")); err != nil {
+			t.Fatalf("the home went without a yes: %v", err)
+		}
+		if _, _, code := run(t, "agent", "show", "my-bot-2"); code != ExitOK {
+			t.Fatalf("the agent went without a yes")
+		}
+	}
+	if out, errOut, code := runStdin(t, "yes\n", "agent", "remove", "my-bot-2", "--purge"); code != ExitOK || !strings.Contains(out, "deleted its home") {
+		t.Fatalf("purge with yes: %d %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(homeDir); !os.IsNotExist(err) {
+		t.Errorf("home after purge: %v", err)
+	}
+	// Now "my-bot" is one agent's slug only.
+	if out, errOut, code := run(t, "agent", "remove", "my-bot", "--purge", "--yes"); code != ExitOK || !strings.Contains(out, "My Bot") {
+		t.Fatalf("remove my-bot --purge --yes: %d %q %q", code, out, errOut)
+	}
+}
