@@ -8,6 +8,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
@@ -77,7 +78,35 @@ func (o *PluginOps) Install(ctx context.Context, a agents.Agent, v plugins.Versi
 	if err != nil {
 		return err
 	}
-	return env.Toolset(a).InstallPlugin(ctx, v.Recipe, v.Number, progress)
+	return env.Toolset(a).InstallPlugin(ctx, plugins.Confine(v.Recipe, v.Origin, o.setupAllowlist()), v.Number, progress)
+}
+
+// setupAllowlist is the allowlist in sandbox.json now; a file that does
+// not load gives the default, never a wider list.
+func (o *PluginOps) setupAllowlist() []string {
+	cfg, err := config.LoadSandbox(o.Paths.SandboxJSON())
+	if err != nil {
+		cfg = config.Defaults()
+	}
+	return cfg.SetupAllowlist()
+}
+
+// Review is what installing v for a hands the recipe: its secrets and
+// the network its setup and tools run under (plugins.Review), for the
+// confirmation the CLI and the window ask before an install.
+func (o *PluginOps) Review(a agents.Agent, v plugins.Version) plugins.Grant {
+	var agentPol *netpolicy.Policy
+	if pol, err := a.NetworkPolicy(); err == nil {
+		agentPol = &pol
+	} else {
+		agentPol = &netpolicy.Policy{Mode: netpolicy.None}
+	}
+	return plugins.Review(v.Recipe, v.Origin, o.setupAllowlist(), agentPol)
+}
+
+// ReviewImport is what an imported recipe would get, before any agent.
+func ReviewImport(p *plugins.Plugin, o plugins.Origin, cfg config.Sandbox) plugins.Grant {
+	return plugins.Review(p, o, cfg.SetupAllowlist(), nil)
 }
 
 // Uninstall removes the plugin's tools and folder for a. Without a VM the
