@@ -61,8 +61,11 @@ func NewBridge(p config.Paths, logf func(string, ...any), guest tools.GuestFunc,
 		Inference: inferenceClient(p),
 		Dispatch:  ownerRunner(p, guest, lim, logf),
 		Plugins:   pluginCreator(p, guest, lim, logf),
-		HostCLI:   assets.HostCLI,
-		Logf:      logf,
+		// A plugin's command gets only the secrets its installed recipe
+		// declares.
+		PluginSecrets: InstalledSecrets(p),
+		HostCLI:       assets.HostCLI,
+		Logf:          logf,
 	})
 }
 
@@ -107,4 +110,31 @@ func PluginRegistry(p config.Paths) *tools.PluginRegistry {
 		}
 		return plugins.NewAllowlist(cfg.SetupAllowlist())
 	}}
+}
+
+// InstalledSecrets is the bridge's PluginSecrets for a data dir: the
+// secrets the plugin pluginID, as installed for the agent whose slug is
+// agent, declares; none when either is unknown.
+func InstalledSecrets(p config.Paths) func(agent, pluginID string) []string {
+	return func(agent, pluginID string) []string {
+		reg, err := agents.Open(p.AgentsJSON())
+		if err != nil {
+			return nil
+		}
+		for _, a := range reg.List() {
+			if a.Slug != agent { // the guest names the agent by its user, agent-<slug>
+				continue
+			}
+			ps, err := plugins.NewInstalled(p.AgentStateDir()).Installed(a.ID)
+			if err != nil {
+				return nil
+			}
+			for _, pl := range ps {
+				if pl.ID() == pluginID {
+					return pl.Secrets
+				}
+			}
+		}
+		return nil
+	}
 }
