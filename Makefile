@@ -22,7 +22,7 @@ APP_BUNDLE   := $(BIN)/Osaurus Sandbox.app
 
 export GOTOOLCHAIN := local
 
-.PHONY: all run build agent deps deps-test test test-guest unit e2e bench lint clean darwin-check app mac-only
+.PHONY: all run build agent deps deps-test test test-guest unit e2e bench lint clean darwin-check app mac-only fuzz fuzz-short
 
 all: build
 
@@ -91,6 +91,26 @@ TEST_ENV = OSAURUS_TEST_GUEST=$(TEST_GUEST) OSAURUS_TEST_KERNEL_MODULES=$$(echo 
 
 test: deps-test agent test-guest lint darwin-check
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./...
+	$(MAKE) fuzz-short
+
+# Every fuzz target (the host's parsers of guest-, agent- and image-host
+# bytes), each for FUZZTIME. A crasher is written to the package's
+# testdata/fuzz/<Target>/ and fails the run: keep it there as a seed and
+# fix the bug. `make test` runs each for FUZZTIME_SHORT.
+FUZZTIME       ?= 30s
+FUZZTIME_SHORT ?= 2s
+FUZZ_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Fuzz' .)))
+
+fuzz:
+	@set -e; for d in $(FUZZ_PKGS); do \
+		for t in $$($(GO) test -list '^Fuzz' $$d | grep '^Fuzz'); do \
+			echo "fuzz $$d $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$d; \
+		done; \
+	done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 unit: deps-test agent lint darwin-check
 	$(GO) test $(GOTEST_FLAGS) -short ./...

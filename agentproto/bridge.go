@@ -23,6 +23,14 @@ type BridgeRequest struct {
 	// Agent is the agent name when User is an agent's user
 	// ("agent-<name>"); empty for root and system users.
 	Agent string `json:"agent,omitempty"`
+	// Plugin is the plugin whose command connected, read from the
+	// network namespace the caller runs in (each plugin of an agent has
+	// its own): the host gives it only the secrets its recipe declares.
+	Plugin string `json:"plugin,omitempty"`
+	// Unattributed: the caller runs in a network namespace the guest did
+	// not make (one it created itself), so whether it is the agent's own
+	// process or a plugin's can't be told; the host gives it no secrets.
+	Unattributed bool `json:"unattributed,omitempty"`
 }
 
 // OpenConn opens a call whose stream turns into a raw byte pipe once the

@@ -1,6 +1,7 @@
 package agentproto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -68,12 +69,15 @@ func ReadFrame(r io.Reader) (FrameType, []byte, error) {
 	if n > MaxFrame {
 		return 0, nil, fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrProtocol, n, MaxFrame)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		if err == io.EOF {
+	// The buffer grows with the bytes that arrive: a header claiming
+	// MaxFrame with nothing behind it (from a broken or hostile guest)
+	// costs what was sent, not 64 MiB per stream.
+	buf := bytes.NewBuffer(make([]byte, 0, min(int(n), 64<<10)))
+	if m, err := io.CopyN(buf, r, int64(n)); m != int64(n) {
+		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return 0, nil, err
 	}
-	return FrameType(hdr[0]), payload, nil
+	return FrameType(hdr[0]), buf.Bytes(), nil
 }

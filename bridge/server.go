@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,10 @@ type Options struct {
 	Events *events.Store
 	// Plugins serves POST /api/plugin/create; nil → 503.
 	Plugins PluginCreator
+	// PluginSecrets lists the secrets the plugin pluginID, installed for
+	// agent, declares: a plugin's command gets only those from the
+	// secrets route. Nil gives plugins' commands no secrets.
+	PluginSecrets func(agent, pluginID string) []string
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -288,6 +293,24 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
+	// A plugin runs as its agent, so the uid alone would hand it every
+	// secret of the agent: the guest names the plugin from the network
+	// namespace the caller runs in.
+	caller, _ := CallerOf(r.Context())
+	switch {
+	case caller.Unattributed:
+		writeError(w, http.StatusForbidden, "secrets are not given to a process in a network namespace it made itself (unshare): the bridge can't tell the agent's commands from a plugin's there; read the secret from a command the sandbox started")
+		return
+	case caller.Plugin != "":
+		var declared []string
+		if s.o.PluginSecrets != nil {
+			declared = s.o.PluginSecrets(agentOf(r), caller.Plugin)
+		}
+		if !slices.Contains(declared, name) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("the plugin %s does not declare the secret %q: a plugin's commands get only the secrets its recipe lists in \"secrets\" (in their environment)", caller.Plugin, name))
+			return
+		}
+	}
 	v, err := s.o.Secrets.Get(agentOf(r), name)
 	if err != nil {
 		storeError(w, "secret "+strconv.Quote(name), err)

@@ -189,3 +189,57 @@ func TestMissingServices(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsOfPlugins: a plugin's command runs as its agent, but gets
+// from the secrets route only what its recipe declares; a caller the
+// guest could not attribute (a namespace it made itself) gets none.
+func TestSecretsOfPlugins(t *testing.T) {
+	s := bridge.New(bridge.Options{
+		Secrets: mapSecrets{"alice": {"API_KEY": "sk-alice-123456", "DB_PASS": "pw-alice-98765"}},
+		PluginSecrets: func(agent, plugin string) []string {
+			if agent == "alice" && plugin == "weather" {
+				return []string{"API_KEY"}
+			}
+			return nil
+		},
+	})
+	t.Cleanup(func() { s.Close() })
+	id := agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"}
+	as := func(plugin string, unattributed bool) *http.Client {
+		r := id
+		r.Plugin, r.Unattributed = plugin, unattributed
+		return relay(t, s, r)
+	}
+	for _, tc := range []struct {
+		name   string
+		c      *http.Client
+		secret string
+		want   int
+		text   string
+	}{
+		{"the agent's own command, any secret", as("", false), "DB_PASS", 200, "pw-alice-98765"},
+		{"a plugin, its declared secret", as("weather", false), "API_KEY", 200, "sk-alice-123456"},
+		{"a plugin, another secret of its agent", as("weather", false), "DB_PASS", 403, "does not declare"},
+		{"a plugin declaring nothing", as("other", false), "API_KEY", 403, "does not declare"},
+		{"a namespace the agent made", as("", true), "API_KEY", 403, "network namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, m := do(t, tc.c, "GET", "/api/secrets/"+tc.secret, "")
+			got, _ := m["value"].(string)
+			if got == "" {
+				got, _ = m["error"].(string)
+			}
+			if code != tc.want || !strings.Contains(got, tc.text) {
+				t.Fatalf("HTTP %d %v, want %d with %q", code, m, tc.want, tc.text)
+			}
+		})
+	}
+	// Without the lookup, plugins get nothing.
+	s2 := bridge.New(bridge.Options{Secrets: mapSecrets{"alice": {"API_KEY": "k"}}})
+	t.Cleanup(func() { s2.Close() })
+	r := id
+	r.Plugin = "weather"
+	if code, m := do(t, relay(t, s2, r), "GET", "/api/secrets/API_KEY", ""); code != 403 {
+		t.Fatalf("HTTP %d %v", code, m)
+	}
+}

@@ -360,7 +360,7 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 			t.Fatal(err)
 		}
 		cli.ok("plugin", "import", recipe, "--yes")
-		cli.ok("plugin", "install", "fetcher", "--agent", "plugger")
+		cli.ok("plugin", "install", "fetcher", "--agent", "plugger", "--yes")
 		if o := cli.ok("agent", "show", "Plugger"); !strings.Contains(o, "plugin fetcher runs with: only allowed.osaurus.test over HTTP and HTTPS") ||
 			!strings.Contains(o, "network in force:     outbound") {
 			t.Errorf("agent show Plugger:\n%s", o)

@@ -250,11 +250,11 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 	}), Registry: reg})
 	cli := cliRun{t: t, bin: buildCLI(t), home: data}
 
-	out := cli.ok("plugin", "import", srv.URL+"/greeter.json")
+	out := cli.ok("plugin", "import", srv.URL+"/greeter.json", "--yes")
 	if !strings.Contains(out, "greeter as library version 2 from "+srv.URL) {
 		t.Fatalf("import: %s", out)
 	}
-	if out := cli.ok("plugin", "install", "greeter", "--agent", a.Slug); !strings.Contains(out, "tool greeter_greet") {
+	if out := cli.ok("plugin", "install", "greeter", "--agent", a.Slug, "--yes"); !strings.Contains(out, "tool greeter_greet") {
 		t.Fatalf("install: %s", out)
 	}
 	cmd := exec.Command(cli.bin, "mcp", "--agent", a.Slug)

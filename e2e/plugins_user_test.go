@@ -51,10 +51,10 @@ func TestPluginsAsNewUser(t *testing.T) {
 	e.ok("config", "set", "githubApiUrl", srv.URL+"/api")
 	e.ok("config", "set", "githubRawUrl", srv.URL+"/raw")
 
-	if out := e.ok("plugin", "import", srv.URL+"/files/greeter.json"); !strings.Contains(out, "greeter") {
+	if out := e.ok("plugin", "import", srv.URL+"/files/greeter.json", "--yes"); !strings.Contains(out, "greeter") {
 		t.Fatalf("URL import: %s", out)
 	}
-	if out := e.ok("plugin", "import", "github.com/alice/tools"); !strings.Contains(out, "word-stats") || !strings.Contains(out, sha[:12]) {
+	if out := e.ok("plugin", "import", "github.com/alice/tools", "--yes"); !strings.Contains(out, "word-stats") || !strings.Contains(out, sha[:12]) {
 		t.Fatalf("GitHub import does not name the plugin and the commit: %s", out)
 	}
 	if out := e.ok("plugin", "show", "word-stats"); !strings.Contains(out, "github.com/alice/tools") || !strings.Contains(out, sha) {
@@ -62,7 +62,7 @@ func TestPluginsAsNewUser(t *testing.T) {
 	}
 	e.ok("agent", "add", "alice")
 	for _, id := range []string{"greeter", "word-stats"} {
-		if out := e.ok("plugin", "install", id, "--agent", "alice"); !strings.Contains(out, "tool "+id+"_") {
+		if out := e.ok("plugin", "install", id, "--agent", "alice", "--yes"); !strings.Contains(out, "tool "+id+"_") {
 			t.Fatalf("install %s: %s", id, out)
 		}
 	}

@@ -112,10 +112,10 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 		if err := os.WriteFile(file, []byte(secretEchoPlugin), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cli.ok("plugin", "import", file)
+		cli.ok("plugin", "import", file, "--yes")
 		// Without the secret the install stops at that step, naming it and
 		// the command that sets it, and leaves nothing.
-		out, errOut, code := cli.run("plugin", "install", "secret-echo", "--agent", "vault")
+		out, errOut, code := cli.run("plugin", "install", "secret-echo", "--agent", "vault", "--yes")
 		if code == 0 || !strings.Contains(errOut, `step "secrets"`) || !strings.Contains(errOut, "`osaurus-sandbox secret set vault VAULT_TOKEN`") {
 			t.Fatalf("install without the secret: exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -129,7 +129,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("secret set: %v\n%s", err, out)
 		}
-		if out := cli.ok("plugin", "install", "secret-echo", "--agent", "vault"); !strings.Contains(out, "tool secret-echo_show") {
+		if out := cli.ok("plugin", "install", "secret-echo", "--agent", "vault", "--yes"); !strings.Contains(out, "tool secret-echo_show") {
 			t.Fatalf("install: %s", out)
 		}
 		// The agent's MCP client, the real binary over stdio.
@@ -149,7 +149,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 		}
 		// Another agent's plugin folder and keychain entry are not vault's:
 		// closed has no VAULT_TOKEN, so the same plugin can't install there.
-		if _, errOut, code := cli.run("plugin", "install", "secret-echo", "--agent", "closed"); code == 0 || !strings.Contains(errOut, "`osaurus-sandbox secret set closed VAULT_TOKEN`") {
+		if _, errOut, code := cli.run("plugin", "install", "secret-echo", "--agent", "closed", "--yes"); code == 0 || !strings.Contains(errOut, "`osaurus-sandbox secret set closed VAULT_TOKEN`") {
 			t.Fatalf("install for closed: exit %d %s", code, errOut)
 		}
 	})

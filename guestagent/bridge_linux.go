@@ -99,10 +99,13 @@ func (s *Service) listenBridge(ctx context.Context, path string) error {
 
 func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	req, err := peerIdentity(c, s.users.withDefaults().Passwd)
+	req, pid, err := peerIdentity(c, s.users.withDefaults().Passwd)
 	if err != nil {
 		writeHTTPError(c, http.StatusInternalServerError, "reading the caller's identity: "+err.Error())
 		return
+	}
+	if req.Agent != "" && s.cfg.NetPolicy != nil {
+		attribute(&req, pid, s.cfg.NetPolicy)
 	}
 	key := req.Agent
 	if key == "" {
@@ -145,24 +148,56 @@ func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 
 // peerIdentity reads the connecting process's uid from the kernel and
 // names it from the account file.
-func peerIdentity(c *net.UnixConn, passwd string) (agentproto.BridgeRequest, error) {
+func peerIdentity(c *net.UnixConn, passwd string) (agentproto.BridgeRequest, int, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return agentproto.BridgeRequest{}, err
+		return agentproto.BridgeRequest{}, 0, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return agentproto.BridgeRequest{}, err
+		return agentproto.BridgeRequest{}, 0, err
 	}
 	if cerr != nil {
-		return agentproto.BridgeRequest{}, fmt.Errorf("SO_PEERCRED: %w", cerr)
+		return agentproto.BridgeRequest{}, 0, fmt.Errorf("SO_PEERCRED: %w", cerr)
 	}
 	req := agentproto.BridgeRequest{UID: int(cred.Uid), User: userOfUID(passwd, int(cred.Uid))}
 	req.Agent = AgentOfUser(req.User, req.UID)
-	return req, nil
+	return req, int(cred.Pid), nil
+}
+
+// attribute tells whose command an agent's caller is from the network
+// namespace it runs in: the agent's own (or the guest's, where no plugin
+// can be), a plugin's (req.Plugin), or one the guest did not make, whose
+// caller could be either (req.Unattributed). A namespace that can't be
+// read counts as not made by the guest: fail closed.
+func attribute(req *agentproto.BridgeRequest, pid int, np *NetPolicy) {
+	ino, err := netnsInode(strconv.Itoa(pid))
+	if err != nil {
+		req.Unattributed = true
+		return
+	}
+	if root, err := netnsInode("1"); err == nil && ino == root {
+		return
+	}
+	user, scope, ok := np.Attribute(ino)
+	switch {
+	case !ok || user != req.User:
+		req.Unattributed = true
+	case scope != "":
+		req.Plugin = scope
+	}
+}
+
+// netnsInode is the inode of the network namespace of process pid.
+func netnsInode(pid string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/net", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
 }
 
 // AgentOfUser maps a Linux user to the agent it belongs to: "agent-<name>"

@@ -57,7 +57,7 @@ func TestPeerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	req, err := peerIdentity(sc, passwd)
+	req, _, err := peerIdentity(sc, passwd)
 	if err != nil {
 		t.Fatal(err)
 	}

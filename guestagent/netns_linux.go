@@ -90,6 +90,7 @@ type agentNet struct {
 	linked  bool   // the veth pair exists
 	ifindex uint32 // of the root end, once linked
 	policy  netpolicy.Policy
+	inode   uint64 // of ns, to tell whose a bridge caller's namespace is
 }
 
 // NewNetPolicy returns the policy keeper of the guest.
@@ -321,6 +322,11 @@ func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
 		ns.Close()
 		return nil, fmt.Errorf("%w: loopback for %s: %v", ErrNetPolicy, user, err)
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ns), &st); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("%w: network namespace for %s: %v", ErrNetPolicy, user, err)
+	}
 	i := n.next
 	if len(n.free) > 0 {
 		i, n.free = n.free[len(n.free)-1], n.free[:len(n.free)-1]
@@ -331,7 +337,7 @@ func (n *NetPolicy) netFor(user, scope string) (*agentNet, error) {
 	off := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(4*i)
 	an := &agentNet{
 		user: user, scope: scope, index: i, ns: ns, veth: fmt.Sprintf("%s%d", vethPrefix, i),
-		gw: u32Addr(off + 1), addr: u32Addr(off + 2),
+		gw: u32Addr(off + 1), addr: u32Addr(off + 2), inode: st.Ino,
 	}
 	n.nets[key] = an
 	n.byAddr[an.addr] = an
@@ -430,6 +436,20 @@ func (n *NetPolicy) freeNet(an *agentNet) {
 	delete(n.byAddr, an.addr)
 	n.free = append(n.free, an.index)
 	n.log.Printf("network: freed the namespace of %s", key)
+}
+
+// Attribute names the namespace whose inode is ino: the user it was made
+// for and its scope ("" for the agent's own processes, else the plugin
+// id). ok is false when n made no such namespace.
+func (n *NetPolicy) Attribute(ino uint64) (user, scope string, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, an := range n.nets {
+		if an.inode == ino {
+			return an.user, an.scope, true
+		}
+	}
+	return "", "", false
 }
 
 func u32Addr(v uint32) netip.Addr {

@@ -44,8 +44,11 @@ func NewBridge(th *ToolHost, o BridgeOptions) *bridge.Server {
 		Inference: datadir.InferenceClient(th.Paths, o.Secrets),
 		Dispatch:  newRunner(th, o.Secrets, o.Logf),
 		Plugins:   create,
-		HostCLI:   assets.HostCLI,
-		Logf:      o.Logf,
+		// A plugin's command gets only the secrets its installed recipe
+		// declares.
+		PluginSecrets: datadir.InstalledSecrets(th.Paths),
+		HostCLI:       assets.HostCLI,
+		Logf:          o.Logf,
 	})
 }
 

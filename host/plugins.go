@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -55,7 +56,9 @@ func (h *ToolHost) InstallPlugin(ctx context.Context, req api.PluginInstallReque
 			return fmt.Errorf("%w: the plugin %s has no library version %d", plugins.ErrNotFound, req.Plugin, req.Version)
 		}
 	}
-	return h.Env.Toolset(a).InstallPlugin(ctx, v.Recipe, v.Number, progress)
+	// An imported recipe without permissions.network runs under the setup
+	// allowlist, not the agent's policy.
+	return h.Env.Toolset(a).InstallPlugin(ctx, plugins.Confine(v.Recipe, v.Origin, datadir.SetupAllowlist(h.Paths)), v.Number, progress)
 }
 
 // UninstallPlugin removes the plugin's tools and folder for an agent.

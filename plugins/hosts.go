@@ -60,23 +60,39 @@ type HostRef struct {
 }
 
 // CheckHosts finds every host that setup and each tool's run mention and
-// returns a problem for each one outside the allowlist. The static check
+// returns a problem for each one outside the allowlist, and for every
+// place where the command decides where it connects only at run time
+// (DynamicHosts). The static check
 // can be evaded (a host assembled at run time from pieces), which is why
 // the network policy enforces permissions again while the command runs;
 // this check exists to refuse or flag the plain cases up front.
-func CheckHosts(p *Plugin, allow Allowlist) []Problem {
+func CheckHosts(p *Plugin, allow Allowlist) []Problem { return checkHosts(p, allow, true) }
+
+// checkHosts is CheckHosts; without runtime it leaves out DynamicHosts,
+// for recipes whose network permission is already narrowed for them
+// (an agent's, see Restrict), where flagging every script would refuse
+// what the policy already confines.
+func checkHosts(p *Plugin, allow Allowlist, runtime bool) []Problem {
 	var out []Problem
 	check := func(field, cmd string) {
 		seen := map[string]bool{}
-		for _, h := range FindHosts(cmd, p.Files) {
-			if seen[h.Host] {
+		refs := FindHosts(cmd, p.Files)
+		if runtime {
+			refs = append(refs, DynamicHosts(cmd)...)
+		}
+		for _, h := range refs {
+			key := h.Host
+			if h.Dynamic {
+				key = "\x00" + h.Text
+			}
+			if seen[key] {
 				continue
 			}
-			seen[h.Host] = true
+			seen[key] = true
 			switch {
 			case h.Dynamic:
 				out = append(out, Problem{field, fmt.Sprintf("reaches a host built at run time (%q), which can't be checked against the setup allowlist", h.Text),
-					"write the host name literally"})
+					"write the host name literally, with no command substitution, connect-to/resolve/proxy option or script in between; if you trust the recipe, accept it knowing only its network permission limits what it reaches"})
 			case !allow.Allows(h.Host):
 				out = append(out, Problem{field, fmt.Sprintf("reaches %q (in %q), which is not on the setup allowlist", h.Host, h.Text),
 					"use an allowlisted host, or add this one to the pluginSetupAllowlist setting"})

@@ -106,7 +106,9 @@ func (r Registration) Check(p *Plugin) error {
 	if err := p.Validate(); err != nil {
 		ps = append(ps, err.(*InvalidError).Problems...)
 	}
-	ps = append(ps, CheckHosts(p, r.Allow)...)
+	// The hosts a command names literally; where it decides at run time
+	// is left to the restricted permission Restrict gave it.
+	ps = append(ps, checkHosts(p, r.Allow, false)...)
 	for i, s := range p.Secrets {
 		if r.HasSecret == nil || !r.HasSecret(s) {
 			fix := "store it first with sandbox_secret_set, then register again"

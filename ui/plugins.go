@@ -67,11 +67,20 @@ func (c *Controlled) Plugins() (PluginSource, error) {
 		return PluginSource{}, err
 	}
 	return PluginSource{Library: lib, Installed: plugins.NewInstalled(c.paths.AgentStateDir()),
-		Installer: controllerPlugins{c.ctl}, Changes: c.PluginChanges}, nil
+		Installer: controllerPlugins{c.ctl, c.paths}, Changes: c.PluginChanges}, nil
 }
 
 // controllerPlugins is the PluginInstaller of a Controller.
-type controllerPlugins struct{ ctl api.Controller }
+type controllerPlugins struct {
+	ctl   api.Controller
+	paths config.Paths
+}
+
+// Review is what installing v for a hands the recipe, for the consent
+// dialog.
+func (p controllerPlugins) Review(a agents.Agent, v plugins.Version) plugins.Grant {
+	return datadir.ReviewInstall(p.paths, a, v)
+}
 
 func (p controllerPlugins) Install(ctx context.Context, a agents.Agent, v plugins.Version, progress func(tools.InstallStep)) error {
 	return p.ctl.InstallPlugin(ctx, api.PluginInstallRequest{Agent: a.ID, Plugin: v.Recipe.ID(), Version: v.Number}, progress)
@@ -540,9 +549,12 @@ func (t *pluginsTab) importSource(source string) {
 				t.Status.SetText(err.Error())
 				return
 			}
-			t.confirmHosts(p, cfg, "Import", func() { t.save(p, origin) }, func() {
-				t.Status.SetText("Nothing was imported from " + source + ".")
-			})
+			declined := func() { t.Status.SetText("Nothing was imported from " + source + ".") }
+			if g := datadir.ReviewImport(p, origin, cfg); g.NeedsConsent() {
+				t.confirmLines("What this plugin gets", p.ID()+" gets, once installed:", g.Lines(), "Import anyway", func() { t.save(p, origin) }, declined)
+				return
+			}
+			t.save(p, origin)
 		})
 	}()
 }
@@ -555,15 +567,25 @@ func (t *pluginsTab) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, verb st
 		save()
 		return
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s reaches hosts outside the setup allowlist:\n\n", p.ID())
-	for _, pr := range outside {
-		fmt.Fprintf(&b, "• %s: %s\n", pr.Field, pr.Message)
+	lines := make([]string, len(outside))
+	for i, pr := range outside {
+		lines[i] = pr.Field + ": " + pr.Message
 	}
-	b.WriteString("\nRead the recipe first. Accept only if you trust it; its network permission still applies when it runs.")
+	t.confirmLines("Hosts outside the allowlist", p.ID()+" reaches hosts outside the setup allowlist:", lines, verb+" anyway", save, declined)
+}
+
+// confirmLines asks the user to accept what head and lines say before
+// accept runs; Cancel runs declined.
+func (t *pluginsTab) confirmLines(title, head string, lines []string, accept string, save, declined func()) {
+	var b strings.Builder
+	b.WriteString(head + "\n\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "• %s\n", l)
+	}
+	b.WriteString("\nRead the recipe first. Accept only if you trust it with the above; its network permission still applies when it runs.")
 	msg := widget.NewLabel(b.String())
 	msg.Wrapping = fyne.TextWrapWord
-	d := dialog.NewCustomConfirm("Hosts outside the allowlist", verb+" anyway", "Cancel", msg, func(ok bool) {
+	d := dialog.NewCustomConfirm(title, accept, "Cancel", msg, func(ok bool) {
 		t.Confirm = nil
 		if ok {
 			save()
@@ -742,6 +764,25 @@ func (t *pluginsTab) onInstall() {
 		return
 	}
 	v := e.Current()
+	// A recipe that gets the agent's secrets or more than the setup
+	// allowlist is installed only once the user accepts what it gets.
+	if r, ok := t.src.Installer.(interface {
+		Review(agents.Agent, plugins.Version) plugins.Grant
+	}); ok {
+		if g := r.Review(a, v); g.NeedsConsent() {
+			t.confirmLines("What this plugin gets", fmt.Sprintf("%s gets, once installed for %s:", e.ID, a.Name), g.Lines(), "Install",
+				func() { t.install(e, v, a) }, func() { t.Status.SetText("Nothing was installed.") })
+			return
+		}
+	}
+	t.install(e, v, a)
+}
+
+// install runs the install of v for a, showing its steps.
+func (t *pluginsTab) install(e *plugins.Entry, v plugins.Version, a agents.Agent) {
+	if t.busy {
+		return
+	}
 	t.busy = true
 	t.updateButtons()
 	t.head, t.steps = fmt.Sprintf("Installing %s (library version %d) for %s:", e.ID, v.Number, a.Name), nil

@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -29,6 +30,16 @@ type pluginBackend struct {
 	*fakeBackend
 	inst   *fakeInstaller
 	client *http.Client
+	// review makes the installer review what a recipe gets, as
+	// the owner does (datadir.ReviewInstall).
+	review bool
+}
+
+// reviewingInstaller is fakeInstaller with the real review.
+type reviewingInstaller struct{ *fakeInstaller }
+
+func (r reviewingInstaller) Review(a agents.Agent, v plugins.Version) plugins.Grant {
+	return plugins.Review(v.Recipe, v.Origin, config.DefaultPluginSetupAllowlist, nil)
 }
 
 func (b *pluginBackend) Plugins() (PluginSource, error) {
@@ -36,7 +47,11 @@ func (b *pluginBackend) Plugins() (PluginSource, error) {
 	if err != nil {
 		return PluginSource{}, err
 	}
-	return PluginSource{Library: lib, Installed: b.inst.installed, Installer: b.inst, HTTPClient: b.client}, nil
+	var inst PluginInstaller = b.inst
+	if b.review {
+		inst = reviewingInstaller{b.inst}
+	}
+	return PluginSource{Library: lib, Installed: b.inst.installed, Installer: inst, HTTPClient: b.client}, nil
 }
 
 // fakeInstaller reports the real install's steps, each held until the
@@ -547,4 +562,52 @@ func walkTexts(o fyne.CanvasObject, fn func(string)) {
 			}
 		}
 	}
+}
+
+// Installing a recipe that gets a secret asks first, listing it; Cancel
+// installs nothing, accepting installs.
+func TestPluginInstallAsksConsent(t *testing.T) {
+	f := newFake(t)
+	b := &pluginBackend{fakeBackend: f, review: true, inst: &fakeInstaller{installed: plugins.NewInstalled(f.paths.AgentStateDir()), next: make(chan struct{})}}
+	w, reg := newTestWindow(t, b)
+	pt := w.Plugins
+	alice, err := reg.Add("Alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.set(sandbox.Status{State: sandbox.Running})
+	secretive := strings.Replace(helloJSON, `"version": "1.0.0",`, `"version": "1.0.0", "secrets": ["API_KEY"],`, 1)
+	if _, _, err := pt.src.Library.Save(context.Background(), recipe(t, secretive), plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}); err != nil {
+		t.Fatal(err)
+	}
+	lockedDo(func() {
+		pt.reload()
+		pt.List.Select(pt.index("hello-tools"))
+		pt.Agent.SetSelected("Alice")
+		test.Tap(pt.Install)
+	})
+	eventually(t, "the consent dialog", func() bool { return pt.Confirm != nil })
+	lockedDo(func() {
+		for _, want := range []string{"secrets: API_KEY", "gets the setup allowlist"} {
+			if !overlayHas(w.Win, want) {
+				t.Errorf("the dialog does not say %q", want)
+			}
+		}
+	})
+	tapInOverlay(t, w.Win, "Cancel")
+	lockedDo(func() {
+		if !strings.Contains(pt.Status.Text, "Nothing was installed") || pt.busy {
+			t.Fatalf("declined install: %q busy %v", pt.Status.Text, pt.busy)
+		}
+		test.Tap(pt.Install)
+	})
+	if got, _ := b.inst.installed.Installed(alice.ID); len(got) != 0 {
+		t.Fatalf("installed after Cancel: %v", got)
+	}
+	eventually(t, "the consent dialog again", func() bool { return pt.Confirm != nil })
+	tapInOverlay(t, w.Win, "Install")
+	for range installSteps {
+		b.inst.next <- struct{}{}
+	}
+	eventually(t, "the install", func() bool { return strings.Contains(pt.Progress.Text, "Installed hello-tools") })
 }

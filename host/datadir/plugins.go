@@ -1,0 +1,61 @@
+package datadir
+
+import (
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+)
+
+// SetupAllowlist is the allowlist in sandbox.json now; a file that does
+// not load gives the default, never a wider list.
+func SetupAllowlist(p config.Paths) []string {
+	cfg, err := config.LoadSandbox(p.SandboxJSON())
+	if err != nil {
+		cfg = config.Defaults()
+	}
+	return cfg.SetupAllowlist()
+}
+
+// ReviewInstall is what installing v for a hands the recipe: its secrets
+// and the network its setup and tools run under (plugins.Review), for the
+// confirmation the CLI and the window ask before an install.
+func ReviewInstall(p config.Paths, a agents.Agent, v plugins.Version) plugins.Grant {
+	agentPol := &netpolicy.Policy{Mode: netpolicy.None}
+	if pol, err := a.NetworkPolicy(); err == nil {
+		agentPol = &pol
+	}
+	return plugins.Review(v.Recipe, v.Origin, SetupAllowlist(p), agentPol)
+}
+
+// ReviewImport is what an imported recipe would get, before any agent.
+func ReviewImport(pl *plugins.Plugin, o plugins.Origin, cfg config.Sandbox) plugins.Grant {
+	return plugins.Review(pl, o, cfg.SetupAllowlist(), nil)
+}
+
+// InstalledSecrets is the bridge's PluginSecrets for a data dir: the
+// secrets the plugin pluginID, as installed for the agent whose slug is
+// agent, declares; none when either is unknown.
+func InstalledSecrets(p config.Paths) func(agent, pluginID string) []string {
+	return func(agent, pluginID string) []string {
+		reg, err := agents.Open(p.AgentsJSON())
+		if err != nil {
+			return nil
+		}
+		for _, a := range reg.List() {
+			if a.Slug != agent { // the guest names the agent by its user, agent-<slug>
+				continue
+			}
+			ps, err := plugins.NewInstalled(p.AgentStateDir()).Installed(a.ID)
+			if err != nil {
+				return nil
+			}
+			for _, pl := range ps {
+				if pl.ID() == pluginID {
+					return pl.Secrets
+				}
+			}
+		}
+		return nil
+	}
+}
