@@ -303,19 +303,38 @@ func (p *egressProxy) tunnelHTTP(c net.Conn, hr *headReader, up net.Conn, pol ne
 	last := new(atomic.Int64)
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
+	var refusing, upDone atomic.Bool
 	go func() {
 		copyIdle(c, up, up, last)
+		if !refusing.Load() {
+			// Upstream is done (a response that ends at close): pass the
+			// end on and stop waiting for more requests.
+			upDone.Store(true)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+			c.SetReadDeadline(time.Now())
+		}
 		close(done)
 	}()
 	var refused string
 	for {
 		c.SetReadDeadline(time.Now().Add(proxyIdleTimeout))
+		if upDone.Load() {
+			break
+		}
 		req, err := hr.next()
 		if err != nil {
+			if upDone.Load() {
+				break
+			}
 			if errors.Is(err, errHeadTooLarge) {
 				refused = err.Error()
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 				refused = errNotTLS.Error() + ": " + err.Error()
+			}
+			if refused != "" {
+				refusing.Store(true)
 			}
 			break
 		}
@@ -325,6 +344,7 @@ func (p *egressProxy) tunnelHTTP(c net.Conn, hr *headReader, up net.Conn, pol ne
 			name = req.Host
 		}
 		if req.Host == "" || !pol.AllowsName(name) {
+			refusing.Store(true)
 			refused = fmt.Sprintf("the Host header %q of a request in the tunnel is not in the agent's network policy", clip(req.Host, 255))
 			break
 		}

@@ -163,3 +163,38 @@ func TestProxyChecksSNI(t *testing.T) {
 		t.Errorf("no SNI: %q, want an access_denied alert", got)
 	}
 }
+
+// TestProxyTunnelCloseDelimited: a response that ends when the upstream
+// closes (HTTP/1.0, no length) ends for the client too, though the proxy
+// reads the tunnel request by request.
+func TestProxyTunnelCloseDelimited(t *testing.T) {
+	f := newProxyFixture(t, "up.example.com", true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nuntil close")
+		c.Close()
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	f.proxy.ports[port] = true
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hp := "up.example.com:" + port
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: %s\r\n\r\n", hp, hp)
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	b, err := io.ReadAll(c)
+	if err != nil || !strings.HasSuffix(string(b), "until close") {
+		t.Fatalf("close-delimited response through a tunnel: %q %v", b, err)
+	}
+}
