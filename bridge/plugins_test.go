@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,7 @@ func TestPluginCreateStatus(t *testing.T) {
 		{"invalid recipe", invalid, 400, "tools[0].run", "use a host on the setup allowlist", false},
 		{"gate off", &envelope.Error{Kind: envelope.Rejected, Err: tools.ErrPluginCreateOff}, 403, "", "", false},
 		{"id taken", &envelope.Error{Kind: envelope.Rejected, Err: tools.ErrPluginTaken}, 409, "", "", false},
+		{"too many plugins", &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: MaxAgentPlugins", tools.ErrPluginQuota)}, 507, "", "", false},
 		{"rate limited", rateLimited(t), 429, "", "", true},
 		{"VM not running", envelope.Errorf(envelope.Unavailable, "the sandbox VM is not available"), 503, "", "", false},
 		{"no library", &envelope.Error{Kind: envelope.Unavailable, Err: tools.ErrNoPluginLibrary}, 503, "", "", false},

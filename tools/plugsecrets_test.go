@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -389,4 +390,40 @@ func specNames(ss []Spec) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// TestAgentPluginsAreBounded: an agent creates at most MaxAgentPlugins
+// plugin ids; the next is refused (the bridge answers 507) and a new
+// version of one it has is still accepted.
+func TestAgentPluginsAreBounded(t *testing.T) {
+	lib, err := plugins.OpenLibrary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *Options) {
+		o.Plugins = plugins.NewInstalled(t.TempDir())
+		o.Registry = &PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist { return plugins.NewAllowlist(nil) }}
+		o.Rate = limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{"http": 1000}})
+	})
+	a := h.ts.Agent()
+	a.AutonomousExec.Enabled, a.AutonomousExec.PluginCreate = true, true
+	ts := h.env.Toolset(a)
+	named := func(i int) []byte {
+		return []byte(strings.Replace(string(recipe("true", "")), `"name": "Bridge Made"`, fmt.Sprintf(`"name": "Bridge Made %d"`, i), 1))
+	}
+	for i := range MaxAgentPlugins {
+		if _, err := ts.RegisterPlugin(context.Background(), named(i), plugins.ViaHostBridge); err != nil {
+			t.Fatalf("plugin %d: %v", i, err)
+		}
+	}
+	_, err = ts.RegisterPlugin(context.Background(), named(MaxAgentPlugins), plugins.ViaHostBridge)
+	if !errors.Is(err, ErrPluginQuota) || !strings.Contains(err.Error(), "MaxAgentPlugins") {
+		t.Fatalf("plugin %d: %v, want ErrPluginQuota naming MaxAgentPlugins", MaxAgentPlugins, err)
+	}
+	if n := CreatedPlugins(lib, a.ID); n != MaxAgentPlugins {
+		t.Errorf("CreatedPlugins = %d", n)
+	}
+	if _, err := ts.RegisterPlugin(context.Background(), []byte(strings.Replace(string(named(0)), "echo go", "echo again", 1)), plugins.ViaHostBridge); err != nil {
+		t.Errorf("a new version of an existing plugin: %v", err)
+	}
 }

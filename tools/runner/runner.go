@@ -376,7 +376,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 		// here, so neither sees a value the model echoed.
 		m.Content = r.scrub(a.Slug, m.Content)
 		for i := range m.ToolCalls {
-			m.ToolCalls[i].Function.Arguments = r.scrub(a.Slug, m.ToolCalls[i].Function.Arguments)
+			m.ToolCalls[i].Function.Arguments = r.scrubJSON(a.Slug, m.ToolCalls[i].Function.Arguments)
 		}
 		st := Step{N: n, Time: time.Now().UTC(), Content: m.Content}
 		for _, c := range m.ToolCalls {
@@ -403,7 +403,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 			default:
 				env = r.o.Tools.RunTool(ctx, cur, c.Function.Name, args)
 			}
-			res := r.scrub(a.Slug, env.JSON())
+			res := env.Scrub(func(s string) string { return r.scrub(a.Slug, s) }).JSON()
 			tc := &t.Steps[len(t.Steps)-1].ToolCalls[i]
 			tc.Result, tc.OK, tc.Done = res, !env.IsError(), true
 			save()
@@ -445,6 +445,31 @@ func (r *Runner) scrub(agent, text string) string {
 	return r.o.Redactor.Redact(agent, text)
 }
 
+// scrubJSON scrubs text that is usually JSON (tool-call arguments, an
+// envelope): its strings decoded, so a value JSON escapes (a quote, a
+// backslash) is found too, then the text as a whole. Text with nothing
+// to scrub keeps its form.
+func (r *Runner) scrubJSON(agent, text string) string {
+	if r.o.Redactor == nil || text == "" {
+		return text
+	}
+	var v any
+	if json.Unmarshal([]byte(text), &v) == nil {
+		f := func(s string) string { return r.scrub(agent, s) }
+		before, _ := json.Marshal(envelope.ScrubValue(v, func(s string) string { return s }))
+		after, _ := json.Marshal(envelope.ScrubValue(v, f))
+		if string(before) != string(after) {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if enc.Encode(envelope.ScrubValue(v, f)) == nil {
+				text = strings.TrimSuffix(b.String(), "\n")
+			}
+		}
+	}
+	return r.scrub(agent, text)
+}
+
 // scrubTask scrubs every text of a task record.
 func (r *Runner) scrubTask(t Task) Task {
 	if r.o.Redactor == nil {
@@ -457,7 +482,7 @@ func (r *Runner) scrubTask(t Task) Task {
 		st.Content = f(st.Content)
 		for j := range st.ToolCalls {
 			c := &st.ToolCalls[j]
-			c.Arguments, c.Result = f(c.Arguments), f(c.Result)
+			c.Arguments, c.Result = r.scrubJSON(t.Agent, c.Arguments), r.scrubJSON(t.Agent, c.Result)
 		}
 	}
 	return t
@@ -474,7 +499,7 @@ func (r *Runner) scrubMessages(agent string, msgs []inference.Message) []inferen
 		if len(m.ToolCalls) > 0 {
 			cs := slices.Clone(m.ToolCalls)
 			for j := range cs {
-				cs[j].Function.Arguments = r.scrub(agent, cs[j].Function.Arguments)
+				cs[j].Function.Arguments = r.scrubJSON(agent, cs[j].Function.Arguments)
 			}
 			m.ToolCalls = cs
 		}

@@ -19,7 +19,15 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
-const runnerSecret = "hunter2-Zx9Qw8Lp"
+// runnerSecret has a quote, so JSON (tool-call arguments, envelopes, the
+// task record) escapes it.
+const runnerSecret = `hunter2"Zx9Qw8Lp`
+
+// showsSecret reports whether s holds runnerSecret, raw or JSON-escaped.
+func showsSecret(s string) bool {
+	esc, _ := json.Marshal(runnerSecret)
+	return strings.Contains(s, runnerSecret) || strings.Contains(s, strings.Trim(string(esc), `"`)) || strings.Contains(s, "Zx9Qw8Lp")
+}
 
 type oneSecret struct{}
 
@@ -74,11 +82,11 @@ func TestTaskRecordsAndModelRequestsAreScrubbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), runnerSecret) || !strings.Contains(string(b), "[REDACTED:TOKEN]") {
+	if showsSecret(string(b)) || !strings.Contains(string(b), "[REDACTED:TOKEN]") {
 		t.Errorf("task record:\n%s", b)
 	}
 	for _, u := range updates {
-		if ub, _ := json.Marshal(u); strings.Contains(string(ub), runnerSecret) {
+		if ub, _ := json.Marshal(u); showsSecret(string(ub)) {
 			t.Errorf("live update shows the secret: %s", ub)
 		}
 	}
@@ -87,7 +95,7 @@ func TestTaskRecordsAndModelRequestsAreScrubbed(t *testing.T) {
 		t.Fatalf("%d model requests", len(reqs))
 	}
 	for i, r := range reqs {
-		if rb, _ := json.Marshal(r); strings.Contains(string(rb), runnerSecret) {
+		if rb, _ := json.Marshal(r); showsSecret(string(rb)) {
 			t.Errorf("model request %d shows the secret: %s", i, rb)
 		}
 	}
