@@ -236,6 +236,13 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		if !strings.HasPrefix(r.URL.Path, "/") {
+			// "GET * HTTP/1.1" and the like: ServeMux would answer 400
+			// with no body, which osaurus-host can't show (found by
+			// FuzzBridgeRequest).
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("request target %q is not a path; use one such as /api/ping", r.RequestURI))
+			return
+		}
 		s.mux.ServeHTTP(w, r)
 	})
 }
