@@ -24,6 +24,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
@@ -99,9 +100,7 @@ type Env struct {
 	// secretStore and prompter serve the secret tools.
 	secretStore SecretStore
 	prompter    SecretPrompter
-	subsMu      sync.Mutex
-	subs        map[int]func() // SubscribePlugins
-	nextSub     int
+	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
 
