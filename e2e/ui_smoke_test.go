@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
 // buttonCentres reads where each button's label sits in the window from
@@ -239,11 +240,5 @@ func startXvfb(t *testing.T) string {
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testwait.Eventually(t, what, limit, 250*time.Millisecond, cond)
 }
