@@ -145,9 +145,6 @@ func (s *AgentServer) MCP() *mcp.Server { return s.srv }
 // Close stops following the registry.
 func (s *AgentServer) Close() { s.unsub() }
 
-// Removed reports whether the agent was removed from the registry.
-func (s *AgentServer) Removed() bool { return s.agent.Load() == nil }
-
 // sync makes the registered tools match the agent's current settings. The
 // SDK announces every change to connected clients.
 func (s *AgentServer) sync() {
