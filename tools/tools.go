@@ -134,18 +134,24 @@ func (e *Env) Forget(agentID string) {
 	e.rate.Forget(agentID)
 }
 
-// Runner runs an agent's tools. *Env runs them in this process; a
-// process that doesn't own the VM (the stdio MCP server, the CLI's task
-// runner) sends them to the owner process, so that rate limits, the
-// install lock and per-agent counters are shared by every transport and
-// process.
-type Runner interface {
+// Invoker is where an agent's tool calls go. *Env runs them in this
+// process; a process that doesn't own the VM (the stdio MCP server, the
+// CLI's task runner) sends them to the owner process, so that rate limits,
+// the install lock and per-agent counters are shared by every transport
+// and process.
+type Invoker interface {
 	RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope
 	// EndTurn starts a new turn of the agent for the exec limiter.
 	EndTurn(ctx context.Context, agentID string)
 }
 
-var _ Runner = (*Env)(nil)
+// Runner is the old name of Invoker.
+//
+// Deprecated: use Invoker; kept only until hostcli/owner (moving to host/)
+// is updated, then removed.
+type Runner = Invoker
+
+var _ Invoker = (*Env)(nil)
 
 // RunTool runs tool name as agent a with this Env's limiters and guest.
 func (e *Env) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
