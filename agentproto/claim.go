@@ -20,7 +20,7 @@ import (
 // the new host, in the middle of a frame. So before the yamux session
 // starts, the host claims the stream with a fresh nonce:
 //
-//	host → guest  SYN(nonce)    repeated every claimRepeat until answered
+//	host → guest  SYN(nonce)    repeated (claimRepeat, backing off) until answered
 //	guest → host  ACK(nonce)    once per nonce
 //	host → guest  START(nonce)  then both start yamux
 //
@@ -44,8 +44,8 @@ const (
 	nonceLen   = 16
 	markerLen  = len(claimMagic) + 1 + nonceLen
 
-	// claimRepeat spaces the host's SYNs. The first is sent at once; a
-	// repeat is needed only after an old session swallowed one.
+	// claimRepeat first spaces the host's SYNs. The first is sent at once;
+	// a repeat is needed only after an old session swallowed one.
 	claimRepeat = 100 * time.Millisecond
 )
 
@@ -93,8 +93,9 @@ func ClaimStream(ctx context.Context, conn net.Conn) (net.Conn, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(claimRepeat)
-		defer tick.Stop()
+		// Backing off to a second keeps what queues up while the guest
+		// boots (QEMU holds it until the port is opened) small.
+		every := claimRepeat
 		for {
 			if _, err := conn.Write(syn); err != nil {
 				return
@@ -102,8 +103,9 @@ func ClaimStream(ctx context.Context, conn net.Conn) (net.Conn, error) {
 			select {
 			case <-quit:
 				return
-			case <-tick.C:
+			case <-time.After(every):
 			}
+			every = min(2*every, time.Second)
 		}
 	}()
 	stopSyn := func() { close(quit); wg.Wait() }
