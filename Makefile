@@ -117,7 +117,8 @@ unit: deps-test agent lint darwin-check
 
 bench: agent test-guest
 	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "BootVsBare|ProvisionFromCache" -benchtime 1x ./e2e/
-	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/ ./agentproto/
+	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/
+	$(GO) test -run "^$$" -bench UnaryRoundTrip -benchtime 2s ./agentproto/
 	$(GO) test -run "^$$" -bench MemoryQuery100k -benchtime 200x ./store/memory/
 
 clean:

@@ -2,7 +2,10 @@
 // the guest agent (cmd/sandbox-agent).
 //
 // Transport: one byte stream (a virtio-serial port or a vsock connection)
-// carries one yamux session. Either side may open streams, so the guest can
+// carries one yamux session. A virtio-serial port lives as long as the VM,
+// so there the session is preceded by the host's claim (ClaimStream,
+// AcceptClaim in claim.go): a new host supersedes a session an earlier one
+// left behind. Either side may open streams, so the guest can
 // later call the host (the host API bridge) over the same channel. Every call
 // is one stream.
 //

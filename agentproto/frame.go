@@ -3,7 +3,6 @@ package agentproto
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -48,15 +47,6 @@ func WriteFrame(w io.Writer, t FrameType, payload []byte) error {
 	}
 	_, err := w.Write(payload)
 	return err
-}
-
-// WriteJSONFrame marshals v and writes it as one frame.
-func WriteJSONFrame(w io.Writer, t FrameType, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %c frame: %w", t, err)
-	}
-	return WriteFrame(w, t, b)
 }
 
 // ReadFrame reads one frame.

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/filelock"
+	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -28,6 +31,8 @@ const fileVersion = 1
 
 // lockTimeout bounds the wait for another process's modification.
 const lockTimeout = 10 * time.Second
+
+var errLockTimeout = fmt.Errorf("held for over %s", lockTimeout)
 
 // record is an agent as stored: the agent plus its token.
 type record struct {
@@ -68,9 +73,7 @@ type Registry struct {
 	uids uidState
 	seen os.FileInfo // the file as of the last Reload, for ReloadIfChanged
 
-	subMu   sync.Mutex
-	subs    map[int]func()
-	nextSub int
+	subs subscribers.List[struct{}]
 }
 
 // Open loads the registry at path (normally <config dir>/agents.json). A
@@ -81,7 +84,7 @@ func Open(path string) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{path: path, recs: f.Agents, uids: f.uidState, subs: make(map[int]func())}, nil
+	return &Registry{path: path, recs: f.Agents, uids: f.uidState}, nil
 }
 
 // Path is the registry file.
@@ -282,16 +285,7 @@ func (r *Registry) ByToken(token string) (Agent, bool) {
 // change is visible, and should return quickly. The returned func
 // unsubscribes.
 func (r *Registry) Subscribe(fn func()) (cancel func()) {
-	r.subMu.Lock()
-	defer r.subMu.Unlock()
-	id := r.nextSub
-	r.nextSub++
-	r.subs[id] = fn
-	return func() {
-		r.subMu.Lock()
-		delete(r.subs, id)
-		r.subMu.Unlock()
-	}
+	return r.subs.Add(func(struct{}) { fn() })
 }
 
 // Reload re-reads the file, to see changes made by another process.
@@ -359,11 +353,13 @@ func (r *Registry) modifyLocked(fn func(*fileData) error) (changed bool, err err
 	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
 		return false, fmt.Errorf("agents: %w", err)
 	}
-	unlock, err := lockFile(r.path+".lock", lockTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), lockTimeout, errLockTimeout)
+	defer cancel()
+	lock, err := filelock.Acquire(ctx, r.path+".lock")
 	if err != nil {
 		return false, fmt.Errorf("agents: %w", err)
 	}
-	defer unlock()
+	defer lock.Unlock()
 
 	cur, err := load(r.path)
 	if err != nil {
@@ -387,17 +383,7 @@ func (r *Registry) modifyLocked(fn func(*fileData) error) (changed bool, err err
 	return true, nil
 }
 
-func (r *Registry) notify() {
-	r.subMu.Lock()
-	fns := make([]func(), 0, len(r.subs))
-	for _, fn := range r.subs {
-		fns = append(fns, fn)
-	}
-	r.subMu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
+func (r *Registry) notify() { r.subs.Notify(struct{}{}) }
 
 // find resolves a ref: an id (random, so it names one agent), else the
 // one agent whose slug is ref or whose name is ref ignoring case. A ref

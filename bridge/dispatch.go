@@ -14,7 +14,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
-// Dispatcher runs dispatched tasks (runner.Runner).
+// Dispatcher runs dispatched tasks (runner.TaskRunner).
 type Dispatcher interface {
 	Dispatch(caller, target, task string) (runner.Task, error)
 	Wait(ctx context.Context, id string, d time.Duration) (runner.Task, error)

@@ -1,6 +1,7 @@
 // Package bridge is the host API bridge: the HTTP/1.1 server that lets
-// code inside the VM reach host services (secrets, config, the log buffer;
-// inference, dispatch, memory and events come later on the same server).
+// code inside the VM reach host services: secrets, config, the log
+// buffer, inference, agent dispatch and tasks, memory, events and plugin
+// creation (the routes are listed in Server's handler, server.go).
 //
 // Transport: in the guest, processes connect to /run/osaurus-bridge.sock.
 // The guest agent reads the caller's uid from the kernel (SO_PEERCRED),

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
 func write(t *testing.T, p string, n int) {
@@ -54,12 +56,8 @@ func TestTrackerFollowsChanges(t *testing.T) {
 		s.do()
 		// inotify delivers asynchronously: refresh until the change shows
 		// or a generous deadline passes.
-		deadline := time.Now().Add(5 * time.Second)
-		for tr.Refresh(); !s.want(tr.Home("alice")) && time.Now().Before(deadline); tr.Refresh() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if got := tr.Home("alice"); !s.want(got) {
-			t.Fatalf("%s: alice = %d", s.name, got)
+		if !testwait.Within(5*time.Second, 10*time.Millisecond, func() bool { tr.Refresh(); return s.want(tr.Home("alice")) }) {
+			t.Fatalf("%s: alice = %d", s.name, tr.Home("alice"))
 		}
 	}
 }

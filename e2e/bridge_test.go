@@ -282,6 +282,9 @@ func TestBridge(t *testing.T) {
 
 	t.Run("diagnostics bridge passes", func(t *testing.T) {
 		rs := diagnostics.Run(ctx, diagnostics.Env{Agent: g, Bridge: diagnostics.CheckBridge}, selectChecks("agent-user", "bridge"), nil)
+		if len(rs) != 2 {
+			t.Fatalf("%d results, want the agent-user and bridge checks': %+v", len(rs), rs)
+		}
 		for _, r := range rs {
 			if r.Outcome != diagnostics.Pass {
 				t.Errorf("%s: %s: %s", r.Name, r.Outcome, r.Detail)

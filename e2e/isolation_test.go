@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -245,13 +246,5 @@ func TestDiskQuota(t *testing.T) {
 // to stay inside the agent's rate window) for up to 30 seconds.
 func pollTools(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		<-tick.C
-	}
+	testwait.Eventually(t, what, 30*time.Second, 500*time.Millisecond, cond)
 }

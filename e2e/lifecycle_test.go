@@ -197,6 +197,9 @@ func TestLifecycle(t *testing.T) {
 			live = append(live, r.Name)
 			mu.Unlock()
 		})
+		if len(rs) == 0 || len(rs) != len(diagnostics.Checks()) {
+			t.Fatalf("%d results for %d checks", len(rs), len(diagnostics.Checks()))
+		}
 		for _, r := range rs {
 			t.Logf("%-16s %-13s %6s %s", r.Name, r.Outcome, r.Duration, r.Detail)
 			if r.Outcome != diagnostics.Pass {
@@ -303,6 +306,9 @@ func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 		}
 	}
 	rs := diagnostics.Run(ctx, diagnostics.Env{Agent: a, NATURL: strings.Replace(srv.URL, "127.0.0.1", "10.0.2.2", 1)}, checks, nil)
+	if len(rs) != 2 {
+		t.Fatalf("%d results, want the nat and exec checks': %+v", len(rs), rs)
+	}
 	for _, r := range rs {
 		switch r.Name {
 		case "exec":

@@ -199,6 +199,9 @@ func TestHostServices(t *testing.T) {
 		}
 		tk = ts[0]
 		want := []envelope.Kind{envelope.ToolNotFound, envelope.InvalidArgs, envelope.InvalidArgs} // paths outside the home are refused on the host
+		if len(tk.Steps) == 0 || len(tk.Steps[0].ToolCalls) != len(want) {
+			t.Fatalf("bob's task made %+v, want one step of %d tool calls", tk.Steps, len(want))
+		}
 		for i, c := range tk.Steps[0].ToolCalls {
 			e, err := envelope.Parse(c.Result)
 			if err != nil || e.OK || strings.Contains(c.Result, "print('hi')") {

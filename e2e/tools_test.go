@@ -500,6 +500,14 @@ func isolation(t *testing.T, alice, bob *session) {
 			t.Errorf("%s %v through a symlink: %+v", c.tool, c.args, e)
 		}
 	}
+	// ...and nothing went through them: bob's file is as he wrote it, and
+	// nothing was planted, edited, moved out or deleted.
+	if r := bob.ok(t, "sandbox_exec", map[string]any{"command": "cat secret.txt; for f in planted /etc/evil; do test -e $f && echo exists: $f; done; true"}); r["stdout"] != "bob's secret 4711\n" {
+		t.Errorf("a write through alice's symlinks landed: bob sees %v", r)
+	}
+	if r := alice.ok(t, "sandbox_exec", map[string]any{"command": "test -e stolen.txt && echo exists: stolen.txt; true"}); r["stdout"] != "" {
+		t.Errorf("a move through a symlink landed: %v", r)
+	}
 	// A search of her whole home doesn't follow the links either.
 	if r := alice.ok(t, "sandbox_search_files", map[string]any{"pattern": "4711|root:"}); num(r["match_count"]) != 0 {
 		t.Errorf("search followed a symlink: %v", r)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
 // buttonCentres reads where each button's label sits in the window from
@@ -118,21 +119,32 @@ func TestUISmoke(t *testing.T) {
 		}
 	})
 
-	x := func(args ...string) string {
-		t.Helper()
+	xdotool := func(args ...string) (string, error) {
 		cmd := exec.Command("xdotool", args...)
 		cmd.Env = xenv
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return ""
+			return "", fmt.Errorf("xdotool %s: %w: %s", strings.Join(args, " "), err, out)
 		}
-		return strings.TrimSpace(string(out))
+		return strings.TrimSpace(string(out)), nil
+	}
+	// x runs an xdotool step that must work: a click that didn't happen
+	// fails here, not as a wait for its effect.
+	x := func(args ...string) string {
+		t.Helper()
+		out, err := xdotool(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 	var win string
 	// Generous: on a loaded 2-core machine the first start of a cgo UI
 	// binary (fonts, GL under Xvfb) has taken over a minute.
 	waitFor(t, "the window", 3*time.Minute, func() bool {
-		if ids := strings.Fields(x("search", "--name", "Osaurus Sandbox")); len(ids) > 0 {
+		// search exits 1 while no window matches yet.
+		out, _ := xdotool("search", "--name", "Osaurus Sandbox")
+		if ids := strings.Fields(out); len(ids) > 0 {
 			win = ids[0]
 		}
 		return win != ""
@@ -239,11 +251,5 @@ func startXvfb(t *testing.T) string {
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testwait.Eventually(t, what, limit, 250*time.Millisecond, cond)
 }

@@ -55,7 +55,11 @@ func FindVirtioPort(sysDir, name string) (string, error) {
 
 // ServeSerial serves sessions on the virtio-serial port called name until
 // ctx ends. A port whose host side is closed reads EOF at once, which ends
-// the session; the loop then reopens the port and waits for the host.
+// the session; the loop then reopens the port and waits for the host. A
+// host that went away may not be seen to (the next connected before the
+// guest read the EOF), so every session starts with the host's claim
+// (agentproto.ClaimStream), which also ends a session still holding the
+// port.
 func (s *Service) ServeSerial(ctx context.Context, name string) {
 	const retry = 250 * time.Millisecond
 	warned := false
@@ -73,7 +77,12 @@ func (s *Service) ServeSerial(ctx context.Context, name string) {
 		} else {
 			warned = false
 			start := time.Now()
-			err := s.ServeConn(ctx, f, TransportSerial)
+			err := agentproto.AcceptClaim(f)
+			if err == nil {
+				err = s.ServeConn(ctx, f, TransportSerial)
+			} else {
+				f.Close()
+			}
 			// A session that ends at once is the unconnected port reading
 			// EOF: not worth a console line every retry.
 			if time.Since(start) > time.Second {

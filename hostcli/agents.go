@@ -339,7 +339,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		// The owner runs them, except the secret tools: they run here,
 		// where the MCP session is that can ask the user for a value.
 		Env:      local,
-		Runner:   stdioRunner{Runner: api.Runner{Ctl: ctl}, local: local},
+		Invoker:  stdioInvoker{Runner: api.Runner{Ctl: ctl}, local: local},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -357,16 +357,16 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// stdioRunner runs the secret tools in this process, where the MCP
+// stdioInvoker runs the secret tools in this process, where the MCP
 // session is that can ask the user for a value (URL elicitation), and
 // every other tool in the owner. Secret tools touch only the keychain, so
 // running them here shares no limit the owner keeps.
-type stdioRunner struct {
+type stdioInvoker struct {
 	api.Runner
 	local *tools.Env
 }
 
-func (r stdioRunner) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+func (r stdioInvoker) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
 	if tools.IsSecretTool(name) {
 		return r.local.RunTool(ctx, a, name, args)
 	}

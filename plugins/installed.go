@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 )
 
@@ -118,11 +119,11 @@ func (s *Installed) update(ctx context.Context, agentID string, change func(*ins
 	}
 	lctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	unlock, err := lockFile(lctx, p+".lock")
+	lock, err := filelock.Acquire(lctx, p+".lock")
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer lock.Unlock()
 	f, err := s.read(agentID)
 	if err != nil {
 		return err

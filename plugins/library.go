@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 )
 
 // MaxVersions is how many versions of a plugin the library keeps; older
@@ -104,7 +105,11 @@ func (l *Library) file(id string) string { return filepath.Join(l.dir, id+".json
 func (l *Library) lock(ctx context.Context) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	return lockFile(ctx, filepath.Join(l.dir, ".lock"))
+	lock, err := filelock.Acquire(ctx, filepath.Join(l.dir, ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	return func() { lock.Unlock() }, nil
 }
 
 // checkID refuses anything that isn't a plugin id before it becomes part

@@ -10,6 +10,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
 	"github.com/osaurus/osaurus-sandbox/vm"
@@ -71,10 +72,15 @@ type Manager struct {
 	starting *flight // the Start attempt in progress, shared by callers
 	busy     string  // a provision, stop, reset or remove in progress
 	crashes  []time.Time
-	subs     map[int]func(Status)
-	nextSub  int
+	subs     subscribers.List[Status]
 	closed   bool
 	timers   []*time.Timer
+	// restartAfter schedules an automatic restart (time.AfterFunc); tests
+	// replace it to see the delays asked for without waiting them out.
+	restartAfter func(time.Duration, func()) *time.Timer
+	// watching counts running watch goroutines, so a test can tell that
+	// the restart policy has had its say about an exit.
+	watching sync.WaitGroup
 	// wedged is the machine the watchdog killed and why: watch reports
 	// that exit as a crash, not as a requested stop.
 	wedged    *vm.Machine
@@ -118,7 +124,7 @@ func New(o Options) *Manager {
 	if o.Download == nil {
 		o.Download = &download.Client{}
 	}
-	m := &Manager{o: o, subs: map[int]func(Status){}}
+	m := &Manager{o: o, restartAfter: time.AfterFunc}
 	m.prov = &provision.Provisioner{
 		Layout:   provision.Layout{Dir: o.Paths.ContainerDir()},
 		Download: o.Download,
@@ -150,18 +156,7 @@ func (m *Manager) Status() Status {
 
 // Subscribe calls fn with every status change until cancel is called.
 // fn runs on the goroutine making the change and must not block.
-func (m *Manager) Subscribe(fn func(Status)) (cancel func()) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	id := m.nextSub
-	m.nextSub++
-	m.subs[id] = fn
-	return func() {
-		m.mu.Lock()
-		delete(m.subs, id)
-		m.mu.Unlock()
-	}
-}
+func (m *Manager) Subscribe(fn func(Status)) (cancel func()) { return m.subs.Add(fn) }
 
 // setLocked changes the status and notifies subscribers. Callers hold mu;
 // the notification happens after unlock via the returned func.
@@ -175,10 +170,7 @@ func (m *Manager) setLocked(mutate func(*Status)) func() {
 		m.status.Progress = nil
 	}
 	snap := m.status
-	subs := make([]func(Status), 0, len(m.subs))
-	for _, fn := range m.subs {
-		subs = append(subs, fn)
-	}
+	subs := m.subs.Snapshot()
 	saved := savedState{State: snap.State, Reason: snap.Reason, Pid: snap.Pid, At: time.Now().UTC()}
 	return func() {
 		if err := os.MkdirAll(m.o.Paths.Root, 0o755); err == nil {
@@ -352,7 +344,8 @@ func (m *Manager) adopt(mach *vm.Machine) {
 	})
 	m.mu.Unlock()
 	notify()
-	go m.watch(mach)
+	m.watching.Add(1)
+	go func() { defer m.watching.Done(); m.watch(mach) }()
 	go m.watchdog(mach)
 }
 
@@ -477,7 +470,7 @@ func (m *Manager) watch(mach *vm.Machine) {
 		}
 	})
 	if !m.closed {
-		m.timers = append(m.timers, time.AfterFunc(delay, m.autoRestart))
+		m.timers = append(m.timers, m.restartAfter(delay, m.autoRestart))
 	}
 	m.mu.Unlock()
 	notify()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
@@ -71,7 +73,7 @@ func (p *fakeProc) Info() vm.ProcessInfo {
 
 type fakeDriver struct {
 	starts atomic.Int32
-	delay  time.Duration
+	gate   chan struct{} // when set, Start waits for it to close
 	mu     sync.Mutex
 	procs  []*fakeProc
 }
@@ -79,7 +81,9 @@ type fakeDriver struct {
 func (d *fakeDriver) Name() string { return "fake" }
 func (d *fakeDriver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 	d.starts.Add(1)
-	time.Sleep(d.delay)
+	if d.gate != nil {
+		<-d.gate
+	}
 	p := &fakeProc{done: make(chan struct{})}
 	d.mu.Lock()
 	d.procs = append(d.procs, p)
@@ -120,17 +124,29 @@ func newManager(t *testing.T, d *fakeDriver, o Options) *Manager {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	testwait.Eventually(t, what, 10*time.Second, 10*time.Millisecond, cond)
+}
+
+// recordRestarts makes m record the delay of every automatic restart it
+// schedules (and still schedule it).
+func recordRestarts(m *Manager) (delays func() []time.Duration) {
+	var mu sync.Mutex
+	var ds []time.Duration
+	m.restartAfter = func(d time.Duration, f func()) *time.Timer {
+		mu.Lock()
+		ds = append(ds, d)
+		mu.Unlock()
+		return time.AfterFunc(d, f)
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(ds)
 	}
 }
 
 func TestConcurrentStartsShareOneAttempt(t *testing.T) {
-	d := &fakeDriver{delay: 200 * time.Millisecond}
+	d := &fakeDriver{gate: make(chan struct{})}
 	m := newManager(t, d, Options{})
 	if got := m.Status().State; got != Stopped {
 		t.Fatalf("initial state %s, want stopped", got)
@@ -145,6 +161,10 @@ func TestConcurrentStartsShareOneAttempt(t *testing.T) {
 			}
 		}()
 	}
+	// The boot is held until every caller had the chance to start another:
+	// each that did would count a start.
+	waitFor(t, "the first boot", func() bool { return d.starts.Load() >= 1 })
+	close(d.gate)
 	wg.Wait()
 	if n := d.starts.Load(); n != 1 {
 		t.Fatalf("%d boots for 8 concurrent starts, want 1", n)
@@ -157,6 +177,7 @@ func TestConcurrentStartsShareOneAttempt(t *testing.T) {
 func TestRestartPolicyThenCooldown(t *testing.T) {
 	d := &fakeDriver{}
 	m := newManager(t, d, Options{RestartLimit: 2, RestartDelay: 10 * time.Millisecond, Cooldown: time.Hour})
+	restarts := recordRestarts(m)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +193,13 @@ func TestRestartPolicyThenCooldown(t *testing.T) {
 	if st.State != Error || st.Restarts != 3 {
 		t.Fatalf("after 3 crashes: %+v", st)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The third crash scheduled its restart at the end of the cooldown,
+	// and nothing sooner: the restart policy runs before the status shows
+	// the cooldown.
+	want := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, time.Hour}
+	if got := restarts(); !slices.Equal(got, want) {
+		t.Fatalf("restarts scheduled after %v, want %v (none during cooldown)", got, want)
+	}
 	if n := d.starts.Load(); n != 3 {
 		t.Fatalf("%d boots, want 3 (no restart during cooldown)", n)
 	}
@@ -185,13 +212,19 @@ func TestRestartPolicyThenCooldown(t *testing.T) {
 func TestStopIsNotACrash(t *testing.T) {
 	d := &fakeDriver{}
 	m := newManager(t, d, Options{RestartDelay: 10 * time.Millisecond})
+	restarts := recordRestarts(m)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The VM has exited; once its watcher has seen that, any restart
+	// would have been scheduled.
+	m.watching.Wait()
+	if got := restarts(); len(got) != 0 {
+		t.Fatalf("a requested stop scheduled restarts after %v", got)
+	}
 	if st := m.Status(); st.State != Stopped || d.starts.Load() != 1 {
 		t.Fatalf("after stop: %+v, %d boots", st, d.starts.Load())
 	}

@@ -42,19 +42,7 @@ type PluginSecrets interface {
 // through this Env, so MCP servers can update their tool lists (and
 // clients get tools/list_changed). The returned func unsubscribes.
 func (e *Env) SubscribePlugins(fn func()) (cancel func()) {
-	e.subsMu.Lock()
-	defer e.subsMu.Unlock()
-	if e.subs == nil {
-		e.subs = map[int]func(){}
-	}
-	id := e.nextSub
-	e.nextSub++
-	e.subs[id] = fn
-	return func() {
-		e.subsMu.Lock()
-		delete(e.subs, id)
-		e.subsMu.Unlock()
-	}
+	return e.subs.Add(func(struct{}) { fn() })
 }
 
 // RefreshPlugins makes subscribers re-read the installed plugins, to pick
@@ -73,17 +61,7 @@ func (e *Env) PluginWatchTargets() (ts []filewatch.Target, ok bool) {
 	return s.WatchTargets(), true
 }
 
-func (e *Env) notifyPlugins() {
-	e.subsMu.Lock()
-	fns := make([]func(), 0, len(e.subs))
-	for _, fn := range e.subs {
-		fns = append(fns, fn)
-	}
-	e.subsMu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
+func (e *Env) notifyPlugins() { e.subs.Notify(struct{}{}) }
 
 // PluginDir is where an agent's copy of a plugin lives in the guest.
 func (t *Toolset) PluginDir(pluginID string) string {

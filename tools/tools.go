@@ -23,6 +23,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
@@ -98,9 +99,7 @@ type Env struct {
 	// secretStore and prompter serve the secret tools.
 	secretStore SecretStore
 	prompter    SecretPrompter
-	subsMu      sync.Mutex
-	subs        map[int]func() // SubscribePlugins
-	nextSub     int
+	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
 
@@ -134,18 +133,24 @@ func (e *Env) Forget(agentID string) {
 	e.rate.Forget(agentID)
 }
 
-// Runner runs an agent's tools. *Env runs them in this process; a
-// process that doesn't own the VM (the stdio MCP server, the CLI's task
-// runner) sends them to the owner process, so that rate limits, the
-// install lock and per-agent counters are shared by every transport and
-// process.
-type Runner interface {
+// Invoker is where an agent's tool calls go. *Env runs them in this
+// process; a process that doesn't own the VM (the stdio MCP server, the
+// CLI's task runner) sends them to the owner process, so that rate limits,
+// the install lock and per-agent counters are shared by every transport
+// and process.
+type Invoker interface {
 	RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope
 	// EndTurn starts a new turn of the agent for the exec limiter.
 	EndTurn(ctx context.Context, agentID string)
 }
 
-var _ Runner = (*Env)(nil)
+// Runner is the old name of Invoker.
+//
+// Deprecated: use Invoker; kept only until hostcli/owner (moving to host/)
+// is updated, then removed.
+type Runner = Invoker
+
+var _ Invoker = (*Env)(nil)
 
 // RunTool runs tool name as agent a with this Env's limiters and guest.
 func (e *Env) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {

@@ -16,6 +16,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -124,17 +125,10 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 // eventually polls cond, letting fyne.Do callbacks run.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	check := func() (ok bool) {
+	testwait.Eventually(t, what, 5*time.Second, 10*time.Millisecond, func() (ok bool) {
 		lockedDo(func() { ok = cond() })
 		return ok
-	}
-	for !check() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 // tapInOverlay taps the button labelled text in the top overlay (a dialog).

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 )
 
 // PartialSuffix is appended to Dest for the file being downloaded.
@@ -363,7 +364,7 @@ func openLockedPartial(ctx context.Context, path string) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := lockFile(ctx, f); err != nil {
+		if err := filelock.LockFile(ctx, f); err != nil {
 			f.Close()
 			return nil, err
 		}

@@ -33,8 +33,8 @@ import (
 
 // Config is what every MCP server of a process shares.
 type Config struct {
-	// Runner runs the tools; when nil, Env does.
-	Runner   tools.Runner
+	// Invoker runs the tools; when nil, Env does.
+	Invoker  tools.Invoker
 	Env      *tools.Env
 	Registry *agents.Registry
 	// Version is reported to clients.
@@ -69,8 +69,8 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Runner == nil {
-		cfg.Runner = cfg.Env
+	if cfg.Invoker == nil {
+		cfg.Invoker = cfg.Env
 	}
 	s := &AgentServer{cfg: cfg, id: a.ID, listed: map[string]bool{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "osaurus-sandbox", Title: "Osaurus Sandbox", Version: cfg.Version}, &mcp.ServerOptions{
@@ -145,9 +145,6 @@ func (s *AgentServer) MCP() *mcp.Server { return s.srv }
 // Close stops following the registry.
 func (s *AgentServer) Close() { s.unsub() }
 
-// Removed reports whether the agent was removed from the registry.
-func (s *AgentServer) Removed() bool { return s.agent.Load() == nil }
-
 // sync makes the registered tools match the agent's current settings. The
 // SDK announces every change to connected clients.
 func (s *AgentServer) sync() {
@@ -213,9 +210,9 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 				ctx = tools.WithURLElicitor(ctx, el)
 			}
 			if s.newTurn.CompareAndSwap(true, false) {
-				s.cfg.Runner.EndTurn(ctx, s.id)
+				s.cfg.Invoker.EndTurn(ctx, s.id)
 			}
-			env = s.cfg.Runner.RunTool(ctx, *a, name, args)
+			env = s.cfg.Invoker.RunTool(ctx, *a, name, args)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
 	}

@@ -460,7 +460,7 @@ func TestSnippets(t *testing.T) {
 	}
 }
 
-// turnRecorder is a Runner that records turn ends and tool calls in order.
+// turnRecorder is a tools.Invoker that records turn ends and tool calls in order.
 type turnRecorder struct {
 	mu     sync.Mutex
 	events []string
@@ -505,7 +505,7 @@ func TestNewSessionEndsTurn(t *testing.T) {
 			f := newFixture(t)
 			f.set(t, "Bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
 			rec := &turnRecorder{}
-			f.cfg.Runner = rec
+			f.cfg.Invoker = rec
 			var url string
 			if tc.transport == "http" {
 				url = serveHTTP(t, f)

@@ -51,14 +51,14 @@ type Budget struct {
 	Timeout  time.Duration // wall time
 }
 
-// Options configure a Runner.
+// Options configure a TaskRunner.
 type Options struct {
 	// Env lists the agents' tools.
 	Env *tools.Env
 	// Tools runs them; nil means Env. A runner outside the VM's owner
 	// process passes the owner's, so its calls count against the same
 	// limits as every other transport's.
-	Tools tools.Runner
+	Tools tools.Invoker
 	// Hide, when set, names tools of Env the runner neither offers the
 	// model nor runs (the owner's secret tools: a task has nobody to ask).
 	Hide   func(tool string) bool
@@ -81,8 +81,9 @@ type Options struct {
 	Redactor tools.Redactor
 }
 
-// Runner works tasks.
-type Runner struct {
+// TaskRunner works dispatched tasks: each runs the agent's model loop,
+// its tool calls going to Options.Tools.
+type TaskRunner struct {
 	o Options
 
 	mu      sync.Mutex
@@ -96,8 +97,14 @@ type live struct {
 	done   chan struct{}
 }
 
-// New returns a Runner.
-func New(o Options) *Runner {
+// Runner is the old name of TaskRunner.
+//
+// Deprecated: use TaskRunner; kept only until hostcli/owner (moving to
+// host/) is updated, then removed.
+type Runner = TaskRunner
+
+// New returns a TaskRunner.
+func New(o Options) *TaskRunner {
 	if o.CancelPoll <= 0 {
 		o.CancelPoll = 500 * time.Millisecond
 	}
@@ -107,11 +114,11 @@ func New(o Options) *Runner {
 	if o.Tools == nil {
 		o.Tools = o.Env
 	}
-	return &Runner{o: o, running: map[string]*live{}}
+	return &TaskRunner{o: o, running: map[string]*live{}}
 }
 
 // Store is the task store.
-func (r *Runner) Store() *Store { return r.o.Store }
+func (r *TaskRunner) Store() *Store { return r.o.Store }
 
 // Causes of a task's end other than its own.
 var (
@@ -121,7 +128,7 @@ var (
 
 // Dispatch starts a task from the guest: caller (an agent's slug) may
 // dispatch only to itself; target empty means the caller.
-func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
+func (r *TaskRunner) Dispatch(caller, target, task string) (Task, error) {
 	r.o.Agents.Reload()
 	a, err := r.o.Agents.GetSlug(caller)
 	if err != nil {
@@ -137,7 +144,7 @@ func (r *Runner) Dispatch(caller, target, task string) (Task, error) {
 
 // Start begins working a task for agent ref in the background; onUpdate,
 // when set, gets the task after every change.
-func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, error) {
+func (r *TaskRunner) Start(ref, task, source string, onUpdate func(Task)) (Task, error) {
 	// Another process (the CLI, the window) may have changed the agents.
 	r.o.Agents.Reload()
 	a, err := r.o.Agents.Get(ref)
@@ -198,7 +205,7 @@ func (r *Runner) Start(ref, task, source string, onUpdate func(Task)) (Task, err
 	return t, nil
 }
 
-func (r *Runner) forget(id string) {
+func (r *TaskRunner) forget(id string) {
 	r.mu.Lock()
 	delete(r.running, id)
 	r.mu.Unlock()
@@ -206,7 +213,7 @@ func (r *Runner) forget(id string) {
 
 // Run works a task in the foreground until it ends or ctx does (which
 // cancels it).
-func (r *Runner) Run(ctx context.Context, ref, task, source string, onUpdate func(Task)) (Task, error) {
+func (r *TaskRunner) Run(ctx context.Context, ref, task, source string, onUpdate func(Task)) (Task, error) {
 	t, err := r.Start(ref, task, source, onUpdate)
 	if err != nil {
 		return t, err
@@ -220,7 +227,7 @@ func (r *Runner) Run(ctx context.Context, ref, task, source string, onUpdate fun
 	return r.o.Store.Get(t.ID)
 }
 
-func (r *Runner) doneOf(id string) <-chan struct{} {
+func (r *TaskRunner) doneOf(id string) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l := r.running[id]; l != nil {
@@ -233,7 +240,7 @@ func (r *Runner) doneOf(id string) <-chan struct{} {
 
 // Wait waits up to d for a task to finish and returns it as it is then.
 // Tasks of other processes are not waited for.
-func (r *Runner) Wait(ctx context.Context, id string, d time.Duration) (Task, error) {
+func (r *TaskRunner) Wait(ctx context.Context, id string, d time.Duration) (Task, error) {
 	if d > 0 {
 		tm := time.NewTimer(d)
 		defer tm.Stop()
@@ -248,7 +255,7 @@ func (r *Runner) Wait(ctx context.Context, id string, d time.Duration) (Task, er
 
 // Cancel stops a task: at once when this process works it, else through
 // the store for the process that does.
-func (r *Runner) Cancel(id string) (Task, error) {
+func (r *TaskRunner) Cancel(id string) (Task, error) {
 	r.mu.Lock()
 	l := r.running[id]
 	r.mu.Unlock()
@@ -262,7 +269,7 @@ func (r *Runner) Cancel(id string) (Task, error) {
 
 // Recover marks tasks left running by an earlier process interrupted.
 // The owner calls it when it starts.
-func (r *Runner) Recover() {
+func (r *TaskRunner) Recover() {
 	ts, _ := r.o.Store.List("")
 	for _, t := range ts {
 		r.mu.Lock()
@@ -276,7 +283,7 @@ func (r *Runner) Recover() {
 }
 
 // Close interrupts every running task and waits for them to be saved.
-func (r *Runner) Close() {
+func (r *TaskRunner) Close() {
 	r.mu.Lock()
 	r.closed = true
 	var ls []*live
@@ -298,7 +305,7 @@ func systemPrompt(a agents.Agent) string {
 }
 
 // work is the loop of one task.
-func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func(Task)) {
+func (r *TaskRunner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func(Task)) {
 	b := Budget{MaxSteps: 20, Timeout: 10 * time.Minute}
 	if r.o.Budget != nil {
 		b = r.o.Budget()
@@ -416,7 +423,7 @@ func (r *Runner) work(ctx context.Context, a agents.Agent, t Task, onUpdate func
 }
 
 // watchCancel ends a task when another process asks to cancel it.
-func (r *Runner) watchCancel(ctx context.Context, id string) {
+func (r *TaskRunner) watchCancel(ctx context.Context, id string) {
 	tk := time.NewTicker(r.o.CancelPoll)
 	defer tk.Stop()
 	for {

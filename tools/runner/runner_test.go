@@ -32,7 +32,7 @@ type fixture struct {
 	model  *scriptedmodel.Server
 	reg    *agents.Registry
 	store  *runner.Store
-	r      *runner.Runner
+	r      *runner.TaskRunner
 	alice  agents.Agent
 	budget runner.Budget
 }
@@ -58,7 +58,7 @@ func setup(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) newRunner() *runner.Runner {
+func (f *fixture) newRunner() *runner.TaskRunner {
 	return runner.New(runner.Options{
 		Env:    tools.NewEnv(tools.Options{Guest: noVM, Agents: f.reg}),
 		Agents: f.reg,
@@ -281,7 +281,7 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	}
 }
 
-// recorder is a tools.Runner that answers every call itself, as the owner
+// recorder is a tools.Invoker that answers every call itself, as the owner
 // process does for a runner in another process.
 type recorder struct {
 	calls, turns []string

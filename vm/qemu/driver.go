@@ -211,12 +211,6 @@ func oneLine(err error) string {
 	return s
 }
 
-// AccelDecision reports what "auto" would pick now, for status displays.
-func (d *Driver) AccelDecision() string {
-	a, _, _ := d.chooseAccel(vm.Spec{Accel: vm.AccelAuto})
-	return a
-}
-
 func findProgram(explicit string, candidates []string, hint string) (string, error) {
 	if explicit != "" {
 		if _, err := os.Stat(explicit); err != nil {

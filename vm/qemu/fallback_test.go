@@ -85,6 +85,9 @@ func standInQEMU(mode string, args []string) int {
 			return 2
 		}
 		go func() {
+			if err := agentproto.AcceptClaim(c); err != nil {
+				return
+			}
 			peer, err := agentproto.NewServerPeer(c)
 			if err != nil {
 				return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mdlayher/vsock"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -176,7 +177,18 @@ func (p *process) DialAgent(ctx context.Context) (net.Conn, error) {
 		return vsock.Dial(p.plan.vsockCID, AgentVsockPort, nil)
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", p.plan.layout.agentSock)
+	conn, err := d.DialContext(ctx, "unix", p.plan.layout.agentSock)
+	if err != nil {
+		return nil, err
+	}
+	// The virtio-serial port outlives every session on it: claim it, so
+	// a session an earlier owner left in the guest gives way to this one.
+	c, err := agentproto.ClaimStream(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // RequestStop implements vm.Process: an ACPI power-button press.

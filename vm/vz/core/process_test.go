@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -210,9 +211,7 @@ func TestDialAgent(t *testing.T) {
 			_, err := f.proc.DialAgent(ctx)
 			errc <- err
 		}()
-		for f.connects.Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Eventually(t, "the dial to reach the framework", 10*time.Second, time.Millisecond, func() bool { return f.connects.Load() > 0 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
@@ -228,9 +227,7 @@ func TestDialAgent(t *testing.T) {
 			_, err := f.proc.DialAgent(context.Background())
 			errc <- err
 		}()
-		for f.connects.Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Eventually(t, "the dial to reach the framework", 10*time.Second, time.Millisecond, func() bool { return f.connects.Load() > 0 })
 		f.proc.Observe(StateError)
 		if err := <-errc; !errors.Is(err, vm.ErrVMDied) {
 			t.Errorf("err = %v, want vm.ErrVMDied", err)
