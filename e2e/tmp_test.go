@@ -148,6 +148,15 @@ done < /proc/mounts; true`
 		if out, errOut, st, err := g.Output(ctx, agentproto.ExecRequest{Shell: "apt-get update -q"}); err != nil || st.Code != 0 {
 			t.Fatalf("apt-get update: %v %+v %s %s", err, st, out, errOut)
 		}
+		// Debian's invoke-rc.d blocks on its own only when it finds no
+		// init system (no /sbin/init, as in the test guest); images that
+		// ship one (systemd-sysv, sysvinit-core), or an install that pulls
+		// one in, get no such luck. Look like one of those.
+		if out, errOut, st := sh(t, g, "", "test -e /sbin/init && echo present || ln -s /bin/true /sbin/init"); st.Code != 0 {
+			t.Fatalf("make /sbin/init: %s %s", out, errOut)
+		} else if !strings.Contains(out, "present") {
+			t.Cleanup(func() { sh(t, g, "", "rm -f /sbin/init") })
+		}
 		before := rootProcesses(t, te)
 		if r := alice.ok(t, "sandbox_install", map[string]any{"packages": []string{"cron"}}); fmt.Sprint(r["installed"]) != "[cron]" {
 			t.Fatalf("install cron: %v", r)
