@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/zalando/go-keyring"
 )
 
@@ -24,11 +25,11 @@ const MinScrubLen = 6
 
 var (
 	// ErrNotFound: the agent has no secret of that name.
-	ErrNotFound = errors.New("secret not found")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "secret not found")
 	// ErrUnavailable: the keychain can't be reached.
-	ErrUnavailable = errors.New("the OS keychain is not available")
+	ErrUnavailable = agentproto.Class(agentproto.ErrUnavailable, "the OS keychain is not available")
 	// ErrInvalid: a bad agent name, key or value.
-	ErrInvalid = errors.New("invalid secret")
+	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid secret")
 )
 
 var (
