@@ -12,7 +12,7 @@ AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-
 TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
 # The test guest's kernel, unpacked, for the module resolver's real-kernel test.
 TEST_KERNEL := $(TEST_GUEST)-kernel
-GOTEST_FLAGS ?= -race -timeout 45m
+GOTEST_FLAGS ?= -race -timeout 75m
 STATICCHECK := v0.8.2
 
 UNAME_S      := $(shell uname -s)
