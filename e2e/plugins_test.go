@@ -143,8 +143,11 @@ func TestPluginsOnGuest(t *testing.T) {
 		t.Fatalf("tool result %v", r)
 	}
 	// Shell metacharacters in an argument stay data.
-	r = s.ok(t, "greeter_greet", map[string]any{"who": "$(id -u); touch /tmp/pwned", "times": 5})
-	if !strings.HasPrefix(str(r["stdout"]), "hello $(id -u); touch /tmp/pwned from greeter") || exists("/tmp/pwned") {
+	// (In the plugin's folder: the agent's /tmp is private, so root would
+	// not see a file the injection made there.)
+	pwned := dir + "/pwned"
+	r = s.ok(t, "greeter_greet", map[string]any{"who": "$(id -u); touch " + pwned, "times": 5})
+	if !strings.HasPrefix(str(r["stdout"]), "hello $(id -u); touch "+pwned+" from greeter") || exists(pwned) {
 		t.Fatalf("argument was interpreted: %v", r)
 	}
 	s.fails(t, "greeter_greet", map[string]any{"who": "x", "times": "many"}, envelope.InvalidArgs)

@@ -206,11 +206,12 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 	t.Run("the route's rejections", func(t *testing.T) {
 		curl := func(user, body string) (int, map[string]any) {
 			t.Helper()
-			f := "/tmp/plugsec-" + strings.TrimPrefix(user, "agent-") + ".json"
-			if _, err := g.WriteFile(ctx, agentproto.WriteFileRequest{Path: f, Data: []byte(body), Mode: 0o644}); err != nil {
+			// Not in /tmp: each agent has a private one.
+			f := "/opt/plugsec/" + strings.TrimPrefix(user, "agent-") + ".json"
+			if _, err := g.WriteFile(ctx, agentproto.WriteFileRequest{Path: f, Data: []byte(body), Mode: 0o644, MakeParents: true}); err != nil {
 				t.Fatal(err)
 			}
-			out, errOut, st := sh(t, g, user, "curl -sS --unix-socket /run/osaurus-bridge.sock -X POST --data-binary @"+f+" -w '\\n%{http_code}' http://bridge/api/plugin/create")
+			out, errOut, st := sh(t, g, user, "test -r "+f+" && curl -sS --unix-socket /run/osaurus-bridge.sock -X POST --data-binary @"+f+" -w '\\n%{http_code}' http://bridge/api/plugin/create")
 			if st.Code != 0 {
 				t.Fatalf("curl: %s %s", out, errOut)
 			}
