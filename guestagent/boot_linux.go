@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
 )
@@ -122,7 +123,7 @@ func RunInit(agentVersion string) {
 		b.warn("uptime: %v", err)
 	}
 	modulesReady := make(chan struct{})
-	netPolicy := NewNetPolicy(b.log)
+	netPolicy := network.NewNetPolicy(b.log)
 	netPolicy.AfterModules(modulesReady)
 	svc, err := NewService(Config{
 		AgentVersion: agentVersion,
@@ -518,13 +519,13 @@ func ensureHostsEntry(path, name string) error {
 // can't be configured is a boot warning, not a failure: the VM still
 // works offline.
 func (b *boot) setupNetwork(n bootparams.Network) {
-	if err := LinkUp("lo"); err != nil {
+	if err := network.LinkUp("lo"); err != nil {
 		b.warn("%v", err)
 	}
 	if !n.Enabled() {
 		return
 	}
-	nic, err := firstInterface("/sys/class/net", nicWait)
+	nic, err := network.FirstInterface("/sys/class/net", nicWait)
 	if err != nil {
 		b.warn("network: %v", err)
 		return
@@ -533,7 +534,7 @@ func (b *boot) setupNetwork(n bootparams.Network) {
 		b.setupDHCP(nic)
 		return
 	}
-	if err := ConfigureInterface(nic, n.Address, n.Gateway); err != nil {
+	if err := network.ConfigureInterface(nic, n.Address, n.Gateway); err != nil {
 		b.warn("network: %v", err)
 		return
 	}
@@ -549,13 +550,13 @@ func (b *boot) setupDHCP(nic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), dhcpWait)
 	defer cancel()
 	start := time.Now()
-	lease, err := RequestLease(ctx, nic, Hostname)
+	lease, err := network.RequestLease(ctx, nic, Hostname)
 	if err == nil {
-		err = ConfigureInterface(nic, lease.Address, lease.Gateway)
+		err = network.ConfigureInterface(nic, lease.Address, lease.Gateway)
 	}
 	if err != nil {
 		b.warn("network: %v; the guest has no network", err)
-		if err := LinkDown(nic); err != nil {
+		if err := network.LinkDown(nic); err != nil {
 			b.log.Printf("network: %v", err)
 		}
 		return
@@ -572,7 +573,7 @@ func (b *boot) setupDHCP(nic string) {
 
 // writeResolvConf points the resolver at dns.
 func (b *boot) writeResolvConf(dns []netip.Addr) {
-	want := resolvConf(dns)
+	want := network.ResolvConf(dns)
 	// The same file as last boot (the usual case) needs no write and no
 	// fsync on the boot's critical path.
 	if fi, err := os.Lstat("/etc/resolv.conf"); err == nil && fi.Mode().IsRegular() {

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -35,7 +36,7 @@ func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHan
 		case "":
 			return netns.None(), nil, nil
 		case agentproto.NetworkPackageMirror:
-			hosts, err := packageMirrorHosts(s.cfg.SystemRoot)
+			hosts, err := network.PackageMirrorHosts(s.cfg.SystemRoot)
 			if err != nil {
 				return netns.None(), nil, fmt.Errorf("%w: %v", agentproto.ErrUnsupported, err)
 			}
@@ -62,5 +63,5 @@ func spawnIn(ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
 	if int(ns) <= 0 {
 		return fork
 	}
-	return func() (int, error) { return forkInNetns(ns, fork) }
+	return func() (int, error) { return network.ForkInNetns(ns, fork) }
 }

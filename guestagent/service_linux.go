@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ type Config struct {
 	// NetPolicy, when set, runs every non-root process in its user's
 	// network namespace under the policy its request names. Only the
 	// VM's PID 1 sets it; a development agent leaves the host alone.
-	NetPolicy *NetPolicy
+	NetPolicy *network.NetPolicy
 	// AfterFirstHello, when set, runs once, in its own goroutine, when
 	// the host's first hello is answered: boot work the handshake need
 	// not wait for.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 )
 
 // Private temporary directories.
@@ -311,7 +312,7 @@ func forkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func()
 			}
 			if int(ns) > 0 {
 				if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
-					ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)}
+					ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", network.ErrNetPolicy, err)}
 					return
 				}
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ func main() {
 		fmt.Println(version)
 	case len(os.Args) == 2 && os.Args[1] == "netrules":
 		// The network policy as the kernel holds it, for support and tests.
-		rules, err := guestagent.InstalledRules()
+		rules, err := network.InstalledRules()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 			os.Exit(1)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 // TestAgentFilter applies the agents' seccomp filter on a thread of its
-// own (as forkInNetns does) and tries what an agent would.
+// own (as ForkInNetns does) and tries what an agent would.
 func TestAgentFilter(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("run as root: installing a seccomp filter without no_new_privs needs CAP_SYS_ADMIN (sudo go test)")

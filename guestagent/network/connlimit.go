@@ -1,4 +1,4 @@
-package guestagent
+package network
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ type connLimiter struct {
 	all int
 }
 
-func newConnLimiter(what string, perAgent, total int) *connLimiter {
+func NewConnLimiter(what string, perAgent, total int) *connLimiter {
 	return &connLimiter{what: what, perAgent: perAgent, total: total, n: map[string]int{}}
 }
 
@@ -28,10 +28,10 @@ type errTooManyConns struct{ msg string }
 
 func (e *errTooManyConns) Error() string { return e.msg }
 
-// acquire counts one more connection of agent ("" for a caller that is
+// Acquire counts one more connection of agent ("" for a caller that is
 // no agent) and returns its release, or an error naming the cap it would
 // pass.
-func (l *connLimiter) acquire(agent string) (func(), error) {
+func (l *connLimiter) Acquire(agent string) (func(), error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n[agent] >= l.perAgent {

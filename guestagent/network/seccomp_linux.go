@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // the filter does not check.
 //
 // The filter is installed on the throwaway thread that forks the agent's
-// process (forkInNetns); the thread ends right after, so no thread of
+// process (ForkInNetns); the thread ends right after, so no thread of
 // PID 1 keeps it.
 
 // BPF opcodes (linux/bpf_common.h).

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"fmt"
@@ -18,6 +18,9 @@ import (
 // never unlocked, so the runtime discards it together with the namespace.
 func inNetns(t *testing.T, fn func() error) {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("run as root: this test builds a network namespace with a tap interface, which needs CAP_NET_ADMIN and CAP_SYS_ADMIN (sudo go test); the package's other tests need no root")
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -114,12 +117,12 @@ func TestFirstInterface(t *testing.T) {
 	for _, n := range []string{"lo", "eth1", "enp0s2"} {
 		os.Mkdir(dir+"/"+n, 0o755)
 	}
-	if got, err := firstInterface(dir, 0); err != nil || got != "enp0s2" {
-		t.Fatalf("firstInterface = %q, %v", got, err)
+	if got, err := FirstInterface(dir, 0); err != nil || got != "enp0s2" {
+		t.Fatalf("FirstInterface = %q, %v", got, err)
 	}
 	empty := t.TempDir()
 	os.Mkdir(empty+"/lo", 0o755)
-	if _, err := firstInterface(empty, 0); err == nil {
+	if _, err := FirstInterface(empty, 0); err == nil {
 		t.Fatal("found an interface where only lo exists")
 	}
 }

@@ -1,4 +1,4 @@
-package guestagent
+package network
 
 import (
 	"bufio"
@@ -14,11 +14,11 @@ import (
 // errNoMirror: the package sources name no host a policy can allow.
 var errNoMirror = errors.New("the guest's package sources name no mirror host")
 
-// packageMirrorHosts lists the hosts the guest's package sources name,
+// PackageMirrorHosts lists the hosts the guest's package sources name,
 // below root ("/" in the guest): apt's sources.list, sources.list.d
 // (one-line and deb822 formats) and apk's repositories. Only http and
 // https sources count; a local (file:, cdrom:) source needs no network.
-func packageMirrorHosts(root string) ([]string, error) {
+func PackageMirrorHosts(root string) ([]string, error) {
 	var uris []string
 	addLines := func(path string, pick func(fields []string) []string) {
 		f, err := os.Open(path)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"bytes"
@@ -308,7 +308,7 @@ func TestResolvConf(t *testing.T) {
 	}
 	// glibc reads at most three name servers.
 	want := "nameserver 10.0.2.3\nnameserver 192.168.64.1\nnameserver 1.1.1.1\n"
-	if got := string(resolvConf(dns)); got != want {
-		t.Errorf("resolvConf = %q, want %q", got, want)
+	if got := string(ResolvConf(dns)); got != want {
+		t.Errorf("ResolvConf = %q, want %q", got, want)
 	}
 }

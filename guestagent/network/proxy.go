@@ -1,4 +1,4 @@
-package guestagent
+package network
 
 import (
 	"bufio"
@@ -66,7 +66,7 @@ type egressProxy struct {
 func (p *egressProxy) limit() *connLimiter {
 	p.connsOnce.Do(func() {
 		if p.conns == nil {
-			p.conns = newConnLimiter("egress proxy", maxProxyConnsPerAgent, maxProxyConns)
+			p.conns = NewConnLimiter("egress proxy", maxProxyConnsPerAgent, maxProxyConns)
 		}
 	})
 	return p.conns
@@ -199,7 +199,7 @@ func (p *egressProxy) handle(c net.Conn) {
 	pol, user, _ := p.policyOf(src.Addr())
 	hr := newHeadReader(c)
 	c.SetReadDeadline(time.Now().Add(proxyHeadTimeout))
-	release, lerr := p.limit().acquire(agentKey(user))
+	release, lerr := p.limit().Acquire(agentKey(user))
 	if lerr != nil {
 		// Read what fits of the request, so the client sees the answer
 		// rather than a reset.
@@ -517,11 +517,11 @@ func splice(c net.Conn, br *bufio.Reader, up net.Conn) {
 // or no byte moved for proxyIdleTimeout in this direction or the other
 // (last, shared by both directions; nil: this one only).
 func copyIdle(dst net.Conn, src io.Reader, srcConn net.Conn, last *atomic.Int64) {
-	copyIdleFor(dst, src, srcConn, last, proxyIdleTimeout)
+	CopyIdleFor(dst, src, srcConn, last, proxyIdleTimeout)
 }
 
-// copyIdleFor is copyIdle with another idle time.
-func copyIdleFor(dst net.Conn, src io.Reader, srcConn net.Conn, last *atomic.Int64, idle time.Duration) {
+// CopyIdleFor is copyIdle with another idle time.
+func CopyIdleFor(dst net.Conn, src io.Reader, srcConn net.Conn, last *atomic.Int64, idle time.Duration) {
 	if last == nil {
 		last = new(atomic.Int64)
 		last.Store(time.Now().UnixNano())

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"context"
@@ -223,9 +223,9 @@ func LinkDown(name string) error {
 	return nil
 }
 
-// resolvConf renders /etc/resolv.conf for the given name servers. The
+// ResolvConf renders /etc/resolv.conf for the given name servers. The
 // resolver reads at most three.
-func resolvConf(dns []netip.Addr) []byte {
+func ResolvConf(dns []netip.Addr) []byte {
 	var b []byte
 	for _, a := range dns[:min(len(dns), 3)] {
 		b = fmt.Appendf(b, "nameserver %s\n", a)

@@ -1,4 +1,4 @@
-package guestagent
+package network
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestPackageMirrorHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := packageMirrorHosts(root); !errors.Is(err, errNoMirror) {
+	if _, err := PackageMirrorHosts(root); !errors.Is(err, errNoMirror) {
 		t.Fatalf("no sources: %v", err)
 	}
 	write("etc/apt/sources.list", "# comment http://commented.example/\ndeb http://Mirror.Example.org/debian bookworm main\n"+
@@ -27,7 +27,7 @@ func TestPackageMirrorHosts(t *testing.T) {
 	write("etc/apt/sources.list.d/x.sources", "Types: deb\nURIs: http://a.example.com/d http://b.example.com/d\nSuites: bookworm\n")
 	write("etc/apt/sources.list.d/y.list", "deb-src http://mirror.example.org/debian bookworm main\n")
 	write("etc/apk/repositories", "https://apk.example.com/v3.24/main\n@edge http://edge.example.com/edge/main\n/media/cdrom/apks\n")
-	got, err := packageMirrorHosts(root)
+	got, err := PackageMirrorHosts(root)
 	want := []string{"a.example.com", "apk.example.com", "b.example.com", "edge.example.com", "mirror.example.org", "secure.example.net"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("got %v %v, want %v", got, err, want)

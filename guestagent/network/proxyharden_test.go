@@ -1,4 +1,4 @@
-package guestagent
+package network
 
 import (
 	"bufio"
@@ -45,7 +45,7 @@ func TestProxyBoundsHead(t *testing.T) {
 
 func TestProxyCapsConnsPerAgent(t *testing.T) {
 	f := newProxyFixture(t, "up.example.com", true)
-	f.proxy.connsOnce.Do(func() { f.proxy.conns = newConnLimiter("egress proxy", 3, 100) })
+	f.proxy.connsOnce.Do(func() { f.proxy.conns = NewConnLimiter("egress proxy", 3, 100) })
 	var open []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", f.addr)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"encoding/binary"
@@ -201,9 +201,9 @@ func ConfigureInterface(name string, addr netip.Prefix, gw netip.Addr) error {
 	return nil
 }
 
-// firstInterface waits up to timeout for a network interface other than
+// FirstInterface waits up to timeout for a network interface other than
 // lo to appear in sysDir (/sys/class/net) and returns the first by name.
-func firstInterface(sysDir string, timeout time.Duration) (string, error) {
+func FirstInterface(sysDir string, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		ents, err := os.ReadDir(sysDir)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package network
 
 import (
 	"bufio"
@@ -619,10 +619,10 @@ func resolvers(path string) []netip.Addr {
 	return out
 }
 
-// forkInNetns runs fork (a ForkExec) on a thread that joined ns and
+// ForkInNetns runs fork (a ForkExec) on a thread that joined ns and
 // carries the agents' seccomp filter, so the child starts there, under it. The thread is locked and never unlocked: it ends
 // with its goroutine instead of going back to the pool in ns.
-func forkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
+func ForkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 	type result struct {
 		pid int
 		err error
