@@ -100,7 +100,7 @@ func RunInit(agentVersion string) {
 	b.closeFUSE()
 	// Without them agents read each other's temporary files and write
 	// the root disk past their quotas: no VM is better than that one.
-	if err := enablePrivateTmp(); err != nil {
+	if err := EnablePrivateTmp(); err != nil {
 		b.fatal("private temporary directories: %v", err)
 	}
 	if err := noServiceStarts(""); err != nil {

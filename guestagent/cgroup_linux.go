@@ -305,7 +305,7 @@ func (g *cgroup) signal(a *Account, sig unix.Signal) error {
 		return err
 	}
 	for _, pid := range pids {
-		killAs(a, pid, sig) // one that just exited is no error
+		KillAs(a, pid, sig) // one that just exited is no error
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func init() { runtime.LockOSThread() }
 // Threads the runtime starts while a locked thread runs are cloned from
 // its template thread, not from this one. fn must not hand work to other
 // goroutines: they would run as root.
-func runAs[T any](a *Account, fn func() (T, error)) (T, error) {
+func RunAs[T any](a *Account, fn func() (T, error)) (T, error) {
 	if a.UID == 0 {
 		return fn()
 	}
@@ -154,7 +154,7 @@ func checkThreadCreds(a *Account) error {
 // runAs avoids), so it makes the check itself. The pidfd pins the
 // process: if pid ends and is reused between the check and the signal,
 // the signal fails (ESRCH) instead of reaching the newcomer.
-func killAs(a *Account, pid int, sig unix.Signal) error {
+func KillAs(a *Account, pid int, sig unix.Signal) error {
 	if pid <= 0 {
 		return unix.EINVAL
 	}
@@ -179,7 +179,7 @@ func killAs(a *Account, pid int, sig unix.Signal) error {
 // killGroupAs signals every process of process group pgid that a may
 // signal, as kill(-pgid) does: success if it reached one, EPERM if none
 // was a's, ESRCH if the group is empty.
-func killGroupAs(a *Account, pgid int, sig unix.Signal) error {
+func KillGroupAs(a *Account, pgid int, sig unix.Signal) error {
 	if pgid <= 1 {
 		return unix.EINVAL
 	}
@@ -197,7 +197,7 @@ func killGroupAs(a *Account, pgid int, sig unix.Signal) error {
 			continue
 		}
 		found = true
-		if killAs(a, pid, sig) == nil {
+		if KillAs(a, pid, sig) == nil {
 			sent = true
 		}
 	}
@@ -255,7 +255,7 @@ func procPgrp(pid int) int {
 }
 
 // credential is a's identity for a child process.
-func (a *Account) credential() *syscall.Credential {
+func (a *Account) Credential() *syscall.Credential {
 	groups := make([]uint32, 0, len(a.Groups))
 	for _, g := range a.Groups {
 		groups = append(groups, uint32(g))

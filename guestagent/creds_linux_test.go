@@ -47,7 +47,7 @@ func TestRunAsKeepsRootIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := runAs(a, threadStatus)
+	st, err := RunAs(a, threadStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 	a, _ := e.svc.account("alice")
 	secret := filepath.Join(e.base, "root-only")
 	writeFile(t, secret, "x", 0o600)
-	_, err := runAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
+	_, err := RunAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
 	if !errors.Is(err, os.ErrPermission) {
 		t.Errorf("alice reads a root 0600 file: %v, want permission denied", err)
 	}
@@ -88,7 +88,7 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 }
 
 func runAs2(a *Account, fn func() error) error {
-	_, err := runAs(a, func() (struct{}, error) { return struct{}{}, fn() })
+	_, err := RunAs(a, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
@@ -119,20 +119,20 @@ func TestKillAs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := start(tc.uid)
-			if err := killAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := KillAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killAs: %v, want %v", err, tc.want)
 			}
-			if err := killGroupAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := KillGroupAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killGroupAs: %v, want %v", err, tc.want)
 			}
 		})
 	}
 	c := start(aliceUID)
-	if err := killAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
+	if err := KillAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	c.Wait()
-	if err := killAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
+	if err := KillAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
 		t.Errorf("killAs on a reaped process: %v, want ESRCH", err)
 	}
 }

@@ -60,10 +60,10 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	if err != nil {
 		return nil, err
 	}
-	if t := activeTmps(); t != nil && a.UID != 0 {
+	if t := ActiveTmps(); t != nil && a.UID != 0 {
 		// The agent's temporary directories, at its current quota,
 		// before anything looks at its paths.
-		if err := t.ensure(a, req.Limits); err != nil {
+		if err := t.Ensure(a, req.Limits); err != nil {
 			return nil, err
 		}
 	}
@@ -73,7 +73,7 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	}
 	// As the agent, in its mount namespace: the program may be in its
 	// private /tmp.
-	path, err := runAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
+	path, err := RunAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 		Sys: &syscall.SysProcAttr{
 			Setsid:     setsid,
 			Setpgid:    !setsid,
-			Credential: a.credential(),
+			Credential: a.Credential(),
 		},
 	}
 	if cg != nil {
@@ -212,7 +212,7 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
 	// An agent's child starts in its mount namespace with umask 077.
-	pid, ch, err := s.reaper.Start(forkAsAgent(a, cmd.netns, func() (int, error) {
+	pid, ch, err := s.reaper.Start(ForkAsAgent(a, cmd.netns, func() (int, error) {
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
 	}))
 	if err != nil {
@@ -650,9 +650,9 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 		return s.signalBackground(a, req)
 	}
 	if req.Group {
-		err = killGroupAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = KillGroupAs(a, req.Pid, syscall.Signal(req.Signal))
 	} else {
-		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
@@ -683,7 +683,7 @@ func (s *Service) signalBackground(a *Account, req *agentproto.SignalRequest) (*
 	if req.Group {
 		err = p.cg.signal(a, syscall.Signal(req.Signal))
 	} else {
-		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))

@@ -96,7 +96,7 @@ func (sp *space) name(p string) (string, error) {
 
 // inSpace runs fn with a's credentials and the path space of root.
 func inSpace[T any](a *Account, root string, fn func(sp *space) (T, error)) (T, error) {
-	v, err := runAs(a, func() (T, error) {
+	v, err := RunAs(a, func() (T, error) {
 		var zero T
 		sp := &space{fs: hostFS{}, home: a.Home}
 		if root != "" {

@@ -83,7 +83,7 @@ var privateTmps struct {
 	t  *tmpTable
 }
 
-func activeTmps() *tmpTable {
+func ActiveTmps() *tmpTable {
 	privateTmps.mu.Lock()
 	defer privateTmps.mu.Unlock()
 	return privateTmps.t
@@ -91,7 +91,7 @@ func activeTmps() *tmpTable {
 
 // enablePrivateTmp turns private temporary directories on for every
 // agent process started from now on.
-func enablePrivateTmp() error {
+func EnablePrivateTmp() error {
 	if err := os.MkdirAll(privateTmpRoot, 0o700); err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func tmpSizeMB(lim *agentproto.Limits) int {
 
 // ensure makes a's namespace, or brings its size to lim's. A nil lim
 // keeps an existing namespace's size.
-func (t *tmpTable) ensure(a *Account, lim *agentproto.Limits) error {
+func (t *tmpTable) Ensure(a *Account, lim *agentproto.Limits) error {
 	size := tmpSizeMB(lim)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -240,7 +240,7 @@ func buildTmpNS(area string) (int, error) {
 
 // drop forgets name's namespace and frees its tmpfs (once the agent's
 // processes are gone, which UserDel sees to).
-func (t *tmpTable) drop(name string) {
+func (t *tmpTable) Drop(name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropLocked(name)
@@ -273,11 +273,11 @@ func enterAgent(a *Account) error {
 		return fmt.Errorf("%w: unshare the file-system context: %v", agentproto.ErrInternal, err)
 	}
 	unix.Umask(agentUmask)
-	t := activeTmps()
+	t := ActiveTmps()
 	if t == nil {
 		return nil
 	}
-	if err := t.ensure(a, nil); err != nil {
+	if err := t.Ensure(a, nil); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -294,7 +294,7 @@ func enterAgent(a *Account) error {
 
 // forkAsAgent runs fork on a thread of its own that entered a's state
 // (enterAgent) and ns, when set, so the child starts there.
-func forkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
+func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
 	if a.UID == 0 {
 		return spawnIn(ns, fork)
 	}

@@ -427,8 +427,8 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 			s.log.Printf("user %s: %v", a.Name, err)
 		}
 	}
-	if t := activeTmps(); t != nil {
-		t.drop(a.Name) // its temporary files go with it
+	if t := ActiveTmps(); t != nil {
+		t.Drop(a.Name) // its temporary files go with it
 	}
 	af.passwd.remove(a.Name)
 	af.shadow.remove(a.Name)
