@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
@@ -100,7 +101,7 @@ func RunInit(agentVersion string) {
 	b.closeFUSE()
 	// Without them agents read each other's temporary files and write
 	// the root disk past their quotas: no VM is better than that one.
-	if err := EnablePrivateTmp(); err != nil {
+	if err := account.EnablePrivateTmp(); err != nil {
 		b.fatal("private temporary directories: %v", err)
 	}
 	if err := noServiceStarts(""); err != nil {

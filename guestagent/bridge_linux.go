@@ -100,7 +100,7 @@ func (s *Service) listenBridge(ctx context.Context, path string) error {
 
 func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	req, pid, err := peerIdentity(c, s.users.withDefaults().Passwd)
+	req, pid, err := peerIdentity(c, s.users.WithDefaults().Passwd)
 	if err != nil {
 		writeHTTPError(c, http.StatusInternalServerError, "reading the caller's identity: "+err.Error())
 		return

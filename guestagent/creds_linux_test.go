@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 )
 
 // threadStatus returns the Uid, Gid, Groups and CapEff lines of the
@@ -47,7 +48,7 @@ func TestRunAsKeepsRootIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := RunAs(a, threadStatus)
+	st, err := account.RunAs(a, threadStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 	a, _ := e.svc.account("alice")
 	secret := filepath.Join(e.base, "root-only")
 	writeFile(t, secret, "x", 0o600)
-	_, err := RunAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
+	_, err := account.RunAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
 	if !errors.Is(err, os.ErrPermission) {
 		t.Errorf("alice reads a root 0600 file: %v, want permission denied", err)
 	}
@@ -87,8 +88,8 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 	}
 }
 
-func runAs2(a *Account, fn func() error) error {
-	_, err := RunAs(a, func() (struct{}, error) { return struct{}{}, fn() })
+func runAs2(a *account.Account, fn func() error) error {
+	_, err := account.RunAs(a, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
@@ -119,20 +120,20 @@ func TestKillAs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := start(tc.uid)
-			if err := KillAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := account.KillAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killAs: %v, want %v", err, tc.want)
 			}
-			if err := KillGroupAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := account.KillGroupAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killGroupAs: %v, want %v", err, tc.want)
 			}
 		})
 	}
 	c := start(aliceUID)
-	if err := KillAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
+	if err := account.KillAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	c.Wait()
-	if err := KillAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
+	if err := account.KillAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
 		t.Errorf("killAs on a reaped process: %v, want ESRCH", err)
 	}
 }

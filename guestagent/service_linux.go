@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +31,7 @@ type Config struct {
 	// Required.
 	Reaper *Reaper
 	// Users names the account files; zero fields mean /etc.
-	Users UserDB
+	Users account.UserDB
 	// ProcDir is where processes are listed for UserDel; default /proc.
 	ProcDir string
 	// SystemRoot is where Hello looks for etc/os-release and the package
@@ -68,7 +69,7 @@ type Config struct {
 // Service implements agentproto.Service inside the guest.
 type Service struct {
 	cfg    Config
-	users  UserDB
+	users  account.UserDB
 	reaper *Reaper
 	log    *log.Logger
 
@@ -104,7 +105,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg:      cfg,
-		users:    cfg.Users.withDefaults(),
+		users:    cfg.Users.WithDefaults(),
 		reaper:   cfg.Reaper,
 		log:      lg,
 		bg:       bgTable{procs: map[int]*bgProc{}},
@@ -131,7 +132,7 @@ func WithTransport(ctx context.Context, name string) context.Context {
 }
 
 // account resolves the user an operation runs as.
-func (s *Service) account(user string) (*Account, error) {
+func (s *Service) account(user string) (*account.Account, error) {
 	a, err := s.users.Lookup(user)
 	if err != nil {
 		return nil, err
@@ -245,7 +246,7 @@ func (s *Service) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest)
 
 // NetRelease frees a user's namespace for a plugin (uninstalled).
 func (s *Service) NetRelease(ctx context.Context, req *agentproto.NetReleaseRequest) (*agentproto.Empty, error) {
-	if !ValidUserName(req.User) {
+	if !account.ValidUserName(req.User) {
 		return nil, fmt.Errorf("%w: user %q", agentproto.ErrInvalid, req.User)
 	}
 	if req.Scope == "" {

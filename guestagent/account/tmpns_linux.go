@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package account
 
 import (
 	"errors"
@@ -296,7 +296,7 @@ func enterAgent(a *Account) error {
 // (enterAgent) and ns, when set, so the child starts there.
 func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
 	if a.UID == 0 {
-		return spawnIn(ns, fork)
+		return network.SpawnIn(ns, fork)
 	}
 	return func() (int, error) {
 		type result struct {

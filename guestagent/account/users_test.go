@@ -1,4 +1,4 @@
-package guestagent
+package account
 
 import (
 	"errors"
@@ -64,16 +64,16 @@ func TestLookup(t *testing.T) {
 func TestAccountFileEditsKeepOtherLines(t *testing.T) {
 	in := "# header\nroot:x:0:\n\ndevs:x:3000:alice,bob,carol\nbob:x:2346:\n"
 	f := parseAccountFile([]byte(in))
-	f.add("new", "x", "2000", "")
-	if !f.remove("bob") || f.remove("bob") {
+	f.Add("new", "x", "2000", "")
+	if !f.Remove("bob") || f.Remove("bob") {
 		t.Fatal("remove should report exactly one removal")
 	}
-	f.dropMember("bob", 3)
+	f.DropMember("bob", 3)
 	want := "# header\nroot:x:0:\n\ndevs:x:3000:alice,carol\nnew:x:2000:\n"
-	if got := string(f.bytes()); got != want {
+	if got := string(f.Bytes()); got != want {
 		t.Fatalf("edited file:\n%s\nwant:\n%s", got, want)
 	}
-	if ids := f.ids(); ids[3000] != "devs" || ids[2000] != "new" || len(ids) != 3 {
+	if ids := f.IDs(); ids[3000] != "devs" || ids[2000] != "new" || len(ids) != 3 {
 		t.Fatalf("ids = %v", ids)
 	}
 }

@@ -1,4 +1,4 @@
-package guestagent
+package account
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ type UserDB struct {
 	GShadow string // edited only when the file exists
 }
 
-func (db UserDB) withDefaults() UserDB {
+func (db UserDB) WithDefaults() UserDB {
 	if db.Passwd == "" {
 		db.Passwd = "/etc/passwd"
 	}
@@ -51,35 +51,35 @@ type Account struct {
 	Groups []int // supplementary groups, the primary group first
 }
 
-var userNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+var UserNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
 // ValidUserName reports whether name is acceptable for UserAdd: short,
 // lower case and safe in every account file and shell.
-func ValidUserName(name string) bool { return userNameRE.MatchString(name) }
+func ValidUserName(name string) bool { return UserNameRE.MatchString(name) }
 
 // Lookup finds a user and its groups. The empty name is root; a root-less
 // passwd file still yields uid 0 so a broken image stays manageable.
 func (db UserDB) Lookup(name string) (Account, error) {
-	db = db.withDefaults()
+	db = db.WithDefaults()
 	if name == "" {
 		name = "root"
 	}
-	pw, err := readAccountFile(db.Passwd)
+	pw, err := ReadAccountFile(db.Passwd)
 	if err != nil {
 		return Account{}, err
 	}
-	fields := pw.find(name)
+	fields := pw.Find(name)
 	if fields == nil {
 		if name == "root" {
 			return Account{Name: "root", Home: "/root", Shell: "/bin/sh", Groups: []int{0}}, nil
 		}
 		return Account{}, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, name)
 	}
-	a, err := accountFromPasswd(fields)
+	a, err := AccountFromPasswd(fields)
 	if err != nil {
 		return Account{}, err
 	}
-	gr, err := readAccountFile(db.Group)
+	gr, err := ReadAccountFile(db.Group)
 	if err != nil {
 		return Account{}, err
 	}
@@ -99,7 +99,7 @@ func (db UserDB) Lookup(name string) (Account, error) {
 	return a, nil
 }
 
-func accountFromPasswd(f []string) (Account, error) {
+func AccountFromPasswd(f []string) (Account, error) {
 	if len(f) < 7 {
 		return Account{}, fmt.Errorf("passwd entry %q: %w: want 7 fields", f[0], agentproto.ErrInvalid)
 	}
@@ -118,15 +118,15 @@ func accountFromPasswd(f []string) (Account, error) {
 // accountFile is a colon-separated account file (passwd, group, shadow,
 // gshadow) kept line by line, so an edit leaves every other line,
 // comments included, exactly as it was.
-type accountFile struct {
+type AccountFile struct {
 	lines []string
 }
 
 // readAccountFile reads path; a missing file is empty.
-func readAccountFile(path string) (*accountFile, error) {
+func ReadAccountFile(path string) (*AccountFile, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &accountFile{}, nil
+		return &AccountFile{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -134,11 +134,11 @@ func readAccountFile(path string) (*accountFile, error) {
 	return parseAccountFile(data), nil
 }
 
-func parseAccountFile(data []byte) *accountFile {
+func parseAccountFile(data []byte) *AccountFile {
 	if len(data) == 0 {
-		return &accountFile{}
+		return &AccountFile{}
 	}
-	return &accountFile{lines: strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")}
+	return &AccountFile{lines: strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")}
 }
 
 // entry splits line into fields, or returns nil for comments, blank lines
@@ -150,7 +150,7 @@ func entry(line string) []string {
 	return strings.Split(line, ":")
 }
 
-func (f *accountFile) each(fn func(fields []string)) {
+func (f *AccountFile) each(fn func(fields []string)) {
 	for _, l := range f.lines {
 		if e := entry(l); e != nil {
 			fn(e)
@@ -159,7 +159,7 @@ func (f *accountFile) each(fn func(fields []string)) {
 }
 
 // find returns the fields of the entry called name, or nil.
-func (f *accountFile) find(name string) []string {
+func (f *AccountFile) Find(name string) []string {
 	for _, l := range f.lines {
 		if e := entry(l); e != nil && e[0] == name {
 			return e
@@ -170,7 +170,7 @@ func (f *accountFile) find(name string) []string {
 
 // ids returns the numeric third field of every entry: uids in passwd,
 // gids in group.
-func (f *accountFile) ids() map[int]string {
+func (f *AccountFile) IDs() map[int]string {
 	m := map[int]string{}
 	f.each(func(e []string) {
 		if len(e) > 2 {
@@ -182,12 +182,12 @@ func (f *accountFile) ids() map[int]string {
 	return m
 }
 
-func (f *accountFile) add(fields ...string) {
+func (f *AccountFile) Add(fields ...string) {
 	f.lines = append(f.lines, strings.Join(fields, ":"))
 }
 
 // remove drops the entry called name and reports whether there was one.
-func (f *accountFile) remove(name string) bool {
+func (f *AccountFile) Remove(name string) bool {
 	n := len(f.lines)
 	f.lines = slices.DeleteFunc(f.lines, func(l string) bool {
 		e := entry(l)
@@ -198,7 +198,7 @@ func (f *accountFile) remove(name string) bool {
 
 // dropMember removes user from the comma-separated member lists in the
 // given fields of every entry (group: 3; gshadow: 2 admins, 3 members).
-func (f *accountFile) dropMember(user string, fieldIdx ...int) {
+func (f *AccountFile) DropMember(user string, fieldIdx ...int) {
 	for i, l := range f.lines {
 		e := entry(l)
 		if e == nil {
@@ -222,7 +222,7 @@ func (f *accountFile) dropMember(user string, fieldIdx ...int) {
 	}
 }
 
-func (f *accountFile) bytes() []byte {
+func (f *AccountFile) Bytes() []byte {
 	var b bytes.Buffer
 	for _, l := range f.lines {
 		b.WriteString(l)
