@@ -68,7 +68,7 @@ func (s *Service) lockAccounts(ctx context.Context) (unlock func(), err error) {
 // writeAccountFile replaces path atomically, keeping the mode and owner of
 // the file it replaces (shadow is root:shadow 0640 on Debian).
 func writeAccountFile(path string, af *account.AccountFile) error {
-	return writeFileAtomic(path, af.Bytes())
+	return WriteFileAtomic(path, af.Bytes())
 }
 
 // accountFiles are the four files as read under the lock.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
+	"github.com/osaurus/osaurus-sandbox/guestagent/boot"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +28,7 @@ func main() {
 	// The kernel may hand init stray command line words; PID 1 ignores
 	// them and always boots.
 	if os.Getpid() == 1 {
-		guestagent.RunInit(version)
+		boot.RunInit(version)
 		return
 	}
 	switch {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package boot
 
 import (
 	"os"
@@ -14,6 +14,7 @@ import (
 // action replaces whatever was there (a symlink included, never written
 // through); elsewhere OpenRC's "booted" mark goes.
 func TestNoServiceStarts(t *testing.T) {
+	requireRoot(t)
 	t.Run("debian", func(t *testing.T) {
 		root := t.TempDir()
 		os.MkdirAll(filepath.Join(root, "etc"), 0o755)

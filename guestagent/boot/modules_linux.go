@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package boot
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 )
 
@@ -192,9 +193,9 @@ func loadModulesConcurrently(list []moduleFile) (int, map[string]error, []agentp
 			for _, j := range m.deps {
 				<-mods[j].done
 			}
-			m.start = BootClock()
+			m.start = guestagent.BootClock()
 			m.err = m.load()
-			m.end = BootClock()
+			m.end = guestagent.BootClock()
 		}()
 	}
 	wg.Wait()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package boot
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
@@ -70,12 +71,12 @@ func (b *boot) fatal(format string, args ...any) {
 // initramfs into the root disk and serves the host forever.
 func RunInit(agentVersion string) {
 	unix.Umask(0o022)
-	os.Setenv("PATH", BasePath)
-	var clock phaseClock
-	clock.mark("init") // the kernel handed over to /init
+	os.Setenv("PATH", guestagent.BasePath)
+	var clock guestagent.PhaseClock
+	clock.Mark("init") // the kernel handed over to /init
 	b := &boot{log: log.New(os.Stderr, "sandbox-agent: ", 0)}
 	// The reaper comes first: as PID 1 every orphan in the VM is ours.
-	reaper, err := NewReaper()
+	reaper, err := guestagent.NewReaper()
 	if err != nil {
 		b.fatal("%v", err)
 	}
@@ -91,12 +92,12 @@ func RunInit(agentVersion string) {
 	if err != nil {
 		b.warn("%v", err) // Parse returns what it understood so far
 	}
-	clock.mark("early")
+	clock.Mark("early")
 	moduleTimes, deferred := b.loadModules(ModulesDir, params)
-	clock.mark("modules")
+	clock.Mark("modules")
 	b.switchRoot(params.RootDevice)
 	go prefetch(commonFiles)
-	clock.mark("root")
+	clock.Mark("root")
 	b.setupRoot(params)
 	b.closeFUSE()
 	// Without them agents read each other's temporary files and write
@@ -107,32 +108,32 @@ func RunInit(agentVersion string) {
 	if err := noServiceStarts(""); err != nil {
 		b.fatal("%v", err)
 	}
-	clock.mark("mounts")
+	clock.Mark("mounts")
 	b.setupNetwork(params.Network)
-	clock.mark("network")
+	clock.Mark("network")
 	// Without cgroups one agent's fork bomb or allocation takes the VM
 	// down for all, and a call's processes outlive it: no VM is better.
 	// PID 1 itself needs no oom_score_adj: the kernel never picks the
 	// global init, and a -1000 here would be inherited by every process.
-	cgroups, err := SetupCgroups(CgroupMount, memTotal())
+	cgroups, err := guestagent.SetupCgroups(guestagent.CgroupMount, memTotal())
 	if err != nil {
 		b.fatal("%v", err)
 	}
 
-	uptime, err := Uptime()
+	uptime, err := guestagent.Uptime()
 	if err != nil {
 		b.warn("uptime: %v", err)
 	}
 	modulesReady := make(chan struct{})
 	netPolicy := network.NewNetPolicy(b.log)
 	netPolicy.AfterModules(modulesReady)
-	svc, err := NewService(Config{
+	svc, err := guestagent.NewService(guestagent.Config{
 		AgentVersion: agentVersion,
 		Reaper:       reaper,
 		SetClock:     true,
 		BootSeconds:  uptime,
 		Warnings:     b.warnings,
-		BootPhases:   append(clock.phases, moduleTimes...),
+		BootPhases:   append(clock.Phases, moduleTimes...),
 		PowerOff:     func(reboot bool) { powerOff(b.log, params, reboot) },
 		Logger:       b.log,
 		Debug:        params.Debug,
@@ -291,12 +292,12 @@ func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
 	if len(mods) == 0 {
 		return
 	}
-	start := BootClock()
+	start := guestagent.BootClock()
 	n, failed, _ := loadModulesConcurrently(mods)
 	for _, name := range slices.Sorted(maps.Keys(failed)) {
 		b.log.Printf("module %s: %v", name, failed[name])
 	}
-	b.log.Printf("loaded %d network policy modules in %.2fs", n, BootClock()-start)
+	b.log.Printf("loaded %d network policy modules in %.2fs", n, guestagent.BootClock()-start)
 }
 
 // disableModules forbids loading kernel modules until the VM stops, once
@@ -442,7 +443,7 @@ func (b *boot) setupRoot(p bootparams.Params) {
 		// environments (secrets included): no VM is better than that one.
 		b.fatal("%v: agents would see each other's processes, so the VM does not start", err)
 	}
-	if err := hardenKernel("/proc/sys"); err != nil {
+	if err := guestagent.HardenKernel("/proc/sys"); err != nil {
 		b.fatal("kernel hardening: %v", err)
 	}
 	for _, m := range []struct {
@@ -512,7 +513,7 @@ func ensureHostsEntry(path, name string) error {
 		data = append(data, '\n')
 	}
 	data = append(data, "127.0.1.1\t"+name+"\n"...)
-	return writeFileAtomic(path, data)
+	return guestagent.WriteFileAtomic(path, data)
 }
 
 // setupNetwork brings up lo and, when the host asked for one, the NIC:
@@ -585,7 +586,7 @@ func (b *boot) writeResolvConf(dns []netip.Addr) {
 	// Replace, never write through: resolv.conf is often a symlink into a
 	// resolver daemon's run directory.
 	os.Remove("/etc/resolv.conf")
-	if err := writeFileAtomic("/etc/resolv.conf", want); err != nil {
+	if err := guestagent.WriteFileAtomic("/etc/resolv.conf", want); err != nil {
 		b.warn("resolv.conf: %v", err)
 	}
 }

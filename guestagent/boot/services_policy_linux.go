@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package boot
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/osaurus/osaurus-sandbox/guestagent"
 )
 
 // Package scripts never start services.
@@ -46,7 +48,7 @@ func noServiceStarts(root string) error {
 			}
 		}
 		os.Remove(p) // a symlink or another file: replaced, never written through
-		if err := writeFileAtomic(p, policyRCDScript); err != nil {
+		if err := guestagent.WriteFileAtomic(p, policyRCDScript); err != nil {
 			return fmt.Errorf("install %s: %w", p, err)
 		}
 		if err := os.Chmod(p, 0o755); err != nil {
