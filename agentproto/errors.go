@@ -30,6 +30,22 @@ var (
 	ErrQuota = errors.New("disk quota exceeded")
 )
 
+// Class returns a sentinel error for a package above this one that also
+// belongs to one of the classes above (errdefs-style): errors.Is(err,
+// class) holds for it and for every error wrapping it, and it crosses the
+// wire with its class's code. So the host's edges (the CLI's exit codes,
+// tool envelopes, the bridge's HTTP statuses) test the classes only, not
+// every package's sentinels.
+func Class(class error, msg string) error { return &classError{msg: msg, class: class} }
+
+type classError struct {
+	msg   string
+	class error
+}
+
+func (e *classError) Error() string        { return e.msg }
+func (e *classError) Is(target error) bool { return target == e.class }
+
 // codes is ordered: the most specific sentinel comes first, so an error
 // wrapping two of them gets a stable code.
 var codes = []struct {

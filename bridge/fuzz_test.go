@@ -56,11 +56,11 @@ func FuzzBridgeRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	s := New(Options{
-		Secrets:       fuzzSecrets{"API_KEY": "sk-1"},
-		Config:        &ConfigStore{Dir: filepath.Join(dir, "config")},
-		Log:           &LogStore{Dir: filepath.Join(dir, "logs")},
-		Memory:        mem,
-		Events:        ev,
+		Secrets: fuzzSecrets{"API_KEY": "sk-1"},
+		Config:  &ConfigStore{Dir: filepath.Join(dir, "config")},
+		Log:     &LogStore{Dir: filepath.Join(dir, "logs")},
+		Memory:  mem,
+		Events:  ev,
 		PluginSecrets: func(agent, plugin string) []string {
 			if plugin == "weather" {
 				return []string{"API_KEY"}

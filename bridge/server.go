@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
@@ -41,9 +40,9 @@ const IdentityHeader = "X-Osaurus-Agent"
 // Errors a store reports; the server maps them to status codes.
 var (
 	// ErrNotFound: the key does not exist for this agent (404).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "not found")
 	// ErrUnavailable: the backing service can't be reached (503).
-	ErrUnavailable = errors.New("service unavailable")
+	ErrUnavailable = agentproto.Class(agentproto.ErrUnavailable, "service unavailable")
 )
 
 // Secrets reads an agent's secrets. Scrub replaces the agent's secret
@@ -266,9 +265,9 @@ func storeError(w http.ResponseWriter, what string, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, what+": "+err.Error())
 	case errors.Is(err, ErrQuota):
 		writeError(w, http.StatusInsufficientStorage, what+": "+err.Error())
-	case errors.Is(err, ErrNotFound), errors.Is(err, secrets.ErrNotFound), errors.Is(err, secrets.ErrInvalid):
+	case errors.Is(err, agentproto.ErrNotFound), errors.Is(err, agentproto.ErrInvalid):
 		writeError(w, http.StatusNotFound, what+" not found")
-	case errors.Is(err, ErrUnavailable), errors.Is(err, secrets.ErrUnavailable):
+	case errors.Is(err, agentproto.ErrUnavailable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, what+": "+err.Error())

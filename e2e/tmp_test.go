@@ -148,6 +148,19 @@ done < /proc/mounts; true`
 		if out, errOut, st, err := g.Output(ctx, agentproto.ExecRequest{Shell: "apt-get update -q"}); err != nil || st.Code != 0 {
 			t.Fatalf("apt-get update: %v %+v %s %s", err, st, out, errOut)
 		}
+		// Debian's invoke-rc.d starts a service on its own only when it
+		// finds an init system (/sbin/init) and the runlevel (runlevel(8)
+		// reading utmp): the test guest has neither, an image with
+		// sysvinit has both. Look like one of those, at runlevel 2.
+		const fakeInit = `set -e
+for f in /sbin/init /sbin/runlevel; do
+  if [ ! -e $f ]; then printf '#!/bin/sh\necho N 2\n' > $f; chmod 755 $f; echo $f; fi
+done`
+		out, errOut, st := sh(t, g, "", fakeInit)
+		if st.Code != 0 {
+			t.Fatalf("fake an init system: %s %s", out, errOut)
+		}
+		t.Cleanup(func() { sh(t, g, "", "rm -f "+strings.Join(strings.Fields(out), " ")) })
 		before := rootProcesses(t, te)
 		if r := alice.ok(t, "sandbox_install", map[string]any{"packages": []string{"cron"}}); fmt.Sprint(r["installed"]) != "[cron]" {
 			t.Fatalf("install cron: %v", r)
@@ -155,7 +168,7 @@ done < /proc/mounts; true`
 		// What a maintainer script does to start its service, done by
 		// root on purpose: refused (invoke-rc.d then exits 0, as a
 		// maintainer script needs; what counts is what runs after).
-		out, errOut, st := sh(t, g, "", "invoke-rc.d cron start")
+		out, errOut, st = sh(t, g, "", "invoke-rc.d cron start")
 		t.Logf("invoke-rc.d cron start as root: exit %d: %s %s", st.Code, out, errOut)
 		after := rootProcesses(t, te)
 		for pid, comm := range after {

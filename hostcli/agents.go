@@ -339,7 +339,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		// The owner runs them, except the secret tools: they run here,
 		// where the MCP session is that can ask the user for a value.
 		Env:      local,
-		Invoker:  stdioInvoker{Runner: api.Runner{Ctl: ctl}, local: local},
+		Invoker:  stdioInvoker{ToolInvoker: api.ToolInvoker{Ctl: ctl}, local: local},
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -362,7 +362,7 @@ func (nopWriteCloser) Close() error { return nil }
 // every other tool in the owner. Secret tools touch only the keychain, so
 // running them here shares no limit the owner keeps.
 type stdioInvoker struct {
-	api.Runner
+	api.ToolInvoker
 	local *tools.Env
 }
 
@@ -370,5 +370,5 @@ func (r stdioInvoker) RunTool(ctx context.Context, a agents.Agent, name string, 
 	if tools.IsSecretTool(name) {
 		return r.local.RunTool(ctx, a, name, args)
 	}
-	return r.Runner.RunTool(ctx, a, name, args)
+	return r.ToolInvoker.RunTool(ctx, a, name, args)
 }

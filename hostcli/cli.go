@@ -205,7 +205,9 @@ func (c *cli) gui() int {
 
 func (c *cli) fail(err error) int {
 	fmt.Fprintln(c.err, "osaurus-sandbox:", err)
-	if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, agentproto.ErrUnavailable) {
+	// Host errors carry their class (agentproto.Class): sandbox.ErrNotRunning
+	// is one of agentproto.ErrUnavailable.
+	if errors.Is(err, agentproto.ErrUnavailable) {
 		return ExitNotRunning
 	}
 	return ExitError

@@ -156,7 +156,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
 	list := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths)})
-	r := datadir.NewRunner(c.paths, c.sec, reg, list, api.Runner{Ctl: ctl}, nil, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+	r := datadir.NewRunner(c.paths, c.sec, reg, list, api.ToolInvoker{Ctl: ctl}, nil, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
 	defer r.Close()
 	p := &stepPrinter{w: c.out}
 	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)

@@ -18,7 +18,7 @@ import (
 
 // Sentinel errors.
 var (
-	ErrNotRunning = errors.New("the sandbox VM is not running")
+	ErrNotRunning = agentproto.Class(agentproto.ErrUnavailable, "the sandbox VM is not running")
 	ErrBusy       = errors.New("the sandbox is busy")
 	ErrCoolingOff = errors.New("the sandbox crashed repeatedly; automatic restarts are paused")
 )

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"runtime"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/zalando/go-keyring"
 )
 
@@ -23,11 +25,11 @@ const MinScrubLen = 6
 
 var (
 	// ErrNotFound: the agent has no secret of that name.
-	ErrNotFound = errors.New("secret not found")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "secret not found")
 	// ErrUnavailable: the keychain can't be reached.
-	ErrUnavailable = errors.New("the OS keychain is not available")
+	ErrUnavailable = agentproto.Class(agentproto.ErrUnavailable, "the OS keychain is not available")
 	// ErrInvalid: a bad agent name, key or value.
-	ErrInvalid = errors.New("invalid secret")
+	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid secret")
 )
 
 var (
@@ -301,6 +303,28 @@ func (s *Store) Redact(agent, text string) string { return s.Scrub(agent, text) 
 // next to nothing.
 const minPartial = 3
 
+// echoForms are v as JSON and URLs write it, when that differs from v.
+func echoForms(v string) []string {
+	var out []string
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) == nil {
+		if j := strings.TrimSuffix(strings.TrimSuffix(b.String(), "\n"), `"`)[1:]; j != v {
+			out = append(out, j)
+		}
+	}
+	if h, _ := json.Marshal(v); string(h[1:len(h)-1]) != v {
+		out = append(out, string(h[1:len(h)-1])) // HTML-safe JSON (\u0026, \u003c)
+	}
+	for _, u := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		if u != v {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // omittedRE is the marker tools put between the head and tail of
 // truncated output.
 var omittedRE = regexp.MustCompile(`\n\n\[\.\.\. \d+ bytes omitted of \d+ \.\.\.\]\n\n`)
@@ -325,6 +349,11 @@ func ScrubValues(vals map[string]string, text string) string {
 	})
 	for _, k := range keys {
 		text = strings.ReplaceAll(text, vals[k], "[REDACTED:"+k+"]")
+		// The forms a program prints a value in without meaning to
+		// encode it: inside a JSON string, and in a URL.
+		for _, form := range echoForms(vals[k]) {
+			text = strings.ReplaceAll(text, form, "[REDACTED:"+k+"]")
+		}
 	}
 	loc := omittedRE.FindStringIndex(text)
 	if loc == nil {

@@ -3,6 +3,7 @@ package secrets_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
@@ -142,5 +143,20 @@ func TestScrubWithoutKeychain(t *testing.T) {
 	none := &secrets.Store{B: &flaky{off: true}}
 	if got := none.Scrub("bob", "plain output"); got != "plain output" {
 		t.Errorf("no keychain: %q", got)
+	}
+}
+
+func TestScrubValuesFindsEchoedForms(t *testing.T) {
+	v := `Zq7X"kW9v&Pq/2m<x>`
+	vals := map[string]string{"TOKEN": v}
+	for _, text := range []string{
+		`{"token":"Zq7X\"kW9v&Pq/2m<x>"}`,
+		`{"token":"Zq7X\"kW9v\u0026Pq/2m\u003cx\u003e"}`,
+		`GET /cb?t=Zq7X%22kW9v%26Pq%2F2m%3Cx%3E`,
+		`GET /Zq7X%22kW9v&Pq%2F2m%3Cx%3E/x`,
+	} {
+		if got := secrets.ScrubValues(vals, text); strings.Contains(got, "kW9v") || !strings.Contains(got, "[REDACTED:TOKEN]") {
+			t.Errorf("ScrubValues(%q) = %q", text, got)
+		}
 	}
 }

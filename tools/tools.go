@@ -144,12 +144,6 @@ type Invoker interface {
 	EndTurn(ctx context.Context, agentID string)
 }
 
-// Runner is the old name of Invoker.
-//
-// Deprecated: use Invoker; kept only until hostcli/owner (moving to host/)
-// is updated, then removed.
-type Runner = Invoker
-
 var _ Invoker = (*Env)(nil)
 
 // RunTool runs tool name as agent a with this Env's limiters and guest.

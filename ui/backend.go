@@ -11,8 +11,8 @@ import (
 )
 
 // Backend is what the window drives: the sandbox of one data dir, owned by
-// this process (Local) or by another one reached over the control socket
-// (Remote). Lifecycle methods block until done; their progress arrives
+// this process (host.Host) or by another one reached over the control socket
+// (client.Client). Lifecycle methods block until done; their progress arrives
 // through Subscribe.
 type Backend interface {
 	// Status returns a snapshot.

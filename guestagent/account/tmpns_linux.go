@@ -316,6 +316,11 @@ func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func()
 					return
 				}
 			}
+			// This thread dies after the fork: the filter is the child's.
+			if err := applyAgentFilter(); err != nil {
+				ch <- result{0, err}
+				return
+			}
 			pid, err := fork()
 			ch <- result{pid, err}
 		}()

@@ -4,8 +4,8 @@ package boot
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -36,9 +36,16 @@ func TestNoServiceStarts(t *testing.T) {
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
 			t.Fatalf("policy-rc.d: %v %v", fi, err)
 		}
-		err = exec.Command(p, "cron", "start").Run()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 101 {
-			t.Fatalf("policy-rc.d cron start: %v, want exit 101", err)
+		// Through the test binary's reaper, which would take the exit
+		// status from under exec.Cmd.Wait.
+		_, ch, err := testReaper.Start(func() (int, error) {
+			return syscall.ForkExec(p, []string{p, "cron", "start"}, &syscall.ProcAttr{})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws := <-ch; !ws.Exited() || ws.ExitStatus() != 101 {
+			t.Fatalf("policy-rc.d cron start: %v, want exit 101", ws)
 		}
 	})
 	t.Run("openrc", func(t *testing.T) {

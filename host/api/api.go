@@ -140,16 +140,16 @@ type Controller interface {
 	Close()
 }
 
-// Runner is the tools.Runner of a process that doesn't own the VM (the
+// ToolInvoker is the tools.Invoker of a process that doesn't own the VM (the
 // stdio server of `osaurus-sandbox mcp`, the CLI's task runner): tools
 // run in the owner, under the limits every transport shares.
-type Runner struct{ Ctl Controller }
+type ToolInvoker struct{ Ctl Controller }
 
 // RunTool runs the tool in the owner.
-func (r Runner) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+func (r ToolInvoker) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
 	return r.Ctl.RunTool(ctx, a.ID, name, args)
 }
 
 // EndTurn ends the agent's turn in the owner; a failure only means the
 // next call counts against the current turn.
-func (r Runner) EndTurn(ctx context.Context, agentID string) { r.Ctl.EndTurn(ctx, agentID) }
+func (r ToolInvoker) EndTurn(ctx context.Context, agentID string) { r.Ctl.EndTurn(ctx, agentID) }

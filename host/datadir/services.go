@@ -57,7 +57,7 @@ func TaskStore(p config.Paths) *runner.Store { return &runner.Store{Dir: p.Tasks
 // NewRunner is the agent runner: env lists an agent's tools, run runs
 // them (nil: env), hide names those it leaves out (nil: none), sec holds
 // the model server's key.
-func NewRunner(p config.Paths, sec *secrets.Store, reg *agents.Registry, env *tools.Env, run tools.Runner, hide func(string) bool, logf func(string, ...any)) *runner.Runner {
+func NewRunner(p config.Paths, sec *secrets.Store, reg *agents.Registry, env *tools.Env, run tools.Invoker, hide func(string) bool, logf func(string, ...any)) *runner.TaskRunner {
 	var redact tools.Redactor
 	if sec != nil {
 		redact = sec

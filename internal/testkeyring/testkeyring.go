@@ -9,8 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
 const hint = "install the test dependencies with `make deps-test` (scripts/install-deps.sh test: gnome-keyring, dbus-daemon, dbus-bin)"
@@ -57,6 +62,15 @@ exec cat >/dev/null`)
 		if err := cmd.Wait(); err != nil {
 			t.Logf("keyring session ended: %v %s", err, stderr.String())
 		}
+		// The daemon forked away from the session and outlives its bus:
+		// stop it, and wait until it is gone, so no process is left and
+		// TempDir's cleanup finds its files finished.
+		for _, pid := range withEnv("HOME=" + home) {
+			syscall.Kill(pid, syscall.SIGTERM)
+		}
+		testwait.Eventually(t, "the keyring daemon exits", 30*time.Second, 20*time.Millisecond, func() bool {
+			return len(withEnv("HOME="+home)) == 0
+		})
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	addr := strings.TrimSpace(line)
@@ -65,4 +79,28 @@ exec cat >/dev/null`)
 		t.Fatalf("the keyring session did not start: %v; stderr: %s (%s)", err, stderr.String(), hint)
 	}
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", addr)
+}
+
+// withEnv lists the processes with env (KEY=VALUE) in their environment.
+func withEnv(env string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if n := e.Name(); n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == env {
+				if pid, err := strconv.Atoi(e.Name()); err == nil {
+					pids = append(pids, pid)
+				}
+				break
+			}
+		}
+	}
+	return pids
 }

@@ -97,12 +97,6 @@ type live struct {
 	done   chan struct{}
 }
 
-// Runner is the old name of TaskRunner.
-//
-// Deprecated: use TaskRunner; kept only until hostcli/owner (moving to
-// host/) is updated, then removed.
-type Runner = TaskRunner
-
 // New returns a TaskRunner.
 func New(o Options) *TaskRunner {
 	if o.CancelPoll <= 0 {
@@ -445,7 +439,7 @@ func (r *TaskRunner) watchCancel(ctx context.Context, id string) {
 }
 
 // scrub replaces agent's secret values in text.
-func (r *Runner) scrub(agent, text string) string {
+func (r *TaskRunner) scrub(agent, text string) string {
 	if r.o.Redactor == nil || text == "" {
 		return text
 	}
@@ -456,7 +450,7 @@ func (r *Runner) scrub(agent, text string) string {
 // envelope): its strings decoded, so a value JSON escapes (a quote, a
 // backslash) is found too, then the text as a whole. Text with nothing
 // to scrub keeps its form.
-func (r *Runner) scrubJSON(agent, text string) string {
+func (r *TaskRunner) scrubJSON(agent, text string) string {
 	if r.o.Redactor == nil || text == "" {
 		return text
 	}
@@ -478,7 +472,7 @@ func (r *Runner) scrubJSON(agent, text string) string {
 }
 
 // scrubTask scrubs every text of a task record.
-func (r *Runner) scrubTask(t Task) Task {
+func (r *TaskRunner) scrubTask(t Task) Task {
 	if r.o.Redactor == nil {
 		return t
 	}
@@ -496,7 +490,7 @@ func (r *Runner) scrubTask(t Task) Task {
 }
 
 // scrubMessages is msgs as sent to the model: every text scrubbed.
-func (r *Runner) scrubMessages(agent string, msgs []inference.Message) []inference.Message {
+func (r *TaskRunner) scrubMessages(agent string, msgs []inference.Message) []inference.Message {
 	if r.o.Redactor == nil {
 		return msgs
 	}

@@ -1,0 +1,43 @@
+package agentproto
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// A classed sentinel is itself and its class, wrapped or not, and crosses
+// the wire as its class: the CLI's exit code, a tool's envelope and the
+// bridge's HTTP status test the class alone.
+func TestClass(t *testing.T) {
+	notRunning := Class(ErrUnavailable, "the sandbox VM is not running")
+	gone := Class(ErrNotFound, "secret not found")
+	for _, tt := range []struct {
+		err       error
+		sentinel  error
+		class     error
+		notClass  error
+		wantCode  string
+		wantError string
+	}{
+		{notRunning, notRunning, ErrUnavailable, ErrNotFound, "unavailable", "the sandbox VM is not running"},
+		{fmt.Errorf("start it first: %w", notRunning), notRunning, ErrUnavailable, ErrInternal, "unavailable", "start it first: the sandbox VM is not running"},
+		{fmt.Errorf("alice: %w", gone), gone, ErrNotFound, ErrUnavailable, "not_found", "alice: secret not found"},
+	} {
+		if !errors.Is(tt.err, tt.sentinel) || !errors.Is(tt.err, tt.class) || errors.Is(tt.err, tt.notClass) {
+			t.Errorf("%q: Is(sentinel) %v, Is(class) %v, Is(another class) %v", tt.err,
+				errors.Is(tt.err, tt.sentinel), errors.Is(tt.err, tt.class), errors.Is(tt.err, tt.notClass))
+		}
+		w := ToWire(tt.err)
+		if w.Code != tt.wantCode || w.Message != tt.wantError {
+			t.Errorf("%q on the wire: %+v, want code %s", tt.err, w, tt.wantCode)
+		}
+		remote := &RemoteError{Op: "x", Code: w.Code, Message: w.Message}
+		if !errors.Is(remote, tt.class) {
+			t.Errorf("%q back from the wire is not its class %v", tt.err, tt.class)
+		}
+	}
+	if errors.Is(notRunning, Class(ErrUnavailable, "the sandbox VM is not running")) {
+		t.Error("two sentinels of one class with the same message are the same error")
+	}
+}
