@@ -317,7 +317,7 @@ func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func()
 				}
 			}
 			// This thread dies after the fork: the filter is the child's.
-			if err := applyAgentFilter(); err != nil {
+			if err := network.ApplyAgentFilter(); err != nil {
 				ch <- result{0, err}
 				return
 			}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/guestagent"
 )
 
 // TestNoServiceStarts checks the boot step that stops package scripts
@@ -36,8 +38,13 @@ func TestNoServiceStarts(t *testing.T) {
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
 			t.Fatalf("policy-rc.d: %v %v", fi, err)
 		}
-		// Through the test binary's reaper, which would take the exit
-		// status from under exec.Cmd.Wait.
+		// Through a reaper, as the agent runs it (a reaper would take the
+		// exit status from under exec.Cmd.Wait).
+		testReaper, err := guestagent.NewReaper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer testReaper.Close()
 		_, ch, err := testReaper.Start(func() (int, error) {
 			return syscall.ForkExec(p, []string{p, "cron", "start"}, &syscall.ProcAttr{})
 		})

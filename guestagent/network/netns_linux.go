@@ -635,7 +635,7 @@ func ForkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
 			return
 		}
 		// This thread dies after the fork: the filter is the child's.
-		if err := applyAgentFilter(); err != nil {
+		if err := ApplyAgentFilter(); err != nil {
 			ch <- result{0, err}
 			return
 		}

@@ -87,7 +87,7 @@ func agentFilter() ([]unix.SockFilter, error) {
 // applyAgentFilter installs the filter on the calling thread only (no
 // TSYNC). The caller is root with CAP_SYS_ADMIN, so no_new_privs is not
 // needed: setuid programs an agent runs keep working, under the filter.
-func applyAgentFilter() error {
+func ApplyAgentFilter() error {
 	f, err := agentFilter()
 	if err != nil {
 		return err

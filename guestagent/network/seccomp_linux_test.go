@@ -22,7 +22,7 @@ func TestAgentFilter(t *testing.T) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the filter
 		var r result
-		if r.filter = applyAgentFilter(); r.filter != nil {
+		if r.filter = ApplyAgentFilter(); r.filter != nil {
 			ch <- r
 			return
 		}
