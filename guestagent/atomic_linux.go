@@ -11,7 +11,7 @@ import (
 
 // writeFileAtomic replaces path (temp file, fsync, rename), keeping the
 // mode and owner of the file it replaces.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	mode, uid, gid := os.FileMode(0o644), 0, 0
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()

@@ -21,10 +21,10 @@ func BootClock() float64 {
 
 // phaseClock records when each boot step ended, for the boot benchmark's
 // breakdown (reported to the host in Hello). One clock read per step.
-type phaseClock struct {
-	phases []agentproto.BootPhase
+type PhaseClock struct {
+	Phases []agentproto.BootPhase
 }
 
-func (c *phaseClock) mark(name string) {
-	c.phases = append(c.phases, agentproto.BootPhase{Name: name, Seconds: BootClock()})
+func (c *PhaseClock) Mark(name string) {
+	c.Phases = append(c.Phases, agentproto.BootPhase{Name: name, Seconds: BootClock()})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +47,7 @@ const (
 
 // bridgeConns caps the relay's connections per caller (agent, or uid
 // for callers that are no agent).
-var bridgeConns = newConnLimiter("host API bridge", maxBridgeConnsPerAgent, maxBridgeConns)
+var bridgeConns = network.NewConnLimiter("host API bridge", maxBridgeConnsPerAgent, maxBridgeConns)
 
 // bridge is package state rather than a Service field so the exec and
 // account code stay untouched; there is one socket per guest anyway.
@@ -99,7 +100,7 @@ func (s *Service) listenBridge(ctx context.Context, path string) error {
 
 func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	req, pid, err := peerIdentity(c, s.users.withDefaults().Passwd)
+	req, pid, err := peerIdentity(c, s.users.WithDefaults().Passwd)
 	if err != nil {
 		writeHTTPError(c, http.StatusInternalServerError, "reading the caller's identity: "+err.Error())
 		return
@@ -111,7 +112,7 @@ func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 	if key == "" {
 		key = "uid " + strconv.Itoa(req.UID)
 	}
-	release, err := bridgeConns.acquire(key)
+	release, err := bridgeConns.Acquire(key)
 	if err != nil {
 		writeHTTPError(c, http.StatusTooManyRequests, err.Error())
 		return
@@ -137,11 +138,11 @@ func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
 	done := make(chan struct{})
 	go func() {
 		// caller → host; the caller hanging up ends the relay.
-		copyIdleFor(hc, c, c, last, bridgeIdleTimeout)
+		network.CopyIdleFor(hc, c, c, last, bridgeIdleTimeout)
 		hc.Close()
 		close(done)
 	}()
-	copyIdleFor(c, hc, hc, last, bridgeIdleTimeout)
+	network.CopyIdleFor(c, hc, hc, last, bridgeIdleTimeout)
 	c.Close()
 	<-done
 }
@@ -173,7 +174,7 @@ func peerIdentity(c *net.UnixConn, passwd string) (agentproto.BridgeRequest, int
 // can be), a plugin's (req.Plugin), or one the guest did not make, whose
 // caller could be either (req.Unattributed). A namespace that can't be
 // read counts as not made by the guest: fail closed.
-func attribute(req *agentproto.BridgeRequest, pid int, np *NetPolicy) {
+func attribute(req *agentproto.BridgeRequest, pid int, np *network.NetPolicy) {
 	ino, err := netnsInode(strconv.Itoa(pid))
 	if err != nil {
 		req.Unattributed = true

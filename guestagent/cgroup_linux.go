@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"golang.org/x/sys/unix"
 )
 
@@ -193,7 +194,7 @@ func validGroupUser(name string) error {
 // userGroup returns the user's group, made on first use, with lim (nil:
 // the defaults, or the limits last set) in force. Root has none: its
 // processes are the host's own.
-func (c *Cgroups) userGroup(a *Account, lim *agentproto.Limits) (string, error) {
+func (c *Cgroups) userGroup(a *account.Account, lim *agentproto.Limits) (string, error) {
 	if a.UID == 0 {
 		return "", fmt.Errorf("%w: root's processes run outside the agents' cgroups", agentproto.ErrInternal)
 	}
@@ -259,7 +260,7 @@ type cgroup struct {
 
 // newGroup makes a leaf group for one call ("call") or background process
 // ("bg") of a, with the user's limits lim.
-func (c *Cgroups) newGroup(a *Account, lim *agentproto.Limits, kind string) (*cgroup, error) {
+func (c *Cgroups) newGroup(a *account.Account, lim *agentproto.Limits, kind string) (*cgroup, error) {
 	user, err := c.userGroup(a, lim)
 	if err != nil {
 		return nil, err
@@ -296,7 +297,7 @@ func (g *cgroup) kill() error {
 
 // signal sends sig to every process in the group that the user a may
 // signal (killAs makes kill(2)'s check).
-func (g *cgroup) signal(a *Account, sig unix.Signal) error {
+func (g *cgroup) signal(a *account.Account, sig unix.Signal) error {
 	if sig == unix.SIGKILL {
 		return g.kill()
 	}
@@ -305,7 +306,7 @@ func (g *cgroup) signal(a *Account, sig unix.Signal) error {
 		return err
 	}
 	for _, pid := range pids {
-		killAs(a, pid, sig) // one that just exited is no error
+		account.KillAs(a, pid, sig) // one that just exited is no error
 	}
 	return nil
 }

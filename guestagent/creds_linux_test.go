@@ -3,15 +3,12 @@
 package guestagent
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 )
 
 // threadStatus returns the Uid, Gid, Groups and CapEff lines of the
@@ -47,7 +45,7 @@ func TestRunAsKeepsRootIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := runAs(a, threadStatus)
+	st, err := account.RunAs(a, threadStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +75,7 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 	a, _ := e.svc.account("alice")
 	secret := filepath.Join(e.base, "root-only")
 	writeFile(t, secret, "x", 0o600)
-	_, err := runAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
+	_, err := account.RunAs(a, func() ([]byte, error) { return os.ReadFile(secret) })
 	if !errors.Is(err, os.ErrPermission) {
 		t.Errorf("alice reads a root 0600 file: %v, want permission denied", err)
 	}
@@ -87,8 +85,8 @@ func TestRunAsHasNoCapabilities(t *testing.T) {
 	}
 }
 
-func runAs2(a *Account, fn func() error) error {
-	_, err := runAs(a, func() (struct{}, error) { return struct{}{}, fn() })
+func runAs2(a *account.Account, fn func() error) error {
+	_, err := account.RunAs(a, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
@@ -119,20 +117,20 @@ func TestKillAs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := start(tc.uid)
-			if err := killAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := account.KillAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killAs: %v, want %v", err, tc.want)
 			}
-			if err := killGroupAs(alice, c.Process.Pid, 0); err != tc.want {
+			if err := account.KillGroupAs(alice, c.Process.Pid, 0); err != tc.want {
 				t.Errorf("killGroupAs: %v, want %v", err, tc.want)
 			}
 		})
 	}
 	c := start(aliceUID)
-	if err := killAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
+	if err := account.KillAs(alice, c.Process.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	c.Wait()
-	if err := killAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
+	if err := account.KillAs(alice, c.Process.Pid, 0); err != unix.ESRCH {
 		t.Errorf("killAs on a reaped process: %v, want ESRCH", err)
 	}
 }
@@ -233,42 +231,5 @@ func TestListBounded(t *testing.T) {
 	cancel()
 	if _, err := e.svc.List(ctx, &agentproto.ListRequest{Identity: alice, Path: "many", MaxDepth: 3}); !errors.Is(err, context.Canceled) {
 		t.Errorf("listing in a cancelled call: err = %v, want context.Canceled", err)
-	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Signals whose Go default ends the program are caught: this test binary
-// survives them as PID 1 must.
-func TestCatchFatalSignals(t *testing.T) {
-	var buf syncBuf
-	catchFatalSignals(log.New(&buf, "", 0))
-	for _, sig := range []unix.Signal{unix.SIGQUIT, unix.SIGABRT, unix.SIGSEGV, unix.SIGBUS, unix.SIGTERM, unix.SIGUSR1, unix.SIGPIPE, unix.SIGSYS, unix.Signal(40)} {
-		if err := unix.Kill(os.Getpid(), sig); err != nil {
-			t.Fatal(err)
-		}
-		want := "ignoring " + sig.String()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(buf.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log: %q", want, buf.String())
-			}
-			time.Sleep(time.Millisecond)
-		}
 	}
 }

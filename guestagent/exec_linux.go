@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +45,7 @@ type command struct {
 // prepare resolves what every process start needs: argv, environment,
 // working directory (checked with the user's rights, beneath Root when
 // set) and the executable.
-func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, error) {
+func (s *Service) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
 	var argv []string
 	switch {
 	case req.Shell != "" && len(req.Argv) > 0:
@@ -60,10 +61,10 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	if err != nil {
 		return nil, err
 	}
-	if t := activeTmps(); t != nil && a.UID != 0 {
+	if t := account.ActiveTmps(); t != nil && a.UID != 0 {
 		// The agent's temporary directories, at its current quota,
 		// before anything looks at its paths.
-		if err := t.ensure(a, req.Limits); err != nil {
+		if err := t.Ensure(a, req.Limits); err != nil {
 			return nil, err
 		}
 	}
@@ -73,7 +74,7 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 	}
 	// As the agent, in its mount namespace: the program may be in its
 	// private /tmp.
-	path, err := runAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
+	path, err := account.RunAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (s *Service) prepare(a *Account, req *agentproto.ExecRequest) (*command, er
 }
 
 // buildEnv is the clean base environment plus extra; later entries win.
-func buildEnv(a *Account, extra []string) ([]string, error) {
+func buildEnv(a *account.Account, extra []string) ([]string, error) {
 	base := []string{
 		"PATH=" + BasePath,
 		"HOME=" + a.Home,
@@ -125,7 +126,7 @@ func envValue(env []string, key string) string {
 // root it defaults to the home ("/" if the home is missing); beneath a
 // root it defaults to the root, and the directory is opened through
 // os.Root and named by its real path so a symlink cannot lead outside.
-func workDir(a *Account, root, cwd string) (string, error) {
+func workDir(a *account.Account, root, cwd string) (string, error) {
 	return inSpace(a, root, func(sp *space) (string, error) {
 		name, err := sp.name(cwd)
 		if err != nil {
@@ -195,7 +196,7 @@ func lookPath(file, path, dir string) (string, error) {
 
 // spawn starts cmd as a with the given stdin, stdout and stderr, inside
 // cg when set.
-func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
+func (s *Service) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.dir,
 		Env:   cmd.env,
@@ -203,7 +204,7 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 		Sys: &syscall.SysProcAttr{
 			Setsid:     setsid,
 			Setpgid:    !setsid,
-			Credential: a.credential(),
+			Credential: a.Credential(),
 		},
 	}
 	if cg != nil {
@@ -212,7 +213,7 @@ func (s *Service) spawn(a *Account, cmd *command, files [3]*os.File, setsid bool
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
 	// An agent's child starts in its mount namespace with umask 077.
-	pid, ch, err := s.reaper.Start(forkAsAgent(a, cmd.netns, func() (int, error) {
+	pid, ch, err := s.reaper.Start(account.ForkAsAgent(a, cmd.netns, func() (int, error) {
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
 	}))
 	if err != nil {
@@ -650,9 +651,9 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 		return s.signalBackground(a, req)
 	}
 	if req.Group {
-		err = killGroupAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = account.KillGroupAs(a, req.Pid, syscall.Signal(req.Signal))
 	} else {
-		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = account.KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
@@ -663,7 +664,7 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 // signalBackground signals a background process the user started, or with
 // Group everything in its group: an agent's signals reach exactly its
 // background processes, never a running call's.
-func (s *Service) signalBackground(a *Account, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
+func (s *Service) signalBackground(a *account.Account, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
 	p := s.bg.get(req.Pid)
 	if p != nil && p.uid != a.UID {
 		return nil, fmt.Errorf("%w: process %d belongs to another user", agentproto.ErrPermission, req.Pid)
@@ -683,7 +684,7 @@ func (s *Service) signalBackground(a *Account, req *agentproto.SignalRequest) (*
 	if req.Group {
 		err = p.cg.signal(a, syscall.Signal(req.Signal))
 	} else {
-		err = killAs(a, req.Pid, syscall.Signal(req.Signal))
+		err = account.KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))

@@ -10,12 +10,14 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
 // The network policy's hook in the process start path: netnsFor picks the
 // namespace (and proxy environment) of a process before it is spawned,
-// and spawnIn starts it there. Kept apart from exec_linux.go so the spawn
+// and network.SpawnIn starts it there. Kept apart from exec_linux.go so the spawn
 // path stays readable.
 
 // netnsFor applies the request's network policy for a non-root user and
@@ -25,7 +27,7 @@ import (
 // namespace (the host's own maintenance), except installs, which ask for
 // NetworkPackageMirror: a namespace of their own that reaches only the
 // hosts the package sources name, through the proxy.
-func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHandle, []string, error) {
+func (s *Service) netnsFor(a *account.Account, req *agentproto.ExecRequest) (netns.NsHandle, []string, error) {
 	if s.cfg.NetPolicy == nil {
 		return netns.None(), nil, nil
 	}
@@ -35,7 +37,7 @@ func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHan
 		case "":
 			return netns.None(), nil, nil
 		case agentproto.NetworkPackageMirror:
-			hosts, err := packageMirrorHosts(s.cfg.SystemRoot)
+			hosts, err := network.PackageMirrorHosts(s.cfg.SystemRoot)
 			if err != nil {
 				return netns.None(), nil, fmt.Errorf("%w: %v", agentproto.ErrUnsupported, err)
 			}
@@ -54,13 +56,4 @@ func (s *Service) netnsFor(a *Account, req *agentproto.ExecRequest) (netns.NsHan
 		return netns.None(), nil, fmt.Errorf("%w: %v", agentproto.ErrUnsupported, err)
 	}
 	return ns, env, nil
-}
-
-// spawnIn wraps fork so it runs in ns when one is set. The zero handle
-// (a command built without netnsFor) counts as unset, like netns.None().
-func spawnIn(ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
-	if int(ns) <= 0 {
-		return fork
-	}
-	return func() (int, error) { return forkInNetns(ns, fork) }
 }

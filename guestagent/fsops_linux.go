@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 )
 
 // fsys is the part of *os.Root the file operations use; hostFS offers the
@@ -95,8 +96,8 @@ func (sp *space) name(p string) (string, error) {
 }
 
 // inSpace runs fn with a's credentials and the path space of root.
-func inSpace[T any](a *Account, root string, fn func(sp *space) (T, error)) (T, error) {
-	v, err := runAs(a, func() (T, error) {
+func inSpace[T any](a *account.Account, root string, fn func(sp *space) (T, error)) (T, error) {
+	v, err := account.RunAs(a, func() (T, error) {
 		var zero T
 		sp := &space{fs: hostFS{}, home: a.Home}
 		if root != "" {

@@ -38,7 +38,7 @@ var userNSKnobs = []string{"kernel/unprivileged_userns_clone", "user/max_user_na
 
 // hardenKernel writes the settings under sysctlDir (/proc/sys). A missing
 // required setting is an error, a missing optional one is not.
-func hardenKernel(sysctlDir string) error {
+func HardenKernel(sysctlDir string) error {
 	var errs []error
 	for _, h := range hardening {
 		err := writeSysctl(filepath.Join(sysctlDir, h.key), h.value)

@@ -45,7 +45,7 @@ func TestHardenKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := hardenKernel(dir)
+			err := HardenKernel(dir)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)

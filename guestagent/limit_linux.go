@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 )
 
 // limitTable holds the users the host has blocked (over their disk quota
@@ -51,7 +52,7 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 // UserLimit blocks or unblocks a user. Blocking first records the block,
 // so nothing new starts, then kills every process of the user.
 func (s *Service) UserLimit(ctx context.Context, req *agentproto.UserLimitRequest) (*agentproto.Empty, error) {
-	if !ValidUserName(req.Name) || req.Name == "root" {
+	if !account.ValidUserName(req.Name) || req.Name == "root" {
 		return nil, fmt.Errorf("%w: user %q", agentproto.ErrInvalid, req.Name)
 	}
 	if len(req.Reason) > agentproto.MaxLimitReason || !utf8.ValidString(req.Reason) {

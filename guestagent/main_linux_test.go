@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,7 @@ const (
 type testEnv struct {
 	svc  *Service
 	base string // world-traversable temp dir
-	db   UserDB
+	db   account.UserDB
 }
 
 func (e *testEnv) home(user string) string { return filepath.Join(e.base, "home", user) }
@@ -74,7 +75,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	etc := filepath.Join(base, "etc")
 	mustMkdir(t, etc, 0o755, 0)
 	mustMkdir(t, filepath.Join(base, "home"), 0o755, 0)
-	e := &testEnv{base: base, db: UserDB{
+	e := &testEnv{base: base, db: account.UserDB{
 		Passwd:  filepath.Join(etc, "passwd"),
 		Group:   filepath.Join(etc, "group"),
 		Shadow:  filepath.Join(etc, "shadow"),

@@ -161,26 +161,6 @@ func TestFindVirtioPort(t *testing.T) {
 	}
 }
 
-func TestEnsureHostsEntry(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "hosts")
-	if err := ensureHostsEntry(p, "sandbox"); err != nil {
-		t.Fatal(err)
-	}
-	first := readString(t, p)
-	if !strings.Contains(first, "127.0.0.1\tlocalhost\n") || !strings.HasSuffix(first, "127.0.1.1\tsandbox\n") {
-		t.Fatalf("new hosts:\n%s", first)
-	}
-	if err := ensureHostsEntry(p, "sandbox"); err != nil || readString(t, p) != first {
-		t.Fatalf("second call changed the file: %v\n%s", err, readString(t, p))
-	}
-	writeFile(t, p, "127.0.0.1 localhost\n# 1.2.3.4 sandbox\n10.0.0.1 other", 0o644)
-	ensureHostsEntry(p, "sandbox")
-	if got := readString(t, p); got != "127.0.0.1 localhost\n# 1.2.3.4 sandbox\n10.0.0.1 other\n127.0.1.1\tsandbox\n" {
-		t.Fatalf("hosts:\n%s", got)
-	}
-}
-
 // The served mux routes user_limit (the wrapper must pass it on).
 func TestServedMuxHasUserLimit(t *testing.T) {
 	if _, ok := any(recovering{}).(agentproto.LimitService); !ok {

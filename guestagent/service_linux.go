@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +31,7 @@ type Config struct {
 	// Required.
 	Reaper *Reaper
 	// Users names the account files; zero fields mean /etc.
-	Users UserDB
+	Users account.UserDB
 	// ProcDir is where processes are listed for UserDel; default /proc.
 	ProcDir string
 	// SystemRoot is where Hello looks for etc/os-release and the package
@@ -54,7 +56,7 @@ type Config struct {
 	// NetPolicy, when set, runs every non-root process in its user's
 	// network namespace under the policy its request names. Only the
 	// VM's PID 1 sets it; a development agent leaves the host alone.
-	NetPolicy *NetPolicy
+	NetPolicy *network.NetPolicy
 	// AfterFirstHello, when set, runs once, in its own goroutine, when
 	// the host's first hello is answered: boot work the handshake need
 	// not wait for.
@@ -67,7 +69,7 @@ type Config struct {
 // Service implements agentproto.Service inside the guest.
 type Service struct {
 	cfg    Config
-	users  UserDB
+	users  account.UserDB
 	reaper *Reaper
 	log    *log.Logger
 
@@ -103,7 +105,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg:      cfg,
-		users:    cfg.Users.withDefaults(),
+		users:    cfg.Users.WithDefaults(),
 		reaper:   cfg.Reaper,
 		log:      lg,
 		bg:       bgTable{procs: map[int]*bgProc{}},
@@ -130,7 +132,7 @@ func WithTransport(ctx context.Context, name string) context.Context {
 }
 
 // account resolves the user an operation runs as.
-func (s *Service) account(user string) (*Account, error) {
+func (s *Service) account(user string) (*account.Account, error) {
 	a, err := s.users.Lookup(user)
 	if err != nil {
 		return nil, err
@@ -244,7 +246,7 @@ func (s *Service) Shutdown(ctx context.Context, req *agentproto.ShutdownRequest)
 
 // NetRelease frees a user's namespace for a plugin (uninstalled).
 func (s *Service) NetRelease(ctx context.Context, req *agentproto.NetReleaseRequest) (*agentproto.Empty, error) {
-	if !ValidUserName(req.User) {
+	if !account.ValidUserName(req.User) {
 		return nil, fmt.Errorf("%w: user %q", agentproto.ErrInvalid, req.User)
 	}
 	if req.Scope == "" {

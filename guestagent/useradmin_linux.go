@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,31 +67,31 @@ func (s *Service) lockAccounts(ctx context.Context) (unlock func(), err error) {
 
 // writeAccountFile replaces path atomically, keeping the mode and owner of
 // the file it replaces (shadow is root:shadow 0640 on Debian).
-func writeAccountFile(path string, af *accountFile) error {
-	return writeFileAtomic(path, af.bytes())
+func writeAccountFile(path string, af *account.AccountFile) error {
+	return WriteFileAtomic(path, af.Bytes())
 }
 
 // accountFiles are the four files as read under the lock.
 type accountFiles struct {
-	passwd, group, shadow, gshadow *accountFile
+	passwd, group, shadow, gshadow *account.AccountFile
 	hasShadow, hasGShadow          bool
 }
 
 func (s *Service) readAccounts() (*accountFiles, error) {
 	var af accountFiles
 	var err error
-	if af.passwd, err = readAccountFile(s.users.Passwd); err != nil {
+	if af.passwd, err = account.ReadAccountFile(s.users.Passwd); err != nil {
 		return nil, err
 	}
-	if af.group, err = readAccountFile(s.users.Group); err != nil {
+	if af.group, err = account.ReadAccountFile(s.users.Group); err != nil {
 		return nil, err
 	}
 	af.hasShadow = fileExists(s.users.Shadow)
-	if af.shadow, err = readAccountFile(s.users.Shadow); err != nil {
+	if af.shadow, err = account.ReadAccountFile(s.users.Shadow); err != nil {
 		return nil, err
 	}
 	af.hasGShadow = fileExists(s.users.GShadow)
-	if af.gshadow, err = readAccountFile(s.users.GShadow); err != nil {
+	if af.gshadow, err = account.ReadAccountFile(s.users.GShadow); err != nil {
 		return nil, err
 	}
 	return &af, nil
@@ -123,8 +124,8 @@ func fileExists(p string) bool {
 // UserAdd creates a user, its private group and its home. An existing
 // user with the same home is success (Created false).
 func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (*agentproto.UserAddResponse, error) {
-	if !ValidUserName(req.Name) {
-		return nil, fmt.Errorf("%w: user name %q must match %s", agentproto.ErrInvalid, req.Name, userNameRE)
+	if !account.ValidUserName(req.Name) {
+		return nil, fmt.Errorf("%w: user name %q must match %s", agentproto.ErrInvalid, req.Name, account.UserNameRE)
 	}
 	home := filepath.Clean(req.Home)
 	if !filepath.IsAbs(req.Home) || home == "/" {
@@ -157,8 +158,8 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	if req.UID != 0 && (req.UID < firstUID || req.UID > lastUID) {
 		return nil, fmt.Errorf("%w: uid %d outside %d-%d", agentproto.ErrInvalid, req.UID, firstUID, lastUID)
 	}
-	if e := af.passwd.find(req.Name); e != nil {
-		a, err := accountFromPasswd(e)
+	if e := af.passwd.Find(req.Name); e != nil {
+		a, err := account.AccountFromPasswd(e)
 		if err != nil {
 			return nil, err
 		}
@@ -181,16 +182,16 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 		if err := killUser(ctx, s.cfg.ProcDir, a.UID); err != nil {
 			return nil, err
 		}
-		af.passwd.remove(a.Name)
-		af.shadow.remove(a.Name)
-		if g := af.group.find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
-			af.group.remove(a.Name)
-			af.gshadow.remove(a.Name)
+		af.passwd.Remove(a.Name)
+		af.shadow.Remove(a.Name)
+		if g := af.group.Find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
+			af.group.Remove(a.Name)
+			af.gshadow.Remove(a.Name)
 		}
 	}
 
-	uids, gids := af.passwd.ids(), af.group.ids()
-	grp := af.group.find(req.Name)
+	uids, gids := af.passwd.IDs(), af.group.IDs()
+	grp := af.group.Find(req.Name)
 	uid, adopt := -1, -1
 	if req.UID != 0 {
 		uid = req.UID
@@ -247,16 +248,16 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 		}
 	}
 
-	af.passwd.add(req.Name, "x", strconv.Itoa(uid), strconv.Itoa(gid), "", home, shell)
+	af.passwd.Add(req.Name, "x", strconv.Itoa(uid), strconv.Itoa(gid), "", home, shell)
 	if grp == nil {
-		af.group.add(req.Name, "x", strconv.Itoa(gid), "")
+		af.group.Add(req.Name, "x", strconv.Itoa(gid), "")
 	}
-	if af.hasShadow && af.shadow.find(req.Name) == nil {
+	if af.hasShadow && af.shadow.Find(req.Name) == nil {
 		days := strconv.FormatInt(time.Now().Unix()/86400, 10)
-		af.shadow.add(req.Name, "!", days, "0", "99999", "7", "", "", "")
+		af.shadow.Add(req.Name, "!", days, "0", "99999", "7", "", "", "")
 	}
-	if af.hasGShadow && af.gshadow.find(req.Name) == nil {
-		af.gshadow.add(req.Name, "!", "", "")
+	if af.hasGShadow && af.gshadow.Find(req.Name) == nil {
+		af.gshadow.Add(req.Name, "!", "", "")
 	}
 	if err := s.writeAccounts(af); err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func chownTree(dir string, oldUID, uid, gid int) error {
 // UserDel kills the user's processes, removes its account entries and,
 // when asked, its home.
 func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (*agentproto.Empty, error) {
-	if !ValidUserName(req.Name) {
+	if !account.ValidUserName(req.Name) {
 		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, req.Name)
 	}
 	unlock, err := s.lockAccounts(ctx)
@@ -400,11 +401,11 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	if err != nil {
 		return nil, err
 	}
-	e := af.passwd.find(req.Name)
+	e := af.passwd.Find(req.Name)
 	if e == nil {
 		return nil, fmt.Errorf("%w: %q", agentproto.ErrNoSuchUser, req.Name)
 	}
-	a, err := accountFromPasswd(e)
+	a, err := account.AccountFromPasswd(e)
 	if err != nil {
 		return nil, err
 	}
@@ -427,18 +428,18 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 			s.log.Printf("user %s: %v", a.Name, err)
 		}
 	}
-	if t := activeTmps(); t != nil {
-		t.drop(a.Name) // its temporary files go with it
+	if t := account.ActiveTmps(); t != nil {
+		t.Drop(a.Name) // its temporary files go with it
 	}
-	af.passwd.remove(a.Name)
-	af.shadow.remove(a.Name)
+	af.passwd.Remove(a.Name)
+	af.shadow.Remove(a.Name)
 	// The private group goes with the user unless others still use it.
-	if g := af.group.find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
-		af.group.remove(a.Name)
-		af.gshadow.remove(a.Name)
+	if g := af.group.Find(a.Name); len(g) > 3 && g[2] == strconv.Itoa(a.GID) && strings.Trim(g[3], ",") == "" {
+		af.group.Remove(a.Name)
+		af.gshadow.Remove(a.Name)
 	}
-	af.group.dropMember(a.Name, 3)
-	af.gshadow.dropMember(a.Name, 2, 3)
+	af.group.DropMember(a.Name, 3)
+	af.gshadow.DropMember(a.Name, 2, 3)
 	if err := s.writeAccounts(af); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
+	"github.com/osaurus/osaurus-sandbox/guestagent/boot"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +28,7 @@ func main() {
 	// The kernel may hand init stray command line words; PID 1 ignores
 	// them and always boots.
 	if os.Getpid() == 1 {
-		guestagent.RunInit(version)
+		boot.RunInit(version)
 		return
 	}
 	switch {
@@ -39,7 +41,7 @@ func main() {
 		fmt.Println(version)
 	case len(os.Args) == 2 && os.Args[1] == "netrules":
 		// The network policy as the kernel holds it, for support and tests.
-		rules, err := guestagent.InstalledRules()
+		rules, err := network.InstalledRules()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 			os.Exit(1)

@@ -1,0 +1,330 @@
+//go:build linux
+
+package account
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/network"
+)
+
+// Private temporary directories.
+//
+// Every agent's processes (and PID 1's file operations on its behalf) run
+// in a mount namespace of the agent's own, where /tmp, /var/tmp, /dev/shm
+// and /run/lock are directories of one tmpfs that belongs to the agent:
+// mode 0700, owned by it, nosuid and nodev, and as big as its disk quota
+// (diskGB, at most half its memory). The shared directories of the root
+// namespace are not there for the agent to reach, so nothing one agent
+// writes to a temporary directory is visible to another, and nothing an
+// agent writes lands on the root disk.
+//
+// A namespace, not per-agent TMPDIR: programs that hard-code /tmp (most
+// do) stay private, and the agent can't undo it. Leaving or changing a
+// mount namespace needs CAP_SYS_ADMIN, which agents never hold; in a user
+// namespace of its own (when the kernel allows those) the mounts it
+// inherits are locked together, so it can't unmount one to uncover what
+// lies beneath.
+//
+// tmpfs, not the root disk: the size limit is enforced by the kernel at
+// the write (ENOSPC), which ext4 can only do with quota support our root
+// disks are not built with, and its pages are charged to the memory
+// cgroup of the agent that writes them, so an agent's temporary files
+// take neither the root disk nor other agents' memory.
+
+// privateTmpRoot holds, in the root namespace, one tmpfs per agent
+// (privateTmpRoot/<user>). It is itself a small root-only tmpfs, detached
+// in every agent's namespace.
+const privateTmpRoot = "/run/osaurus-tmp"
+
+// privateTmpDirs are the agent's temporary directories: a directory of
+// its tmpfs (sub) mounted on target.
+var privateTmpDirs = []struct{ sub, target string }{
+	{"tmp", "/tmp"},
+	{"var-tmp", "/var/tmp"},
+	{"shm", "/dev/shm"},
+	{"lock", "/run/lock"},
+}
+
+// agentUmask is every agent process's umask: what it creates is its own
+// unless it says otherwise.
+const agentUmask = 0o077
+
+// minTmpMB is the smallest temporary area: tmpfs sizes are whole MB here.
+const minTmpMB = 1
+
+// tmpNS is one agent's namespace.
+type tmpNS struct {
+	fd     int // the namespace; it lives as long as this is open
+	uid    int
+	sizeMB int
+}
+
+// tmpTable holds the agents' namespaces.
+type tmpTable struct {
+	mu sync.Mutex
+	ns map[string]*tmpNS
+}
+
+// privateTmps is the table in force; nil (unit tests, a Service not
+// running as the VM's init) runs agents in the root namespace.
+var privateTmps struct {
+	mu sync.Mutex
+	t  *tmpTable
+}
+
+func ActiveTmps() *tmpTable {
+	privateTmps.mu.Lock()
+	defer privateTmps.mu.Unlock()
+	return privateTmps.t
+}
+
+// enablePrivateTmp turns private temporary directories on for every
+// agent process started from now on.
+func EnablePrivateTmp() error {
+	if err := os.MkdirAll(privateTmpRoot, 0o700); err != nil {
+		return err
+	}
+	if !isMountPoint(privateTmpRoot) {
+		if err := unix.Mount("osaurus-tmp", privateTmpRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,mode=0700"); err != nil {
+			return fmt.Errorf("mount %s: %w", privateTmpRoot, err)
+		}
+	}
+	privateTmps.mu.Lock()
+	privateTmps.t = &tmpTable{ns: map[string]*tmpNS{}}
+	privateTmps.mu.Unlock()
+	return nil
+}
+
+func isMountPoint(p string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// tmpSizeMB is the size of an agent's temporary area: its disk quota, at
+// most half its memory (the pages are charged to its memory cgroup; the
+// other half stays for its processes).
+func tmpSizeMB(lim *agentproto.Limits) int {
+	l := agentproto.DefaultLimits()
+	if lim != nil {
+		l = lim.WithDefaults()
+	}
+	size := l.MemoryMB / 2
+	if l.DiskMB > 0 && l.DiskMB < size {
+		size = l.DiskMB
+	}
+	return max(size, minTmpMB)
+}
+
+// ensure makes a's namespace, or brings its size to lim's. A nil lim
+// keeps an existing namespace's size.
+func (t *tmpTable) Ensure(a *Account, lim *agentproto.Limits) error {
+	size := tmpSizeMB(lim)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.ns[a.Name]
+	if n != nil && n.uid != a.UID {
+		t.dropLocked(a.Name)
+		n = nil
+	}
+	area := filepath.Join(privateTmpRoot, a.Name)
+	if n != nil {
+		if lim == nil || n.sizeMB == size {
+			return nil
+		}
+		// One superblock in both namespaces: the new size applies to the
+		// agent's view at once. Shrinking under what is in use fails:
+		// the old size then stays, and the agent is over its quota anyway.
+		if unix.Mount("", area, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.Itoa(size)+"m") == nil {
+			n.sizeMB = size
+		}
+		return nil
+	}
+	fd, err := makeTmpNS(a, area, size)
+	if err != nil {
+		return fmt.Errorf("%w: private temporary directories for %s: %v", agentproto.ErrInternal, a.Name, err)
+	}
+	t.ns[a.Name] = &tmpNS{fd: fd, uid: a.UID, sizeMB: size}
+	return nil
+}
+
+// makeTmpNS mounts a's tmpfs on area and makes the namespace.
+func makeTmpNS(a *Account, area string, sizeMB int) (int, error) {
+	if isMountPoint(area) {
+		unix.Unmount(area, unix.MNT_DETACH) // a previous user of the name
+	}
+	if err := os.MkdirAll(area, 0o700); err != nil {
+		return -1, err
+	}
+	opts := fmt.Sprintf("size=%dm,mode=0700,uid=%d,gid=%d", sizeMB, a.UID, a.GID)
+	if err := unix.Mount("osaurus-tmp-"+a.Name, area, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return -1, fmt.Errorf("mount tmpfs on %s: %w", area, err)
+	}
+	for _, d := range privateTmpDirs {
+		p := filepath.Join(area, d.sub)
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return -1, err
+		}
+		if err := os.Lchown(p, a.UID, a.GID); err != nil {
+			return -1, err
+		}
+	}
+	type result struct {
+		fd  int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// The thread leaves the root namespace for good: it is never
+		// unlocked, so the runtime destroys it when this goroutine ends.
+		runtime.LockOSThread()
+		fd, err := buildTmpNS(area)
+		ch <- result{fd, err}
+	}()
+	r := <-ch
+	return r.fd, r.err
+}
+
+// buildTmpNS runs on a thread of its own: it moves the thread into a new
+// mount namespace, lays out the agent's view and returns the namespace.
+func buildTmpNS(area string) (int, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return -1, fmt.Errorf("unshare: %w", err)
+	}
+	// Mounts made in the agent's namespace never reach the root one.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return -1, fmt.Errorf("make / a slave: %w", err)
+	}
+	// No set-uid or set-gid program (crontab, chfn, passwd) and no file
+	// capability raises an agent's rights, and no device node on the root
+	// disk opens: the agent has no business with either.
+	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return -1, fmt.Errorf("remount / nosuid,nodev: %w", err)
+	}
+	for _, d := range privateTmpDirs {
+		if err := os.MkdirAll(d.target, 0o755); err != nil {
+			return -1, err
+		}
+		src := filepath.Join(area, d.sub)
+		if err := unix.Mount(src, d.target, "", unix.MS_BIND, ""); err != nil {
+			return -1, fmt.Errorf("bind %s on %s: %w", src, d.target, err)
+		}
+		if err := unix.Mount("", d.target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return -1, fmt.Errorf("remount %s nosuid,nodev: %w", d.target, err)
+		}
+	}
+	// Every agent's area (its own included) leaves the agent's view; it
+	// keeps only the directories above.
+	if err := unix.Unmount(privateTmpRoot, unix.MNT_DETACH); err != nil {
+		return -1, fmt.Errorf("detach %s: %w", privateTmpRoot, err)
+	}
+	fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the namespace: %w", err)
+	}
+	return fd, nil
+}
+
+// drop forgets name's namespace and frees its tmpfs (once the agent's
+// processes are gone, which UserDel sees to).
+func (t *tmpTable) Drop(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocked(name)
+}
+
+func (t *tmpTable) dropLocked(name string) {
+	if n := t.ns[name]; n != nil {
+		unix.Close(n.fd)
+		delete(t.ns, name)
+	}
+	area := filepath.Join(privateTmpRoot, name)
+	if isMountPoint(area) {
+		unix.Unmount(area, unix.MNT_DETACH)
+	}
+	os.Remove(area)
+}
+
+// enterAgent moves the calling thread, locked and never reused, into the
+// state every process and file operation of a runs in: a file-system
+// context of its own with umask 077, and a's mount namespace. It must run
+// while the thread is still root (joining a namespace needs
+// CAP_SYS_ADMIN). Root's threads are left alone.
+func enterAgent(a *Account) error {
+	if a.UID == 0 {
+		return nil
+	}
+	// Umask, root and working directory are shared by all the process's
+	// threads until this.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("%w: unshare the file-system context: %v", agentproto.ErrInternal, err)
+	}
+	unix.Umask(agentUmask)
+	t := ActiveTmps()
+	if t == nil {
+		return nil
+	}
+	if err := t.Ensure(a, nil); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.ns[a.Name]
+	if n == nil {
+		return fmt.Errorf("%w: %s has no private temporary directories", agentproto.ErrInternal, a.Name)
+	}
+	if err := unix.Setns(n.fd, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("%w: join %s's mount namespace: %v", agentproto.ErrInternal, a.Name, err)
+	}
+	return nil
+}
+
+// forkAsAgent runs fork on a thread of its own that entered a's state
+// (enterAgent) and ns, when set, so the child starts there.
+func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func() (int, error) {
+	if a.UID == 0 {
+		return network.SpawnIn(ns, fork)
+	}
+	return func() (int, error) {
+		type result struct {
+			pid int
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+			if err := enterAgent(a); err != nil {
+				ch <- result{0, err}
+				return
+			}
+			if int(ns) > 0 {
+				if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
+					ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", network.ErrNetPolicy, err)}
+					return
+				}
+			}
+			// This thread dies after the fork: the filter is the child's.
+			if err := network.ApplyAgentFilter(); err != nil {
+				ch <- result{0, err}
+				return
+			}
+			pid, err := fork()
+			ch <- result{pid, err}
+		}()
+		r := <-ch
+		return r.pid, r.err
+	}
+}

@@ -1,0 +1,79 @@
+package account
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+func TestValidUserName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"agent":                             true,
+		"_svc":                              true,
+		"a-b_c9":                            true,
+		"":                                  false,
+		"Agent":                             false,
+		"9lives":                            false,
+		"-dash":                             false,
+		"has space":                         false,
+		"colon:x":                           false,
+		"a23456789012345678901234567890ab":  true,  // 32 characters
+		"a234567890123456789012345678901ab": false, // 33
+	} {
+		if got := ValidUserName(name); got != want {
+			t.Errorf("ValidUserName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	dir := t.TempDir()
+	db := UserDB{Passwd: filepath.Join(dir, "passwd"), Group: filepath.Join(dir, "group")}
+	os.WriteFile(db.Passwd, []byte("root:x:0:0::/root:/bin/ash\n+nis\n# x:x:1:1::/:/bin/sh\nagent:x:2001:2002:Agent:/home/agent:\nbroken:x:abc:1::/:/bin/sh\n"), 0o644)
+	os.WriteFile(db.Group, []byte("root:x:0:\nagent:x:2002:\nwheel:x:10:root,agent\ndocker:x:999:other,agent\nempty:x:5:\n"), 0o644)
+	a, err := db.Lookup("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Account{Name: "agent", UID: 2001, GID: 2002, Home: "/home/agent", Shell: "/bin/sh", Groups: []int{2002, 10, 999}}
+	if a.Name != want.Name || a.UID != want.UID || a.GID != want.GID || a.Home != want.Home || a.Shell != want.Shell || !slices.Equal(a.Groups, want.Groups) {
+		t.Fatalf("Lookup = %+v, want %+v", a, want)
+	}
+	if r, err := db.Lookup(""); err != nil || r.UID != 0 || r.Shell != "/bin/ash" {
+		t.Fatalf("Lookup(\"\") = %+v, %v; want root", r, err)
+	}
+	for _, name := range []string{"nobody", "x", "+nis"} {
+		if _, err := db.Lookup(name); !errors.Is(err, agentproto.ErrNoSuchUser) {
+			t.Errorf("Lookup(%q): err = %v, want ErrNoSuchUser", name, err)
+		}
+	}
+	if _, err := db.Lookup("broken"); !errors.Is(err, agentproto.ErrInvalid) {
+		t.Errorf("broken entry: err = %v, want ErrInvalid", err)
+	}
+	// A root disk without a passwd file still has root.
+	empty := UserDB{Passwd: filepath.Join(dir, "none"), Group: filepath.Join(dir, "none")}
+	if r, err := empty.Lookup(""); err != nil || r.UID != 0 || r.Home != "/root" {
+		t.Fatalf("Lookup root without passwd = %+v, %v", r, err)
+	}
+}
+
+func TestAccountFileEditsKeepOtherLines(t *testing.T) {
+	in := "# header\nroot:x:0:\n\ndevs:x:3000:alice,bob,carol\nbob:x:2346:\n"
+	f := parseAccountFile([]byte(in))
+	f.Add("new", "x", "2000", "")
+	if !f.Remove("bob") || f.Remove("bob") {
+		t.Fatal("remove should report exactly one removal")
+	}
+	f.DropMember("bob", 3)
+	want := "# header\nroot:x:0:\n\ndevs:x:3000:alice,carol\nnew:x:2000:\n"
+	if got := string(f.Bytes()); got != want {
+		t.Fatalf("edited file:\n%s\nwant:\n%s", got, want)
+	}
+	if ids := f.IDs(); ids[3000] != "devs" || ids[2000] != "new" || len(ids) != 3 {
+		t.Fatalf("ids = %v", ids)
+	}
+}
