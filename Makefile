@@ -122,6 +122,7 @@ bench: agent test-guest
 	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/
 	$(GO) test -run "^$$" -bench UnaryRoundTrip -benchtime 2s ./agentproto/
 	$(GO) test -run "^$$" -bench MemoryQuery100k -benchtime 200x ./store/memory/
+	$(GO) test -run "^$$" -bench TrackerRefresh -benchtime 20x ./diskquota/
 
 clean:
 	rm -rf $(BIN) $(AGENTS)

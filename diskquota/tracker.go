@@ -38,6 +38,7 @@ type Tracker struct {
 	byUID  map[uint32]int64
 	w      watcher // nil: walk on every refresh
 	n      int     // refreshes since the last full walk
+	stats  int     // paths read since New (what a refresh costs, for tests)
 }
 
 // fullEvery makes every so many refreshes a full walk, which heals what a
@@ -159,6 +160,7 @@ func (t *Tracker) walk(root string) {
 }
 
 func (t *Tracker) set(p string, fi fs.FileInfo) {
+	t.stats++
 	t.remove(p)
 	e := entry{dir: fi.IsDir(), home: t.homeOf(p)}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
