@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
 // gitRepo makes a host git repository with a few committed files.
@@ -129,6 +138,27 @@ func TestProjects(t *testing.T) {
 		"docs/old.txt": "deleted", "evil": "added,refused", "big.bin": "added,binary"}
 	if !mapsEq(got, want) {
 		t.Fatalf("changes: %v\nwant %v", got, want)
+	}
+
+	// A asks for review: the user is told through the event log.
+	evs, err := events.Open(context.Background(), paths.EventsDB(), events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { evs.Close() })
+	renv := tools.NewEnv(tools.Options{
+		Guest:    func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil },
+		Agents:   te.reg,
+		Reviewer: host.Reviewer{Paths: paths, Events: evs},
+	})
+	ar := newSession(t, "review "+alice.Slug, &mcp.StreamableClientTransport{Endpoint: serveMCPHTTP(t, renv, te.reg), HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, alice.Slug))}})
+	ar.fails(t, "sandbox_request_review", map[string]any{"project": "other", "summary": "done"}, envelope.InvalidArgs)
+	ar.fails(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "done\x1b[2J"}, envelope.InvalidArgs)
+	if r := ar.ok(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "Port 8000 in the README; util.py added."}); num(r["changes"]) != len(want) {
+		t.Fatalf("request review: %v", r)
+	}
+	if out := cli.ok("events", "--agent", alice.Slug, "--json"); !strings.Contains(out, host.ReviewEvent) || !strings.Contains(out, "util.py added") {
+		t.Fatalf("the review request is not in the event log: %s", out)
 	}
 
 	// B sees the original and can't reach A's view.

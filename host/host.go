@@ -122,6 +122,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		Guest: h.guest, Agents: h.reg, Redactor: h.secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
+		Reviewer: Reviewer{Paths: o.Paths, Events: h.events, Secrets: h.secrets, Logf: h.logf},
 	})
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})

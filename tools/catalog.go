@@ -44,6 +44,7 @@ const (
 	gateBackground               // enabled and backgroundProcesses
 	gatePluginCreate             // enabled and pluginCreate, with a plugin library
 	gateSecrets                  // enabled, with a secret store
+	gateReview                   // enabled, with a reviewer, and granted a project
 )
 
 // tool is one entry of the catalog.
