@@ -113,3 +113,7 @@ func (p Paths) ProjectsMount() string { return filepath.Join(p.Workspace(), "pro
 // agent's view was taken (projects/<agent id>/<name>.json), outside
 // anything the guest sees.
 func (p Paths) ProjectBaselines() string { return filepath.Join(p.Root, "projects") }
+
+// PreviewsFile lists the agents' ports the owner exposes on the host's
+// loopback (sandbox_expose_port), for `osaurus-sandbox ports`.
+func (p Paths) PreviewsFile() string { return filepath.Join(p.Run(), "previews.json") }

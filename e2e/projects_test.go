@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host"
@@ -146,12 +148,16 @@ func TestProjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { evs.Close() })
+	previews := &host.Ports{Guest: func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil }, StateFile: paths.PreviewsFile()}
+	t.Cleanup(func() { previews.Close("", 0) })
 	renv := tools.NewEnv(tools.Options{
 		Guest:    func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil },
 		Agents:   te.reg,
 		Reviewer: host.Reviewer{Paths: paths, Events: evs},
+		Exposer:  previews,
 	})
-	ar := newSession(t, "review "+alice.Slug, &mcp.StreamableClientTransport{Endpoint: serveMCPHTTP(t, renv, te.reg), HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, alice.Slug))}})
+	rurl := serveMCPHTTP(t, renv, te.reg)
+	ar := newSession(t, "review "+alice.Slug, &mcp.StreamableClientTransport{Endpoint: rurl, HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, alice.Slug))}})
 	ar.fails(t, "sandbox_request_review", map[string]any{"project": "other", "summary": "done"}, envelope.InvalidArgs)
 	ar.fails(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "done\x1b[2J"}, envelope.InvalidArgs)
 	if r := ar.ok(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "Port 8000 in the README; util.py added."}); num(r["changes"]) != len(want) {
@@ -235,6 +241,71 @@ func TestProjects(t *testing.T) {
 	cli.ok("agent", "set", alice.Slug, "projects", "none")
 	if _, err := os.Stat(filepath.Join(paths.ProjectViews(), alice.Slug, "web")); !os.IsNotExist(err) {
 		t.Fatalf("the view outlived the grant: %v", err)
+	}
+
+	br := newSession(t, "previews "+bob.Slug, &mcp.StreamableClientTransport{Endpoint: rurl, HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, bob.Slug))}})
+	previewsOf(t, te, cli, previews, ar, br, alice.Slug)
+}
+
+// previewsOf: A's `python3 -m http.server`, exposed with
+// sandbox_expose_port, is fetched from the host at the returned URL and
+// listed by `ports`; B can neither expose A's port nor reach the server,
+// in the VM or through the host; closing the preview closes the URL.
+func previewsOf(t *testing.T, te *toolsEnv, cli cliRun, previews *host.Ports, a, b *session, aliceSlug string) {
+	if _, err := te.reg.Update(aliceSlug, func(ag *agents.Agent) error { ag.AutonomousExec.BackgroundProcesses = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(t, "sandbox_write_file", map[string]any{"path": "site/index.html", "content": "<h1>preview of alice</h1>\n"})
+	a.ok(t, "sandbox_exec_background", map[string]any{"command": "cd ~/site && exec python3 -m http.server 8000 --bind 127.0.0.1"})
+	var url string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		e := a.call(t, "sandbox_expose_port", map[string]any{"port": 8000})
+		if e.OK {
+			url = e.Result.(map[string]any)["url"].(string)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expose: %+v", e)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("preview URL %q is not on the host's loopback", url)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "<h1>preview of alice</h1>\n" {
+		t.Fatalf("GET %s: %s %q", url, resp.Status, body)
+	}
+	if out := cli.ok("ports", "--json"); !strings.Contains(out, url) || !strings.Contains(out, `"agent":"`+aliceSlug+`"`) {
+		t.Fatalf("ports: %s", out)
+	}
+	// B exposing port 8000 reaches only its own namespace, where nothing listens.
+	if e := b.call(t, "sandbox_expose_port", map[string]any{"port": 8000}); e.OK {
+		t.Fatalf("B exposed A's port: %+v", e)
+	}
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(url, "http://127.0.0.1:"), "/")
+	probe := "import urllib.request,sys\nfor u in sys.argv[1:]:\n  try:\n    urllib.request.urlopen(u, timeout=5); print('reached', u)\n  except Exception as e: print('refused', u)\n"
+	b.ok(t, "sandbox_write_file", map[string]any{"path": "probe.py", "content": probe})
+	r := b.ok(t, "sandbox_exec", map[string]any{"command": "python3 probe.py http://127.0.0.1:8000/ http://10.0.2.2:" + hostPort + "/"})
+	if r["stdout"] != "refused http://127.0.0.1:8000/\nrefused http://10.0.2.2:"+hostPort+"/\n" {
+		t.Fatalf("B reached A's server: %v", r)
+	}
+	// The same probe from A reaches its own server: B's refusal is B's.
+	a.ok(t, "sandbox_write_file", map[string]any{"path": "probe.py", "content": probe})
+	if r := a.ok(t, "sandbox_exec", map[string]any{"command": "python3 probe.py http://127.0.0.1:8000/"}); r["stdout"] != "reached http://127.0.0.1:8000/\n" {
+		t.Fatalf("A's probe of its own server: %v", r)
+	}
+	if previews.Close(aliceSlug, 8000) != 1 {
+		t.Fatal("the preview was not open")
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Fatal("the preview URL still answers after close")
 	}
 }
 

@@ -88,6 +88,9 @@ Projects (your folders; each agent granted one works on its own view of it):
   discard AGENT PROJECT [--yes] [PATHS...]
                         drop its changes
 
+Previews (an agent's server, opened on this computer's loopback by its sandbox_expose_port tool):
+  ports [--json]        the open previews: agent, its port, the URL here
+
 Network (each agent's policy is its "network" setting; see agent set):
   network log [--follow] [--json] [--agent NAME]
                         every connection the policy refused: agent, destination, port, time
@@ -181,6 +184,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		"changes":     c.changes,
 		"apply":       c.applyOrDiscard(false),
 		"discard":     c.applyOrDiscard(true),
+		"ports":       c.ports,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {

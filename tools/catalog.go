@@ -45,6 +45,7 @@ const (
 	gatePluginCreate             // enabled and pluginCreate, with a plugin library
 	gateSecrets                  // enabled, with a secret store
 	gateReview                   // enabled, with a reviewer, and granted a project
+	gatePorts                    // enabled, with an exposer
 )
 
 // tool is one entry of the catalog.

@@ -86,6 +86,9 @@ type Options struct {
 	// Reviewer, when set, offers sandbox_request_review to agents with
 	// autonomous exec that were granted a project.
 	Reviewer Reviewer
+	// Exposer, when set, offers sandbox_expose_port to agents with
+	// autonomous exec.
+	Exposer Exposer
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -103,6 +106,7 @@ type Env struct {
 	secretStore SecretStore
 	prompter    SecretPrompter
 	reviewer    Reviewer
+	exposer     Exposer
 	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
@@ -125,7 +129,7 @@ func NewEnv(o Options) *Env {
 		o.Install = NewInstallLock()
 	}
 	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -310,6 +314,14 @@ func (t *Toolset) allowed(d *tool) string {
 			return fmt.Sprintf("%s is not available: this server has no secret store.", d.Name)
 		case !ae.Enabled:
 			return fmt.Sprintf("%s is not available to agent %s: secrets are for commands, which need autonomous exec; the user can turn it on with "+
+				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gatePorts:
+		switch {
+		case t.env.exposer == nil:
+			return fmt.Sprintf("%s is not available: this server can't open previews.", d.Name)
+		case !ae.Enabled:
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off; the user can turn it on with "+
 				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
 		}
 	case gateReview:
