@@ -17,6 +17,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
@@ -194,4 +195,13 @@ func ReadPreviews(file string) ([]Preview, error) {
 	}
 	var list []Preview
 	return list, json.Unmarshal(b, &list)
+}
+
+// ClosePorts closes previews for the control socket (`osaurus-sandbox
+// ports close`).
+func (h *ToolHost) ClosePorts(_ context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	if h.Ports == nil {
+		return api.ClosePortsResult{}, nil
+	}
+	return api.ClosePortsResult{Closed: h.Ports.Close(req.Agent, req.Port)}, nil
 }
