@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +42,7 @@ func TestExecExitCodes(t *testing.T) {
 			Identity: agentproto.Identity{User: "bob"},
 			Shell:    `echo "$HOME|$USER|$LOGNAME|$SHELL|$LANG|$PATH|$FOO|${SECRET-unset}"`,
 			Env:      []string{"FOO=1", "FOO=2", "LANG=de_DE.UTF-8"},
-		}, stdout: e.home("bob") + "|bob|bob|/bin/sh|de_DE.UTF-8|" + BasePath + "|2|unset\n"},
+		}, stdout: e.home("bob") + "|bob|bob|/bin/sh|de_DE.UTF-8|" + exec.BasePath + "|2|unset\n"},
 	}
 	t.Setenv("SECRET", "agent environment must not leak")
 	for _, tc := range tests {
@@ -341,7 +342,7 @@ func TestReaperDeliversEveryStatus(t *testing.T) {
 }
 
 func TestSecondReaperRefused(t *testing.T) {
-	if _, err := NewReaper(); err == nil {
+	if _, err := exec.NewReaper(); err == nil {
 		t.Fatal("a second Reaper started; it would steal exit statuses")
 	}
 }

@@ -17,11 +17,12 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"golang.org/x/sys/unix"
 )
 
 // testReaper is the one Reaper of the test process (see Reaper).
-var testReaper *Reaper
+var testReaper *exec.Reaper
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	var err error
-	if testReaper, err = NewReaper(); err != nil {
+	if testReaper, err = exec.NewReaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -43,6 +44,9 @@ func TestMain(m *testing.M) {
 	testReaper.Close()
 	os.Exit(code)
 }
+
+// bg is the context of calls that need no other.
+var bg = context.Background()
 
 // Test users. Their uids have no entry in the host's passwd; they exist
 // only in the service's temp account files.
