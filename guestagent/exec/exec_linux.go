@@ -48,16 +48,9 @@ type command struct {
 // working directory (checked with the user's rights, beneath Root when
 // set) and the executable.
 func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
-	var argv []string
-	switch {
-	case req.Shell != "" && len(req.Argv) > 0:
-		return nil, fmt.Errorf("%w: set argv or shell, not both", agentproto.ErrInvalid)
-	case req.Shell != "":
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	case len(req.Argv) > 0 && req.Argv[0] != "":
-		argv = req.Argv
-	default:
-		return nil, fmt.Errorf("%w: empty command", agentproto.ErrInvalid)
+	argv, err := commandArgv(req)
+	if err != nil {
+		return nil, err
 	}
 	env, err := buildEnv(a, req.Env)
 	if err != nil {
@@ -86,6 +79,21 @@ func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*c
 	}
 	// The policy's variables come last so the request can't override them.
 	return &command{path: path, argv: argv, env: append(env, netEnv...), dir: dir, netns: ns}, nil
+}
+
+// commandArgv is the argv a request runs: its argv, or its shell line
+// under /bin/sh -c.
+func commandArgv(req *agentproto.ExecRequest) ([]string, error) {
+	switch {
+	case req.Shell != "" && len(req.Argv) > 0:
+		return nil, fmt.Errorf("%w: set argv or shell, not both", agentproto.ErrInvalid)
+	case req.Shell != "":
+		return []string{"/bin/sh", "-c", req.Shell}, nil
+	case len(req.Argv) > 0 && req.Argv[0] != "":
+		return req.Argv, nil
+	default:
+		return nil, fmt.Errorf("%w: empty command", agentproto.ErrInvalid)
+	}
 }
 
 // buildEnv is the clean base environment plus extra; later entries win.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +41,7 @@ func TestExecExitCodes(t *testing.T) {
 			Identity: agentproto.Identity{User: "bob"},
 			Shell:    `echo "$HOME|$USER|$LOGNAME|$SHELL|$LANG|$PATH|$FOO|${SECRET-unset}"`,
 			Env:      []string{"FOO=1", "FOO=2", "LANG=de_DE.UTF-8"},
-		}, stdout: e.home("bob") + "|bob|bob|/bin/sh|de_DE.UTF-8|" + exec.BasePath + "|2|unset\n"},
+		}, stdout: e.home("bob") + "|bob|bob|/bin/sh|de_DE.UTF-8|" + BasePath + "|2|unset\n"},
 	}
 	t.Setenv("SECRET", "agent environment must not leak")
 	for _, tc := range tests {
@@ -342,7 +341,7 @@ func TestReaperDeliversEveryStatus(t *testing.T) {
 }
 
 func TestSecondReaperRefused(t *testing.T) {
-	if _, err := exec.NewReaper(); err == nil {
+	if _, err := NewReaper(); err == nil {
 		t.Fatal("a second Reaper started; it would steal exit statuses")
 	}
 }
@@ -350,7 +349,7 @@ func TestSecondReaperRefused(t *testing.T) {
 func BenchmarkExecTrue(b *testing.B) {
 	e := &testEnv{}
 	var err error
-	e.svc, err = NewService(Config{Reaper: testReaper})
+	e.svc, err = New(Config{Reaper: testReaper})
 	if err != nil {
 		b.Fatal(err)
 	}
