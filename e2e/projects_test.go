@@ -148,8 +148,7 @@ func TestProjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { evs.Close() })
-	previews := &host.Ports{Guest: func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil }, StateFile: paths.PreviewsFile()}
-	t.Cleanup(func() { previews.Close("", 0) })
+	previews := te.ports
 	renv := tools.NewEnv(tools.Options{
 		Guest:    func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil },
 		Agents:   te.reg,
@@ -301,8 +300,11 @@ func previewsOf(t *testing.T, te *toolsEnv, cli cliRun, previews *host.Ports, a,
 	if r := a.ok(t, "sandbox_exec", map[string]any{"command": "python3 probe.py http://127.0.0.1:8000/"}); r["stdout"] != "reached http://127.0.0.1:8000/\n" {
 		t.Fatalf("A's probe of its own server: %v", r)
 	}
-	if previews.Close(aliceSlug, 8000) != 1 {
-		t.Fatal("the preview was not open")
+	if out := cli.ok("ports", "close", aliceSlug, "8000"); out != "closed 1 previews\n" {
+		t.Fatalf("ports close: %q", out)
+	}
+	if out := cli.ok("ports", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("ports after close: %s", out)
 	}
 	if _, err := http.Get(url); err == nil {
 		t.Fatal("the preview URL still answers after close")
