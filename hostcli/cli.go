@@ -78,6 +78,19 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   events [--follow] [--agent NAME] [--json]
                         events agents emit (osaurus-host events emit)
 
+Projects (your folders; each agent granted one works on its own view of it):
+  project add PATH [--name NAME]   project list [--json]   project remove NAME
+  agent set AGENT projects a,b     grant projects (the agent sees /workspace/projects/NAME)
+  changes AGENT PROJECT [--json]   what the agent changed: added, modified, deleted, diffs
+  apply AGENT PROJECT [--yes] [--force] [PATHS...]
+                        write its changes into your folder (files you changed meanwhile
+                        need --force; links, devices and set-uid files are never applied)
+  discard AGENT PROJECT [--yes] [PATHS...]
+                        drop its changes
+
+Previews (an agent's server, opened on this computer's loopback by its sandbox_expose_port tool):
+  ports [--json]        the open previews: agent, its port, the URL here
+
 Network (each agent's policy is its "network" setting; see agent set):
   network log [--follow] [--json] [--agent NAME]
                         every connection the policy refused: agent, destination, port, time
@@ -167,6 +180,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		"run":         c.run,
 		"memory":      c.memory,
 		"events":      c.events,
+		"project":     c.project,
+		"changes":     c.changes,
+		"apply":       c.applyOrDiscard(false),
+		"discard":     c.applyOrDiscard(true),
+		"ports":       c.ports,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
 	}[cmd]
 	if !ok {
