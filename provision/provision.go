@@ -48,9 +48,9 @@ type State struct {
 	KernelSHA256 string `json:"kernelSha256"`
 	// RootfsSHA256 is the root filesystem tarball's digest, or for an OCI
 	// image "oci:sha256:<hex>" of the platform image's manifest.
-	RootfsSHA256 string    `json:"rootfsSha256"`
-	AgentSHA256  string    `json:"agentSha256"` // the agent inside the initramfs
-	Modules      []string  `json:"modules,omitempty"`
+	RootfsSHA256 string   `json:"rootfsSha256"`
+	AgentSHA256  string   `json:"agentSha256"` // the agent inside the initramfs
+	Modules      []string `json:"modules,omitempty"`
 	// Packages are the manifest's packages, installed by the package
 	// manager at the first boot; the state is only written once they are.
 	Packages []string  `json:"packages,omitempty"`
