@@ -213,8 +213,8 @@ func installPip(ctx context.Context, c *call, a packagesArgs) (any, error) {
 		}
 		if st.Code != 0 {
 			hint := ""
-			if strings.Contains(out, "ensurepip") {
-				hint = ` The venv module lacks pip: install it with sandbox_install {"packages": ["python3-venv"]} (Debian) or ["py3-pip"] (Alpine).`
+			if strings.Contains(out, "ensurepip") || strings.Contains(out, "No module named venv") {
+				hint = " " + c.missingHint("venv")
 			}
 			return nil, envelope.Errorf(envelope.ExecutionError, "creating the virtual environment %s failed (exit %d):%s %s", venv, st.Code, hint, truncTail(out, 4000))
 		}
