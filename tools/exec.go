@@ -3,7 +3,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -148,44 +148,16 @@ func (c *call) missingHint(program string) string {
 	return MissingProgramHint(program, pm)
 }
 
-// toolPackages maps a program the tools run to the packages that bring it,
-// for apk (Alpine) and apt (Debian).
-var toolPackages = map[string]struct {
-	what     string
-	apk, apt []string
-}{
-	"rg":      {"ripgrep (rg)", []string{"ripgrep"}, []string{"ripgrep"}},
-	"python3": {"python3", []string{"python3", "py3-pip"}, []string{"python3", "python3-venv"}},
-	"venv":    {"python3's venv with pip", []string{"py3-pip"}, []string{"python3-venv"}},
-	"node":    {"Node.js (node)", []string{"nodejs"}, []string{"nodejs"}},
-	"npm":     {"npm", []string{"nodejs", "npm"}, []string{"nodejs", "npm"}},
-	"bash":    {"bash", []string{"bash"}, []string{"bash"}},
-	"git":     {"git", []string{"git"}, []string{"git"}},
-	"curl":    {"curl", []string{"curl"}, []string{"curl"}},
-}
-
 // MissingProgramHint says which package is missing for program and which
 // tool installs it (pm is "apk", "apt" or unknown: then both are named).
 func MissingProgramHint(program, pm string) string {
-	tp, ok := toolPackages[program]
-	if !ok {
-		tp.what, tp.apk, tp.apt = program, []string{program}, []string{program}
+	tp := pkgname.ToolFor(program)
+	pkgs := pkgname.InstallCall(tp.Packages(pm))
+	if pm != "apk" && pm != "apt" {
+		pkgs = pkgname.InstallCall(tp.Apt) + " on Debian, " + pkgname.InstallCall(tp.Apk) + " on Alpine"
 	}
-	quote := func(p []string) string {
-		b, _ := json.Marshal(p)
-		return `{"packages": ` + strings.ReplaceAll(string(b), `","`, `", "`) + "}"
-	}
-	var pkgs string
-	switch pm {
-	case "apk":
-		pkgs = quote(tp.apk)
-	case "apt":
-		pkgs = quote(tp.apt)
-	default:
-		pkgs = quote(tp.apt) + " on Debian, " + quote(tp.apk) + " on Alpine"
-	}
-	return fmt.Sprintf("%s is not installed in the sandbox. sandbox_install %s installs it (an agent with autonomous exec can run it); "+
-		"otherwise ask the user to add the package to the image's packages and Reset, or to install it.", tp.what, pkgs)
+	return fmt.Sprintf("%s is not installed in the sandbox. %s installs it (an agent with autonomous exec can run it); "+
+		"otherwise ask the user to add the package to the image's packages and Reset, or to install it.", tp.What, pkgs)
 }
 
 // seconds reads a timeout argument in seconds.
