@@ -57,7 +57,7 @@ type cacheArea struct {
 
 // cacheFileName is what a cached file may be called: plain names, no
 // folders, nothing a tar would read as a path.
-var cacheFileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~%:=-]{0,250}$`)
+var cacheFileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+~%:=-]{0,250}$`)
 
 func cacheAreas(pm string) []cacheArea {
 	switch pm {
