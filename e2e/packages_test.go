@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,7 +102,7 @@ func TestImagePackages(t *testing.T) {
 	if err := os.Remove(layout.StateFile()); err != nil {
 		t.Fatal(err)
 	}
-	m := newTestManager(t, p, srv, sandbox.Options{})
+	m := newTestManager(t, p, srv, sandbox.Options{Logf: log.Printf})
 	man := newPackagesManifest(t, srv)
 	man.set(extraPackage)
 	setSandboxConfig(t, p, func(c *config.Sandbox) { c.ImageManifest = man.URL + "/manifest.json" })

@@ -162,6 +162,7 @@ func (p *Packages) run(ctx context.Context, argv []string, stdin io.Reader) (str
 		Argv: argv, Env: []string{"DEBIAN_FRONTEND=noninteractive"},
 		Network: agentproto.NetworkPackageMirror, TimeoutMillis: PackageTimeout.Milliseconds(),
 	}, stdin, w, w)
+	p.logf("provision: %s: exit %d: %s", strings.Join(argv, " "), st.Code, lastLine(out.String()))
 	switch {
 	case err != nil:
 		return out.String(), err
@@ -339,6 +340,12 @@ func (t *tailWriter) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// lastLine is the last non-empty line of a command's output, for the log.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
 // tail keeps the end of a package manager's output, where its error is.
