@@ -327,8 +327,25 @@ func (s *searcher) file(p string, skipBinary bool) {
 		s.w.WriteString(strconv.Itoa(n))
 		s.w.WriteByte(sep)
 		if mc := s.o.maxColumns; mc > 0 && len(text) > mc {
+			// ripgrep's preview: the first columns, then how many matches
+			// were cut off, or that the line's end was.
 			s.w.Write(text[:mc])
-			s.w.WriteString(" [... omitted end of long line]")
+			more := 0
+			if match {
+				for _, m := range s.o.re.FindAllIndex(text, -1) {
+					if m[1] > mc {
+						more++
+					}
+				}
+			}
+			switch more {
+			case 0:
+				s.w.WriteString(" [... omitted end of long line]")
+			case 1:
+				s.w.WriteString(" [... 1 more match]")
+			default:
+				fmt.Fprintf(s.w, " [... %d more matches]", more)
+			}
 		} else {
 			s.w.Write(text)
 		}

@@ -298,7 +298,8 @@ func (m *Manager) installPackages(ctx context.Context, cfg config.Sandbox, st *p
 		Agent: mach.Agent(), Distro: st.Distro, CacheDir: m.o.Paths.PackageCache(),
 		Progress: m.onProgress, Logf: m.o.Logf,
 	}
-	if err := os.MkdirAll(m.o.Paths.PackageCache(), 0o755); err == nil {
+	err = os.MkdirAll(m.o.Paths.PackageCache(), 0o755)
+	if err == nil {
 		err = pk.Install(ctx, st.PendingPackages, st.FreshDisk)
 	}
 	if err == nil {

@@ -53,9 +53,9 @@ type Tool struct {
 	UsedBy  string // the tools that need it
 }
 
-// Tools is the toolset the sandbox_* tools rely on. The built-in Alpine
-// image installs all of it; the diagnostics' toolset check lists what a
-// guest lacks.
+// Tools is the toolset the sandbox_* tools run. The built-in Alpine image
+// installs all of it (and more: git, curl, ...); the diagnostics' toolset
+// check lists what a guest lacks.
 var Tools = []Tool{
 	{"rg", "ripgrep (rg)", []string{"ripgrep"}, []string{"ripgrep"}, "sandbox_search_files (falls back to a built-in search)"},
 	{"bash", "bash", []string{"bash"}, []string{"bash"}, "sandbox_run_script (.sh, .bash)"},
@@ -63,8 +63,6 @@ var Tools = []Tool{
 	{"venv", "python3's venv with pip", []string{"py3-pip"}, []string{"python3-venv"}, "sandbox_pip_install"},
 	{"node", "Node.js (node)", []string{"nodejs"}, []string{"nodejs"}, "sandbox_run_script (.js), sandbox_npm_install"},
 	{"npm", "npm", []string{"nodejs", "npm"}, []string{"nodejs", "npm"}, "sandbox_npm_install"},
-	{"git", "git", []string{"git"}, []string{"git"}, "agents' commands"},
-	{"curl", "curl", []string{"curl"}, []string{"curl"}, "agents' commands, the nat diagnostic"},
 }
 
 // ToolFor returns the toolset entry of a program, or one naming a package
