@@ -262,6 +262,11 @@ func (p *Packages) saveCache(ctx context.Context, pm string) error {
 		done := make(chan error, 1)
 		go func() {
 			err := readCacheTar(pr, tmp, a.keep)
+			if err == nil {
+				// tar pads its output past the end marker: read it all, or
+				// the exec fails writing into a closed pipe.
+				_, err = io.Copy(io.Discard, pr)
+			}
 			pr.CloseWithError(err)
 			done <- err
 		}()
