@@ -76,7 +76,7 @@ func parseSearchArgs(args []string) (*searchOpts, error) {
 		a := args[i]
 		var err error
 		switch a {
-		case "-n", "--no-heading", "--null", "--max-columns-preview", "--no-ignore", "--no-ignore-parent", "--no-ignore-global":
+		case "-n", "--no-heading", "--with-filename", "--null", "--max-columns-preview", "--no-ignore", "--no-ignore-parent", "--no-ignore-global":
 			// ripgrep's output shape and ignore-file switches: this search
 			// always prints that shape and never reads ignore files.
 		case "--color":
@@ -327,25 +327,10 @@ func (s *searcher) file(p string, skipBinary bool) {
 		s.w.WriteString(strconv.Itoa(n))
 		s.w.WriteByte(sep)
 		if mc := s.o.maxColumns; mc > 0 && len(text) > mc {
-			// ripgrep's preview: the first columns, then how many matches
-			// were cut off, or that the line's end was.
+			// ripgrep's preview: the first columns, then a note that the
+			// rest is cut (also when the match is in the cut part).
 			s.w.Write(text[:mc])
-			more := 0
-			if match {
-				for _, m := range s.o.re.FindAllIndex(text, -1) {
-					if m[1] > mc {
-						more++
-					}
-				}
-			}
-			switch more {
-			case 0:
-				s.w.WriteString(" [... omitted end of long line]")
-			case 1:
-				s.w.WriteString(" [... 1 more match]")
-			default:
-				fmt.Fprintf(s.w, " [... %d more matches]", more)
-			}
+			s.w.WriteString(" [... omitted end of long line]")
 		} else {
 			s.w.Write(text)
 		}

@@ -59,7 +59,7 @@ func runSearch(t *testing.T, dir string, args ...string) (string, string, int) {
 // The arguments sandbox_search_files passes to ripgrep, which the
 // fallback must take as they are.
 func rgArgs(extra ...string) []string {
-	return append([]string{"-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}, extra...)
+	return append([]string{"-n", "--no-heading", "--with-filename", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}, extra...)
 }
 
 func TestSearch(t *testing.T) {
@@ -72,7 +72,7 @@ func TestSearch(t *testing.T) {
 	}{
 		{"matches, skipping hidden, binary and symlinked files", rgArgs("--no-ignore-parent", "--no-ignore-global", "-e", "alpha", "--", "."),
 			"./deep/x/y/z.go\x001:func alpha() {}\n" +
-				"./long.txt\x001:" + strings.Repeat("x", 500) + " [... 1 more match]\n" +
+				"./long.txt\x001:" + strings.Repeat("x", 500) + " [... omitted end of long line]\n" +
 				"./no-newline.txt\x001:last alpha\n" +
 				"./src/b.py\x001:def alpha():\n", 0},
 		{"case-insensitive", rgArgs("-i", "-e", "^alpha", "--", "."),
@@ -85,7 +85,7 @@ func TestSearch(t *testing.T) {
 		{"path glob and exclusion", rgArgs("-i", "--glob", "src/**", "--glob", "!*.py", "-e", "alpha", "--", "."),
 			"./src/a.go\x003:func Alpha() {\n", 0},
 		{"brace glob", rgArgs("--glob", "*.{py,txt}", "-e", "alpha", "--", "."),
-			"./long.txt\x001:" + strings.Repeat("x", 500) + " [... 1 more match]\n" +
+			"./long.txt\x001:" + strings.Repeat("x", 500) + " [... omitted end of long line]\n" +
 				"./no-newline.txt\x001:last alpha\n./src/b.py\x001:def alpha():\n", 0},
 		{"a hidden file named directly is searched", rgArgs("-e", "alpha", "--", "./src/.hidden.txt"),
 			"./src/.hidden.txt\x001:alpha\n", 0},

@@ -383,7 +383,9 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv := []string{"rg", "-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}
+	argv := []string{"rg", "-n", "--no-heading", "--with-filename", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}
+	// --with-filename: rg leaves the name out when searching one file,
+	// and parseRg needs it on every line.
 	if a.CaseInsensitive {
 		argv = append(argv, "-i")
 	}

@@ -246,7 +246,7 @@ func TestSearchFiles(t *testing.T) {
 		})
 		r := ok(t, e)
 		req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest)
-		want := []string{"rg", "-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview",
+		want := []string{"rg", "-n", "--no-heading", "--with-filename", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview",
 			"-i", "-C", "10", "--glob", "*.go", "--no-ignore-parent", "--no-ignore-global", "-e", "-func", "--", "."}
 		if !slices.Equal(req.Argv, want) || req.Cwd != "/workspace/agents/bob" || req.User != "agent-bob" {
 			t.Fatalf("rg request %+v", req)
