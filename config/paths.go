@@ -85,6 +85,12 @@ func (p Paths) AgentLogDir() string { return filepath.Join(p.Logs(), "agents") }
 // URL is beside it, in ManifestCache()+".url".
 func (p Paths) ManifestCache() string { return filepath.Join(p.ContainerDir(), "manifest.json") }
 
+// PackageCache keeps the packages the image's package manager downloaded
+// while provisioning (apk's cache, apt's archives and lists), so a Reset
+// installs them again without the network. It is inside the download
+// cache: a Reset keeps it, a Remove deletes it.
+func (p Paths) PackageCache() string { return filepath.Join(p.ContainerDir(), "cache", "packages") }
+
 // BridgeDir holds the host API bridge's state: per-agent config, the
 // agents' memories and the event log.
 func (p Paths) BridgeDir() string       { return filepath.Join(p.Root, "bridge") }

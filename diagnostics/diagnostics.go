@@ -1,12 +1,14 @@
 // Package diagnostics checks, in parallel, that the running sandbox can do
 // what agents need: run commands, reach the network, run as an agent user,
-// install packages, and reach the host bridge.
+// install packages, run the tools' programs (the toolset), and reach the
+// host bridge.
 package diagnostics
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 )
 
 // Outcome of one check.
@@ -143,6 +146,13 @@ func Checks() []Check {
 			},
 		},
 		{
+			Name: "toolset", Timeout: 30 * time.Second,
+			Hint: "Tools that need the missing programs fail until they are installed (sandbox_search_files falls back to a built-in search). " +
+				"Add the packages to the image manifest's \"packages\" and Reset the sandbox (the built-in image has them all), " +
+				"or have an agent with autonomous exec install them with the sandbox_install call in the detail.",
+			Run: checkToolset,
+		},
+		{
 			Name: "bridge", Timeout: 20 * time.Second,
 			Hint: "The guest could not reach the host API bridge. The detail names the failing step; restarting the sandbox copies osaurus-host and reconnects the relay.",
 			Run: func(ctx context.Context, env Env) (string, error) {
@@ -153,6 +163,51 @@ func Checks() []Check {
 			},
 		},
 	}
+}
+
+// toolsetScript prints each program of the toolset that the guest lacks,
+// one a line ("venv": python3 can't make a virtual environment with pip).
+func toolsetScript() string {
+	var b strings.Builder
+	for _, t := range pkgname.Tools {
+		if t.Program == "venv" {
+			b.WriteString("python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || echo venv\n")
+			continue
+		}
+		fmt.Fprintf(&b, "command -v %s >/dev/null 2>&1 || echo %s\n", t.Program, t.Program)
+	}
+	return b.String()
+}
+
+// checkToolset lists the programs the sandbox_* tools need that the guest
+// lacks, and the sandbox_install call that brings them.
+func checkToolset(ctx context.Context, env Env) (string, error) {
+	out, err := run(ctx, env.Agent, "", toolsetScript())
+	if err != nil {
+		return out, err
+	}
+	var missing, pkgs []string
+	for _, p := range strings.Fields(out) {
+		t := pkgname.ToolFor(p)
+		missing = append(missing, t.What+" for "+t.UsedBy)
+		for _, pkg := range t.Packages(env.PackageManager) {
+			if !slices.Contains(pkgs, pkg) {
+				pkgs = append(pkgs, pkg)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		names := make([]string, len(pkgname.Tools))
+		for i, t := range pkgname.Tools {
+			names[i] = t.Program
+		}
+		return "all present: " + strings.Join(names, ", "), nil
+	}
+	msg := "missing: " + strings.Join(missing, "; ")
+	if len(pkgs) > 0 {
+		msg += "; install with " + pkgname.InstallCall(pkgs)
+	}
+	return out, errors.New(msg)
 }
 
 // run executes a shell script; a non-zero exit is an error carrying the

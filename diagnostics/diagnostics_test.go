@@ -139,3 +139,47 @@ func TestNoVMFailsEveryCheckWithAHint(t *testing.T) {
 		}
 	}
 }
+
+func TestToolsetCheck(t *testing.T) {
+	var toolset Check
+	for _, c := range Checks() {
+		if c.Name == "toolset" {
+			toolset = c
+		}
+	}
+	if toolset.Run == nil {
+		t.Fatal("no toolset check")
+	}
+	tests := []struct {
+		name, pm, missing string
+		pass              bool
+		detail            []string
+	}{
+		{"all present", "apk", "", true, []string{"all present: rg, bash"}},
+		{"ripgrep and node missing on alpine", "apk", "rg\nnode\n", false,
+			[]string{"ripgrep (rg) for sandbox_search_files", "Node.js (node)", `sandbox_install {"packages": ["ripgrep", "nodejs"]}`}},
+		{"venv missing on debian", "apt", "venv\n", false, []string{`sandbox_install {"packages": ["python3-venv"]}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fakeGuest(t, func(script string) (string, int) {
+				if !strings.Contains(script, "command -v rg") || !strings.Contains(script, "import venv") {
+					return "unexpected script", 1
+				}
+				return tt.missing, 0
+			})
+			r := Run(context.Background(), Env{Agent: c, PackageManager: tt.pm}, []Check{toolset}, nil)[0]
+			if (r.Outcome == Pass) != tt.pass {
+				t.Fatalf("%+v, want pass %v", r, tt.pass)
+			}
+			for _, d := range tt.detail {
+				if !strings.Contains(r.Detail, d) {
+					t.Errorf("detail %q lacks %q", r.Detail, d)
+				}
+			}
+			if !tt.pass && !strings.Contains(r.Hint, "packages") {
+				t.Errorf("hint %q does not say how to install", r.Hint)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -100,5 +101,15 @@ func alpineManifest(arch string) *Manifest {
 			URL: rootfs, ChecksumURL: rootfs + ".sha256",
 			Format: FormatTarGz,
 		},
+		Packages: slices.Clone(AlpineToolset),
 	}
+}
+
+// AlpineToolset is what the built-in image installs at its first boot:
+// what the sandbox_* tools run (ripgrep for search, bash, python3 and pip,
+// node and npm) and what agents expect of a dev machine. The minirootfs
+// has none of it.
+var AlpineToolset = []string{
+	"ripgrep", "bash", "python3", "py3-pip", "nodejs", "npm", "git", "curl",
+	"ca-certificates", "procps", "findutils", "coreutils",
 }

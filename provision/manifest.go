@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 )
 
 // Artifact formats.
@@ -74,7 +76,14 @@ type Manifest struct {
 	Kernel        Artifact  `json:"kernel"`
 	Modules       *Artifact `json:"modules,omitempty"` // absent when everything is built in
 	Rootfs        Artifact  `json:"rootfs"`
+	// Packages are installed with the distro's package manager, as root,
+	// at the first boot after provisioning and before the VM is reported
+	// ready (names as sandbox_install takes them).
+	Packages []string `json:"packages,omitempty"`
 }
+
+// MaxManifestPackages bounds a manifest's package list.
+const MaxManifestPackages = 200
 
 // ParseManifest decodes and checks a manifest. Relative URLs are resolved
 // against base (the manifest's own URL), so a folder of artifacts with a
@@ -139,11 +148,31 @@ func (m *Manifest) Validate() error {
 			return err
 		}
 	}
+	if err := m.checkPackages(); err != nil {
+		return err
+	}
 	if err := m.Rootfs.check("rootfs", FormatTar, FormatTarGz, FormatTarXz, FormatOCI); err != nil {
 		return err
 	}
 	if m.Rootfs.Member != "" || m.Rootfs.MemberFormat != "" || m.Rootfs.Dir != "" {
 		return fmt.Errorf("manifest: rootfs: member, memberFormat and dir are not used for a root filesystem")
+	}
+	return nil
+}
+
+// checkPackages applies sandbox_install's naming rules to the packages.
+func (m *Manifest) checkPackages() error {
+	if len(m.Packages) > MaxManifestPackages {
+		return fmt.Errorf("manifest: packages: %d names, at most %d", len(m.Packages), MaxManifestPackages)
+	}
+	re, example, err := pkgname.For(pkgname.Manager(m.Distro))
+	if err != nil {
+		return fmt.Errorf("manifest: packages: %w", err)
+	}
+	for i, p := range m.Packages {
+		if !re.MatchString(p) {
+			return fmt.Errorf("manifest: packages[%d]: %q is not a valid %s package name (names like %s)", i, p, m.Distro, example)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,10 +48,21 @@ type State struct {
 	KernelSHA256 string `json:"kernelSha256"`
 	// RootfsSHA256 is the root filesystem tarball's digest, or for an OCI
 	// image "oci:sha256:<hex>" of the platform image's manifest.
-	RootfsSHA256 string    `json:"rootfsSha256"`
-	AgentSHA256  string    `json:"agentSha256"` // the agent inside the initramfs
-	Modules      []string  `json:"modules,omitempty"`
-	At           time.Time `json:"at"`
+	RootfsSHA256 string   `json:"rootfsSha256"`
+	AgentSHA256  string   `json:"agentSha256"` // the agent inside the initramfs
+	Modules      []string `json:"modules,omitempty"`
+	// Packages are the manifest's packages, installed by the package
+	// manager at the first boot; the state is only written once they are.
+	Packages []string  `json:"packages,omitempty"`
+	At       time.Time `json:"at"`
+
+	// PendingPackages is set by Provision when the manifest has packages:
+	// the files are built, but the provision is complete (and the state
+	// written, by Commit) only once they are installed in the guest.
+	PendingPackages []string `json:"-"`
+	// FreshDisk: the root disk was made anew from the pristine image, so
+	// nothing but provisioning has run on it yet.
+	FreshDisk bool `json:"-"`
 }
 
 // Progress reports provisioning work: downloads in bytes, building in
@@ -167,11 +179,30 @@ func (p *Provisioner) Provision(ctx context.Context, m *Manifest) (*State, error
 	for _, mod := range mods {
 		st.Modules = append(st.Modules, mod.Name)
 	}
-	if err := writeState(p.Layout.StateFile(), st); err != nil {
+	st.FreshDisk = !keepDisk
+	if len(m.Packages) > 0 {
+		// Not provisioned until the packages are in: the caller boots
+		// the guest, installs them and calls Commit.
+		st.PendingPackages = slices.Clone(m.Packages)
+		return st, nil
+	}
+	if err := p.Commit(st); err != nil {
 		return nil, err
 	}
-	p.progress(Progress{Phase: "done", Done: 1, Total: 1})
 	return st, nil
+}
+
+// Commit records a finished provision (after its packages, if any, are
+// installed): from now on Load finds it.
+func (p *Provisioner) Commit(st *State) error {
+	if len(st.PendingPackages) > 0 {
+		st.Packages, st.PendingPackages = st.PendingPackages, nil
+	}
+	if err := writeState(p.Layout.StateFile(), st); err != nil {
+		return err
+	}
+	p.progress(Progress{Phase: "done", Done: 1, Total: 1})
+	return nil
 }
 
 // RefreshAgent rebuilds the initramfs when the app carries a different

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,19 +228,41 @@ func (m *Manager) Provision(ctx context.Context) error {
 }
 
 func (m *Manager) provision(ctx context.Context) error {
+	mach, err := m.provisionBoot(ctx)
+	if mach != nil {
+		// An explicit provision (or a reset) leaves the VM stopped.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.o.StopTimeout)
+		defer cancel()
+		if serr := mach.Stop(sctx); serr != nil {
+			m.o.Logf("stopping the VM after installing the image's packages: %v", serr)
+		}
+		m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
+	}
+	return err
+}
+
+// provisionBoot builds the VM's files. When the image has packages, it
+// boots the VM and installs them before the provision counts as done, and
+// returns that running machine (the caller adopts or stops it); nil
+// otherwise. A failure leaves "not provisioned" and no VM.
+func (m *Manager) provisionBoot(ctx context.Context) (*vm.Machine, error) {
 	m.mu.Lock()
 	if m.machine != nil {
 		m.mu.Unlock()
-		return fmt.Errorf("%w: stop the VM before provisioning again (or use reset)", ErrBusy)
+		return nil, fmt.Errorf("%w: stop the VM before provisioning again (or use reset)", ErrBusy)
 	}
 	notify := m.setLocked(func(s *Status) { s.State, s.Reason = Provisioning, "" })
 	m.mu.Unlock()
 	notify()
+	var mach *vm.Machine
 	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
 	if err == nil {
 		var man *provision.Manifest
 		if man, err = m.o.Manifest(ctx, cfg); err == nil {
-			_, err = m.prov.Provision(ctx, man)
+			var st *provision.State
+			if st, err = m.prov.Provision(ctx, man); err == nil && len(st.PendingPackages) > 0 {
+				mach, err = m.installPackages(ctx, cfg, st)
+			}
 		}
 	}
 	if err != nil {
@@ -248,10 +271,47 @@ func (m *Manager) provision(ctx context.Context) error {
 			reason = "provisioning cancelled"
 		}
 		m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, reason })
-		return fmt.Errorf("provision: %w", err)
+		return nil, fmt.Errorf("provision: %w", err)
 	}
-	m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
-	return nil
+	if mach == nil {
+		m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
+	}
+	return mach, nil
+}
+
+// installPackages boots the freshly provisioned VM and installs the
+// image's packages as root before anything else can use it: the machine
+// is not the manager's yet, so no agent reaches it. Only then is the
+// provision recorded. On failure the VM is killed and nothing is recorded,
+// so the next start provisions again from the pristine disk.
+func (m *Manager) installPackages(ctx context.Context, cfg config.Sandbox, st *provision.State) (*vm.Machine, error) {
+	spec, err := m.spec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.onProgress(provision.Progress{Phase: "boot", Total: -1})
+	mach, err := vm.Boot(ctx, m.o.Driver, spec, vm.Options{OnEvent: m.vmEvent})
+	if err != nil {
+		return nil, fmt.Errorf("booting to install the image's packages: %w", err)
+	}
+	pk := &provision.Packages{
+		Agent: mach.Agent(), Distro: st.Distro, CacheDir: m.o.Paths.PackageCache(),
+		Progress: m.onProgress, Logf: m.o.Logf,
+	}
+	err = os.MkdirAll(m.o.Paths.PackageCache(), 0o755)
+	if err == nil {
+		err = pk.Install(ctx, st.PendingPackages, st.FreshDisk)
+	}
+	if err == nil {
+		err = m.prov.Commit(st)
+	}
+	if err != nil {
+		mach.Kill()
+		<-mach.Done()
+		return nil, err
+	}
+	m.o.Logf("installed the image's packages: %s", strings.Join(st.Packages, " "))
+	return mach, nil
 }
 
 // Start boots the VM, provisioning first when needed. Concurrent calls
@@ -300,8 +360,15 @@ func (m *Manager) start(ctx context.Context, automatic bool) error {
 func (m *Manager) boot(ctx context.Context) error {
 	st, err := m.prov.Load()
 	if errors.Is(err, provision.ErrNotProvisioned) {
-		if err := m.provision(ctx); err != nil {
-			return err
+		mach, perr := m.provisionBoot(ctx)
+		if perr != nil {
+			return perr
+		}
+		if mach != nil {
+			// The first boot installed the image's packages: that VM is
+			// the one to run.
+			m.adopt(mach)
+			return nil
 		}
 		st, err = m.prov.Load()
 	}

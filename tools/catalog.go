@@ -94,7 +94,8 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_search_files",
 			Description: "Search file contents with ripgrep (a regular expression). Returns matching lines with file, line number and " +
-				"optional context. Symbolic links are not followed. " + pathHelp,
+				"optional context. Symbolic links are not followed. Needs ripgrep (package ripgrep); without it the guest agent's built-in " +
+				"search runs instead, with the same arguments and results but without reading .gitignore/.ignore files. " + pathHelp,
 			InputSchema: object(
 				str("pattern", "Regular expression (ripgrep/Rust syntax).").must(),
 				str("path", "File or directory to search; default \".\" (your home)."),
@@ -275,7 +276,8 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_pip_install",
 			Description: "Install Python packages into your own virtual environment ~/.venv (created on first use). " +
-				"python3 and pip in sandbox_exec then use it. Returns {installed, exit_code, output, venv}.",
+				"python3 and pip in sandbox_exec then use it. Needs python3 with venv and pip (packages python3 and py3-pip on Alpine, " +
+				"python3 and python3-venv on Debian). Returns {installed, exit_code, output, venv}.",
 			InputSchema: object(
 				stringList("packages", "Requirement specifiers, e.g. [\"requests\", \"numpy==2.1.0\"].", 1, MaxPackages).must(),
 			),
@@ -287,7 +289,7 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_npm_install",
 			Description: "Install Node.js packages globally into your own prefix ~/.npm-global (its bin is on PATH in sandbox_exec). " +
-				"Returns {installed, exit_code, output, prefix}.",
+				"Needs node and npm (packages nodejs and npm). Returns {installed, exit_code, output, prefix}.",
 			InputSchema: object(
 				stringList("packages", "Package specs, e.g. [\"typescript\", \"@scope/pkg@1.2.3\"].", 1, MaxPackages).must(),
 			),
@@ -298,7 +300,8 @@ var catalog = []*tool{
 	{
 		Spec: Spec{
 			Name: "sandbox_run_script",
-			Description: "Run a script file with python3, bash, sh or node, picked by its #! line or extension (.py, .sh, .bash, .js). " +
+			Description: "Run a script file with python3, bash, sh or node, picked by its #! line or extension (.py, .sh, .bash, .js); " +
+				"each interpreter but sh needs its package (python3, bash, nodejs). " +
 				"Returns {stdout, stderr, combined, exit_code, cwd, language}; timeout default 60 s, max 300. " + pathHelp,
 			InputSchema: object(
 				str("path", "The script.").must(),

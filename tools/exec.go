@@ -13,6 +13,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -110,8 +111,8 @@ func (c *call) startError(err error, program, cwdField string) error {
 		msg = re.Message
 	}
 	switch {
-	case errors.Is(err, agentproto.ErrNotFound) && strings.Contains(msg, "executable file not found"):
-		return envelope.Errorf(envelope.ExecutionError, "%s", missingHint(program))
+	case missingProgram(err):
+		return envelope.Errorf(envelope.ExecutionError, "%s", c.missingHint(program))
 	case cwdField != "" && strings.Contains(msg, "working directory"):
 		switch {
 		case errors.Is(err, agentproto.ErrNotFound):
@@ -123,20 +124,40 @@ func (c *call) startError(err error, program, cwdField string) error {
 	return err
 }
 
-func missingHint(program string) string {
-	switch program {
-	case "rg":
-		return `ripgrep (rg) is not installed in the sandbox. Install it with sandbox_install {"packages": ["ripgrep"]} ` +
-			"(needs autonomous exec), or ask the user to install it."
-	case "python3":
-		return `python3 is not installed in the sandbox; install it with sandbox_install {"packages": ["python3", "python3-venv"]} ` +
-			`on Debian, or ["python3", "py3-pip"] on Alpine.`
-	case "node":
-		return `Node.js is not installed in the sandbox; install it with sandbox_install {"packages": ["nodejs"]}.`
-	case "npm":
-		return `npm is not installed in the sandbox; install it first with sandbox_install {"packages": ["nodejs", "npm"]}, then retry.`
+// missingProgram reports whether a process did not start because its
+// program is not installed.
+func missingProgram(err error) bool {
+	var re *agentproto.RemoteError
+	msg := ""
+	if err != nil {
+		msg = err.Error()
 	}
-	return fmt.Sprintf(`%s is not installed in the sandbox; install it with sandbox_install {"packages": [%q]}.`, program, program)
+	if errors.As(err, &re) {
+		msg = re.Message
+	}
+	return errors.Is(err, agentproto.ErrNotFound) && strings.Contains(msg, "executable file not found")
+}
+
+// missingHint names the package that brings a missing program, for this
+// guest's package manager, and the tool that installs it.
+func (c *call) missingHint(program string) string {
+	pm := ""
+	if c.g != nil {
+		pm = c.g.Info.PackageMgr
+	}
+	return MissingProgramHint(program, pm)
+}
+
+// MissingProgramHint says which package is missing for program and which
+// tool installs it (pm is "apk", "apt" or unknown: then both are named).
+func MissingProgramHint(program, pm string) string {
+	tp := pkgname.ToolFor(program)
+	pkgs := pkgname.InstallCall(tp.Packages(pm))
+	if pm != "apk" && pm != "apt" {
+		pkgs = pkgname.InstallCall(tp.Apt) + " on Debian, " + pkgname.InstallCall(tp.Apk) + " on Alpine"
+	}
+	return fmt.Sprintf("%s is not installed in the sandbox. %s installs it (an agent with autonomous exec can run it); "+
+		"otherwise ask the user to add the package to the image's packages and Reset, or to install it.", tp.What, pkgs)
 }
 
 // seconds reads a timeout argument in seconds.

@@ -383,7 +383,9 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv := []string{"rg", "-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}
+	argv := []string{"rg", "-n", "--no-heading", "--with-filename", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview"}
+	// --with-filename: rg leaves the name out when searching one file,
+	// and parseRg needs it on every line.
 	if a.CaseInsensitive {
 		argv = append(argv, "-i")
 	}
@@ -399,6 +401,17 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 	out := &prefix{max: 4 << 20}
 	errOut := newCapture(StderrCap)
 	st, err := c.exec(ctx, agentproto.ExecRequest{Identity: c.as(p.Root), Argv: argv, Cwd: dir}, DefaultExecTimeout, out, errOut)
+	if missingProgram(err) {
+		// No ripgrep in the image: the guest agent's own search takes the
+		// same arguments and prints the same output, as the same user.
+		argv = append([]string{GuestSearch, "search"}, argv[1:]...)
+		out, errOut = &prefix{max: 4 << 20}, newCapture(StderrCap)
+		st, err = c.exec(ctx, agentproto.ExecRequest{Identity: c.as(p.Root), Argv: argv, Cwd: dir}, DefaultExecTimeout, out, errOut)
+		if err == nil {
+			c.warn("ripgrep is not installed, so the guest agent's built-in search ran instead (it does not read .gitignore or .ignore files); " +
+				`sandbox_install {"packages": ["ripgrep"]} installs ripgrep`)
+		}
+	}
 	if errors.Is(err, agentproto.ErrNotDir) {
 		return nil, envelope.ArgErrorf("path", "a file, a directory or a link to a directory",
 			"%s is a symbolic link to a file; search the file it points to instead", p.Path)
@@ -435,6 +448,10 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 		"lines": lines, "match_count": matches, "truncated": truncated,
 	}, nil
 }
+
+// GuestSearch is the guest agent's copy on the root disk; its "search"
+// command is sandbox_search_files' fallback when ripgrep is missing.
+const GuestSearch = "/usr/local/bin/sandbox-agent"
 
 // searchTarget picks the directory to run a search in and what to name
 // there. The directory is opened beneath the path's root by the guest, and

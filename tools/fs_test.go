@@ -246,7 +246,7 @@ func TestSearchFiles(t *testing.T) {
 		})
 		r := ok(t, e)
 		req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest)
-		want := []string{"rg", "-n", "--no-heading", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview",
+		want := []string{"rg", "-n", "--no-heading", "--with-filename", "--null", "--color", "never", "--max-columns", "500", "--max-columns-preview",
 			"-i", "-C", "10", "--glob", "*.go", "--no-ignore-parent", "--no-ignore-global", "-e", "-func", "--", "."}
 		if !slices.Equal(req.Argv, want) || req.Cwd != "/workspace/agents/bob" || req.User != "agent-bob" {
 			t.Fatalf("rg request %+v", req)
@@ -318,6 +318,26 @@ func TestSearchFiles(t *testing.T) {
 		failed(t, e, envelope.ExecutionError, "")
 		if !strings.Contains(e.Message, `sandbox_install {"packages": ["ripgrep"]}`) {
 			t.Fatal(e.Message)
+		}
+	})
+	t.Run("ripgrep missing: the guest agent's search runs instead", func(t *testing.T) {
+		h := newHarness(t)
+		var argvs [][]string
+		h.guest.exec = func(req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+			argvs = append(argvs, req.Argv)
+			if req.Argv[0] == "rg" {
+				return agentproto.ExitStatus{}, fmt.Errorf("%w: exec rg: executable file not found in $PATH", agentproto.ErrNotFound)
+			}
+			eio.Stdout.Write([]byte(rgOut))
+			return agentproto.ExitStatus{Exited: true}, nil
+		}
+		e := h.call("sandbox_search_files", map[string]any{"pattern": "func", "include": "*.go", "context_lines": 1})
+		r := ok(t, e)
+		if r["match_count"] != jsonNum(2) || len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "ripgrep is not installed") {
+			t.Fatalf("result %v warnings %q", r, e.Warnings)
+		}
+		if len(argvs) != 2 || argvs[1][0] != GuestSearch || argvs[1][1] != "search" || !slices.Equal(argvs[1][2:], argvs[0][1:]) {
+			t.Fatalf("ran %q, want rg then the guest agent's search with the same arguments", argvs)
 		}
 	})
 	t.Run("symlink to a file", func(t *testing.T) {

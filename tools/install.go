@@ -8,18 +8,15 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
-// Package names are passed as separate arguments (never through a shell);
-// these patterns also keep them from being read as options. Each follows
-// its package manager's naming rules, and none allows a name that the
-// manager would read as anything but "install this": apt-get install reads
-// a trailing "-" as "remove" (for every agent), so a system package name
-// ends in a letter, digit or "+", as Debian's names do.
+// System package names follow internal/pkgname (shared with the image
+// manifest's packages); pip's and npm's are checked here.
 var (
-	aptPkgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*[a-z0-9+](=[A-Za-z0-9.+~:_-]*[A-Za-z0-9+~])?$`)
-	apkPkgRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+._-]*[a-z0-9+_]((=|~|>=|<=|>|<)[A-Za-z0-9.+_~-]*[A-Za-z0-9+_])?$`)
+	aptPkgRE = pkgname.Apt
+	apkPkgRE = pkgname.Apk
 	pipPkgRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+(,(==|>=|<=|~=|!=|>|<)[A-Za-z0-9.*+!_-]+)*)?$`)
 	npmPkgRE = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~][a-z0-9._~-]*(@[A-Za-z0-9.^~<>=*+_ |-]+)?$`)
 )
@@ -216,8 +213,8 @@ func installPip(ctx context.Context, c *call, a packagesArgs) (any, error) {
 		}
 		if st.Code != 0 {
 			hint := ""
-			if strings.Contains(out, "ensurepip") {
-				hint = ` The venv module lacks pip: install it with sandbox_install {"packages": ["python3-venv"]} (Debian) or ["py3-pip"] (Alpine).`
+			if strings.Contains(out, "ensurepip") || strings.Contains(out, "No module named venv") {
+				hint = " " + c.missingHint("venv")
 			}
 			return nil, envelope.Errorf(envelope.ExecutionError, "creating the virtual environment %s failed (exit %d):%s %s", venv, st.Code, hint, truncTail(out, 4000))
 		}

@@ -40,6 +40,10 @@ func main() {
 		}
 	case len(os.Args) == 2 && os.Args[1] == "version":
 		fmt.Println(version)
+	case len(os.Args) >= 2 && os.Args[1] == "search":
+		// The text search sandbox_search_files falls back to without
+		// ripgrep; it runs as the agent's user like any of its commands.
+		os.Exit(guestagent.Search(os.Args[2:], os.Stdout, os.Stderr))
 	case len(os.Args) == 2 && os.Args[1] == "netrules":
 		// The network policy as the kernel holds it, for support and tests.
 		rules, err := network.InstalledRules()
@@ -51,7 +55,7 @@ func main() {
 			fmt.Println(r)
 		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: sandbox-agent serve-stdio | version | netrules\n(with no arguments it must run as PID 1 of the sandbox VM)")
+		fmt.Fprintln(os.Stderr, "usage: sandbox-agent serve-stdio | version | netrules | search ARGS\n(with no arguments it must run as PID 1 of the sandbox VM)")
 		os.Exit(2)
 	}
 }

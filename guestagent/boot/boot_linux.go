@@ -485,12 +485,39 @@ func (b *boot) setupRoot(p bootparams.Params) {
 			b.warn("share %s: %v", s.Tag, err)
 		}
 	}
+	if err := refreshAgentCopy(); err != nil {
+		b.warn("%s: %v (sandbox_search_files without ripgrep needs it)", AgentCopy, err)
+	}
 	if err := unix.Sethostname([]byte(Hostname)); err != nil {
 		b.warn("hostname: %v", err)
 	}
 	if err := ensureHostsEntry("/etc/hosts", Hostname); err != nil {
 		b.warn("/etc/hosts: %v", err)
 	}
+}
+
+// AgentCopy is the root disk's copy of the guest agent (provisioning puts
+// it there): agents' processes run it, e.g. its search when the image has
+// no ripgrep.
+const AgentCopy = "/usr/local/bin/sandbox-agent"
+
+// refreshAgentCopy makes the disk's copy the agent that booted: an app
+// update brings a new agent in the initramfs but keeps the root disk.
+func refreshAgentCopy() error {
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	if cur, err := os.ReadFile(AgentCopy); err == nil && bytes.Equal(cur, self) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(AgentCopy), 0o755); err != nil {
+		return err
+	}
+	if err := guestagent.WriteFileAtomic(AgentCopy, self); err != nil {
+		return err
+	}
+	return os.Chmod(AgentCopy, 0o755)
 }
 
 // ensureHostsEntry makes name resolve locally; sudo and some build tools
