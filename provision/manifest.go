@@ -7,7 +7,6 @@ package provision
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Artifact formats.
@@ -33,7 +33,7 @@ const (
 )
 
 // ErrImageNotPinned: an OCI image reference names a tag, not a digest.
-var ErrImageNotPinned = errors.New("image reference is not pinned by digest")
+var ErrImageNotPinned = agentproto.Class(agentproto.ErrInvalid, "image reference is not pinned by digest")
 
 // Artifact is one downloadable file, or for a root filesystem an OCI image.
 type Artifact struct {
