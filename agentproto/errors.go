@@ -26,16 +26,25 @@ var (
 	ErrSessionEnded = errors.New("agent session ended")
 	ErrUnavailable  = errors.New("unavailable")
 	// ErrQuota: the user is over a disk limit the host set (UserLimit);
-	// the message names the limit and the fix.
+	// the message names the limit and the fix. Host stores over their
+	// quota (bridge config, plugins an agent created) are of this class.
 	ErrQuota = errors.New("disk quota exceeded")
+	// ErrBusy: too many calls or tasks at once, or in a window; the same
+	// request may succeed later. Host errors only.
+	ErrBusy = errors.New("busy")
+	// ErrUpstream: a service the host relies on (a model server) failed.
+	// Host errors only.
+	ErrUpstream = errors.New("upstream service failed")
 )
 
 // Class returns a sentinel error for a package above this one that also
 // belongs to one of the classes above (errdefs-style): errors.Is(err,
 // class) holds for it and for every error wrapping it, and it crosses the
 // wire with its class's code. So the host's edges (the CLI's exit codes,
-// tool envelopes, the bridge's HTTP statuses) test the classes only, not
-// every package's sentinels.
+// tool envelopes, the bridge's HTTP statuses, the control socket) test the
+// classes only, not every package's sentinels. Every exported sentinel of
+// the host packages is made with Class; docs/architecture.md has the
+// table of what each edge answers for each class.
 func Class(class error, msg string) error { return &classError{msg: msg, class: class} }
 
 type classError struct {
@@ -69,6 +78,8 @@ var codes = []struct {
 	{"version", ErrVersion},
 	{"session_ended", ErrSessionEnded},
 	{"unavailable", ErrUnavailable},
+	{"busy", ErrBusy},
+	{"upstream", ErrUpstream},
 	{"internal", ErrInternal},
 }
 

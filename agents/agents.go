@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 )
@@ -97,10 +98,10 @@ func (a Agent) Paths() sandboxpath.Policy { return sandboxpath.ForAgent(a.Slug) 
 
 // Errors callers branch on.
 var (
-	ErrNotFound = errors.New("agent not found")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "agent not found")
 	// ErrAmbiguous: a name or slug matches more than one agent.
-	ErrAmbiguous = errors.New("more than one agent matches")
-	ErrInvalid   = errors.New("invalid agent setting")
+	ErrAmbiguous = agentproto.Class(agentproto.ErrInvalid, "more than one agent matches")
+	ErrInvalid   = agentproto.Class(agentproto.ErrInvalid, "invalid agent setting")
 )
 
 // ValidationError is a setting out of range. Its message names the field,
@@ -116,7 +117,9 @@ func (e *ValidationError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+func (e *ValidationError) Is(target error) bool {
+	return target == ErrInvalid || errors.Is(ErrInvalid, target)
+}
 
 // Validate checks the fields a user can set.
 func (a Agent) Validate() error {

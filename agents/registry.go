@@ -453,7 +453,9 @@ func (e *AmbiguousError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrAmbiguous) true.
-func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+func (e *AmbiguousError) Is(target error) bool {
+	return target == ErrAmbiguous || errors.Is(ErrAmbiguous, target)
+}
 
 // nameFree checks that no agent other than self uses name, ignoring case,
 // so a name always finds one agent.

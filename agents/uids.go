@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // The registry's uid range. It starts above the ids the guest hands out
@@ -21,7 +23,7 @@ const (
 
 // ErrHomeExists: the new agent's home is left over from a removed agent
 // and the caller did not say what to do with it.
-var ErrHomeExists = errors.New("the agent's home already exists")
+var ErrHomeExists = agentproto.Class(agentproto.ErrExists, "the agent's home already exists")
 
 // HomeChoice is what AddWith does with a home that already exists.
 type HomeChoice int

@@ -5,16 +5,17 @@ package assets
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 //go:embed agent
 var agentFS embed.FS
 
 // ErrAgentMissing: the app was built without `make agent`.
-var ErrAgentMissing = errors.New("guest agent not embedded in this build")
+var ErrAgentMissing = agentproto.Class(agentproto.ErrUnsupported, "guest agent not embedded in this build")
 
 // GuestAgent returns the static guest agent for a guest architecture
 // ("amd64" or "arm64").

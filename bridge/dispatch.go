@@ -2,14 +2,12 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -54,16 +52,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]string{"task_id": t.ID})
-	case errors.Is(err, runner.ErrForbidden):
-		writeError(w, http.StatusForbidden, err.Error())
-	case errors.Is(err, runner.ErrEmptyTask):
-		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, runner.ErrBusy):
-		writeError(w, http.StatusTooManyRequests, err.Error())
-	case errors.Is(err, inference.ErrNotConfigured):
-		writeError(w, http.StatusServiceUnavailable, inferenceError(err))
-	default:
+	case StatusOf(err) == http.StatusInternalServerError:
 		writeError(w, http.StatusInternalServerError, "dispatch: "+err.Error())
+	default:
+		writeError(w, StatusOf(err), inferenceError(err))
 	}
 }
 

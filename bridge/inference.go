@@ -105,22 +105,12 @@ func (s *Server) inferenceChat(w http.ResponseWriter, r *http.Request) {
 	case err != nil && started:
 		line(map[string]string{"error": inferenceError(err)})
 	case err != nil:
-		writeError(w, inferenceStatus(err), inferenceError(err))
+		writeError(w, StatusOf(err), inferenceError(err))
 	case started:
 		line(map[string]string{"content": m.Content})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"content": m.Content})
 	}
-}
-
-func inferenceStatus(err error) int {
-	switch {
-	case errors.Is(err, inference.ErrNotConfigured):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, inference.ErrUpstream):
-		return http.StatusBadGateway
-	}
-	return http.StatusInternalServerError
 }
 
 func inferenceError(err error) string {

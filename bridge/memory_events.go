@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -31,15 +30,6 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, available bool, wh
 	return agent, s.allow(w, agent, service)
 }
 
-// invalidOr answers 400 for a store's validation error, else as storeError.
-func invalidOr(w http.ResponseWriter, what string, err error) {
-	if errors.Is(err, memory.ErrInvalid) || errors.Is(err, events.ErrInvalid) {
-		writeError(w, http.StatusBadRequest, what+": "+err.Error())
-		return
-	}
-	storeError(w, what, err)
-}
-
 func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
 	agent, ok := s.open(w, r, s.o.Memory != nil, "agent memory", ServiceMemory)
 	if !ok {
@@ -57,7 +47,7 @@ func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.o.Memory.Add(r.Context(), agent, body.Content, body.Salience); err != nil {
-		invalidOr(w, "memory store", err)
+		storeError(w, "memory store", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{})
@@ -85,7 +75,7 @@ func (s *Server) memoryQuery(w http.ResponseWriter, r *http.Request) {
 	// name another agent.
 	es, err := s.o.Memory.Query(r.Context(), agent, body.Query, memory.TopN)
 	if err != nil {
-		invalidOr(w, "memory query", err)
+		storeError(w, "memory query", err)
 		return
 	}
 	out := make([]MemoryResult, len(es))
@@ -121,7 +111,7 @@ func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
 		payload = scrubJSON(payload, func(t string) string { return s.o.Secrets.Scrub(agent, t) })
 	}
 	if _, err := s.o.Events.Emit(r.Context(), agent, typ, payload); err != nil {
-		invalidOr(w, "event", err)
+		storeError(w, "event", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{})

@@ -64,18 +64,14 @@ func pluginError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{
 			"error": err.Error(), "field": ie.Problems[0].Field, "fix": ie.Problems[0].Fix, "problems": ie.Problems,
 		})
-	case errors.Is(err, tools.ErrPluginCreateOff):
-		writeError(w, http.StatusForbidden, err.Error())
-	case errors.Is(err, tools.ErrPluginQuota):
-		writeError(w, http.StatusInsufficientStorage, err.Error())
-	case errors.Is(err, tools.ErrPluginTaken):
-		writeError(w, http.StatusConflict, err.Error())
 	case errors.As(err, &rej):
 		w.Header().Set("Retry-After", strconv.Itoa(int(rej.RetryAfter.Seconds()+0.999)))
 		writeError(w, http.StatusTooManyRequests, err.Error())
-	case errors.Is(err, tools.ErrNoPluginLibrary), errors.As(err, &ee) && ee.Kind == envelope.Unavailable:
+	case errors.As(err, &ee) && ee.Kind == envelope.Unavailable:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-	default:
+	case StatusOf(err) == http.StatusInternalServerError:
 		writeError(w, http.StatusInternalServerError, "plugin create: "+err.Error())
+	default:
+		writeError(w, StatusOf(err), err.Error())
 	}
 }

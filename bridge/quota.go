@@ -3,6 +3,8 @@ package bridge
 import (
 	"errors"
 	"fmt"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Per-agent bounds of the host-side stores behind the bridge, so no agent
@@ -24,9 +26,9 @@ const (
 
 var (
 	// ErrTooLarge: one value is over its size limit (HTTP 413).
-	ErrTooLarge = errors.New("too large")
+	ErrTooLarge = agentproto.Class(agentproto.ErrTooLarge, "too large")
 	// ErrQuota: the agent's store is full (HTTP 507).
-	ErrQuota = errors.New("quota full")
+	ErrQuota = agentproto.Class(agentproto.ErrQuota, "quota full")
 )
 
 // LimitError is a write refused by a bound; its message names the limit
@@ -37,7 +39,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string        { return e.Msg }
-func (e *LimitError) Is(target error) bool { return target == e.Kind }
+func (e *LimitError) Is(target error) bool { return target == e.Kind || errors.Is(e.Kind, target) }
 
 func tooLarge(format string, args ...any) error {
 	return &LimitError{Kind: ErrTooLarge, Msg: fmt.Sprintf(format, args...)}

@@ -37,7 +37,8 @@ const (
 // overwritten, never trusted.
 const IdentityHeader = "X-Osaurus-Agent"
 
-// Errors a store reports; the server maps them to status codes.
+// Errors a store reports; the server answers each with its class's
+// status (StatusOf).
 var (
 	// ErrNotFound: the key does not exist for this agent (404).
 	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "not found")
@@ -258,19 +259,15 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
-// storeError answers a store's error with its status and a hint.
+// storeError answers a store's error with the status of its class.
 func storeError(w http.ResponseWriter, what string, err error) {
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, what+": "+err.Error())
-	case errors.Is(err, ErrQuota):
-		writeError(w, http.StatusInsufficientStorage, what+": "+err.Error())
-	case errors.Is(err, agentproto.ErrNotFound), errors.Is(err, agentproto.ErrInvalid):
-		writeError(w, http.StatusNotFound, what+" not found")
-	case errors.Is(err, agentproto.ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+	switch code := StatusOf(err); code {
+	case http.StatusNotFound:
+		writeError(w, code, what+" not found")
+	case http.StatusServiceUnavailable:
+		writeError(w, code, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, what+": "+err.Error())
+		writeError(w, code, what+": "+err.Error())
 	}
 }
 

@@ -22,6 +22,9 @@ import (
 type mapSecrets map[string]map[string]string
 
 func (m mapSecrets) Get(agent, key string) (string, error) {
+	if err := secrets.CheckKey(key); err != nil {
+		return "", err // as the keychain store checks
+	}
 	if v, ok := m[agent][key]; ok {
 		return v, nil
 	}
@@ -104,6 +107,8 @@ func TestRoutes(t *testing.T) {
 		{"ping", "GET", "/api/ping", "", 200, "agent", "alice"},
 		{"own secret", "GET", "/api/secrets/API_KEY", "", 200, "value", "sk-alice-123456"},
 		{"absent secret", "GET", "/api/secrets/NOPE", "", 404, "error", `secret "NOPE" not found`},
+		// A bad name is the caller's to fix (400 naming the rule), as on every route.
+		{"invalid secret name", "GET", "/api/secrets/9X", "", 400, "", ""},
 		{"config unset", "GET", "/api/config/k", "", 200, "", ""},
 		{"config set", "POST", "/api/config/k", `{"value":"v1"}`, 200, "", ""},
 		{"config get", "GET", "/api/config/k", "", 200, "value", "v1"},

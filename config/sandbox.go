@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
@@ -126,7 +127,7 @@ func Defaults() Sandbox {
 }
 
 // ErrInvalid is wrapped by every validation failure.
-var ErrInvalid = errors.New("invalid setting")
+var ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid setting")
 
 // Validate names the first bad key and what it accepts.
 func (s Sandbox) Validate() error {

@@ -29,7 +29,7 @@ const (
 	ExitOK         = 0
 	ExitError      = 1 // the operation failed
 	ExitUsage      = 2 // bad command line
-	ExitNotRunning = 3 // needs a running VM
+	ExitNotRunning = 3 // needs a running VM (errors of class agentproto.ErrUnavailable)
 	ExitDiagFailed = 4 // diagnostics ran, something failed
 	ExitDeclined   = 5 // a confirmation was declined
 )
@@ -223,9 +223,18 @@ func (c *cli) gui() int {
 
 func (c *cli) fail(err error) int {
 	fmt.Fprintln(c.err, "osaurus-sandbox:", err)
-	// Host errors carry their class (agentproto.Class): sandbox.ErrNotRunning
-	// is one of agentproto.ErrUnavailable.
-	if errors.Is(err, agentproto.ErrUnavailable) {
+	return exitCode(err)
+}
+
+// exitCode is the exit code of a failed command, by the error's class
+// alone (agentproto.Class): host sentinels such as sandbox.ErrNotRunning
+// and api.ErrNoOwner are of agentproto.ErrUnavailable, and a guest session
+// that ended is the VM gone too.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, agentproto.ErrUnavailable), errors.Is(err, agentproto.ErrSessionEnded):
 		return ExitNotRunning
 	}
 	return ExitError

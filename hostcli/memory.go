@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
@@ -95,7 +96,7 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 		return ExitUsage
 	}
 	if err != nil {
-		if errors.Is(err, memory.ErrInvalid) {
+		if errors.Is(err, agentproto.ErrInvalid) { // the query on the command line
 			fmt.Fprintln(c.err, "osaurus-sandbox:", err)
 			return ExitUsage
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -50,7 +49,7 @@ func (c *cli) network(ctx context.Context, args []string) int {
 	}
 	g, err := c.running(ctx)
 	if err != nil {
-		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, api.ErrNoOwner) {
+		if errors.Is(err, agentproto.ErrUnavailable) { // not running, or no owner
 			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
 		}
 		return c.fail(err)

@@ -9,20 +9,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Errors.
 var (
 	// ErrNotConfigured: inferenceUrl or inferenceModel is not set.
-	ErrNotConfigured = errors.New("inference is not configured")
+	ErrNotConfigured = agentproto.Class(agentproto.ErrUnsupported, "inference is not configured")
 	// ErrUpstream is wrapped by every failure of the model server.
-	ErrUpstream = errors.New("the model server failed")
+	ErrUpstream = agentproto.Class(agentproto.ErrUpstream, "the model server failed")
 )
 
 // MaxResponse bounds a model server's answer.

@@ -21,6 +21,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Mode is the kind of policy.
@@ -58,7 +60,7 @@ const (
 )
 
 // ErrInvalid is the sentinel of every parse failure.
-var ErrInvalid = errors.New("invalid network setting")
+var ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid network setting")
 
 // Error is a setting that does not parse. Its message names the field,
 // the offending entry, why, and what to write instead.
@@ -76,7 +78,7 @@ func (e *Error) Error() string {
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
-func (e *Error) Is(target error) bool { return target == ErrInvalid }
+func (e *Error) Is(target error) bool { return target == ErrInvalid || errors.Is(ErrInvalid, target) }
 
 // Parse reads a setting. field names the setting in errors. Case and
 // spaces around entries don't matter; a trailing dot on a name is dropped.

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Defaults for the githubApiUrl and githubRawUrl settings.
@@ -23,7 +25,7 @@ const (
 )
 
 // ErrImport is wrapped by every failure to fetch a recipe.
-var ErrImport = errors.New("import failed")
+var ErrImport = agentproto.Class(agentproto.ErrUpstream, "import failed")
 
 // Importer fetches recipes from a file, an https URL or GitHub.
 type Importer struct {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 )
@@ -72,8 +73,8 @@ type Uninstaller interface {
 
 // Errors.
 var (
-	ErrNotFound = errors.New("no such plugin")
-	ErrExists   = errors.New("plugin already exists")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "no such plugin")
+	ErrExists   = agentproto.Class(agentproto.ErrExists, "plugin already exists")
 )
 
 // Library is the folder of plugin files on the host, under the data

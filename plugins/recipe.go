@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Plugin is one recipe, the seed's schema. The id is not stored: it is
@@ -56,7 +58,7 @@ type Permissions struct {
 const MaxRecipeBytes = 4 << 20
 
 // ErrInvalid is wrapped by every decoding and validation failure.
-var ErrInvalid = errors.New("invalid plugin")
+var ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid plugin")
 
 // Problem is one thing wrong with a recipe: the field (a JSON path such as
 // tools[1].parameters.file.type), what is wrong, and how to fix it.

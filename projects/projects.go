@@ -19,19 +19,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
 // Errors callers branch on.
 var (
-	ErrNotFound = errors.New("project not found")
-	ErrExists   = errors.New("project already exists")
-	ErrInvalid  = errors.New("invalid project")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "project not found")
+	ErrExists   = agentproto.Class(agentproto.ErrExists, "project already exists")
+	ErrInvalid  = agentproto.Class(agentproto.ErrInvalid, "invalid project")
 	// ErrNotGranted: the agent has no view of the project.
-	ErrNotGranted = errors.New("the agent has no view of this project")
+	ErrNotGranted = agentproto.Class(agentproto.ErrPermission, "the agent has no view of this project")
 	// ErrPending: the view holds changes nobody applied or discarded.
-	ErrPending = errors.New("the agent's view has changes not applied or discarded")
+	ErrPending = agentproto.Class(agentproto.ErrBusy, "the agent's view has changes not applied or discarded")
 )
 
 // Project is a host folder agents may be granted.

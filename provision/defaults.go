@@ -1,11 +1,12 @@
 package provision
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // Built-in images: manifests compiled into the app, named by a
@@ -27,7 +28,7 @@ const (
 
 // ErrNoBuiltin: a "builtin:" URL names no image, or none for this
 // architecture.
-var ErrNoBuiltin = errors.New("no such built-in image")
+var ErrNoBuiltin = agentproto.Class(agentproto.ErrNotFound, "no such built-in image")
 
 // alpineArch maps Go architecture names to Alpine's.
 var alpineArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}

@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // ErrNotArm64Image: an arm64 kernel did not unpack to a bootable Image.
-var ErrNotArm64Image = errors.New("not an arm64 kernel Image")
+var ErrNotArm64Image = agentproto.Class(agentproto.ErrUnsupported, "not an arm64 kernel Image")
 
 // maxKernel bounds a decompressed kernel.
 const maxKernel = 256 << 20

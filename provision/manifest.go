@@ -7,7 +7,6 @@ package provision
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 )
 
@@ -35,7 +35,7 @@ const (
 )
 
 // ErrImageNotPinned: an OCI image reference names a tag, not a digest.
-var ErrImageNotPinned = errors.New("image reference is not pinned by digest")
+var ErrImageNotPinned = agentproto.Class(agentproto.ErrInvalid, "image reference is not pinned by digest")
 
 // Artifact is one downloadable file, or for a root filesystem an OCI image.
 type Artifact struct {

@@ -3,7 +3,6 @@ package provision
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,12 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 	"github.com/osaurus/osaurus-sandbox/provision/squashfs"
 )
 
 // ErrAmbiguousDir: a modules dir pattern matches more than one directory.
-var ErrAmbiguousDir = errors.New("modules dir pattern matches more than one directory")
+var ErrAmbiguousDir = agentproto.Class(agentproto.ErrInvalid, "modules dir pattern matches more than one directory")
 
 // modules unpacks the modules subtree once per artifact (digest, member
 // and dir) and resolves the modules the guest needs.

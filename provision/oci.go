@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,15 +22,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
 var (
 	// ErrImagePlatform: the pinned image is not for linux/<arch>.
-	ErrImagePlatform = errors.New("image is for another platform")
+	ErrImagePlatform = agentproto.Class(agentproto.ErrUnsupported, "image is for another platform")
 	// ErrLayerDigest: a layer's bytes do not hash to the digest its
 	// manifest names.
-	ErrLayerDigest = errors.New("layer digest mismatch")
+	ErrLayerDigest = agentproto.Class(agentproto.ErrUpstream, "layer digest mismatch")
 )
 
 // imageRecord is written beside a cached image: what was pulled, for what.

@@ -20,7 +20,7 @@ import (
 
 // ErrPackages: the package manager could not install the manifest's
 // packages, so the provision is not complete.
-var ErrPackages = errors.New("installing the image's packages failed")
+var ErrPackages = agentproto.Class(agentproto.ErrUpstream, "installing the image's packages failed")
 
 // PackageTimeout bounds each package-manager command of a provision (the
 // built-in toolset is a few hundred megabytes on a slow link).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
 	"github.com/osaurus/osaurus-sandbox/provision/ext4"
@@ -27,7 +28,7 @@ import (
 )
 
 // ErrNotProvisioned: there is no complete provision in the layout.
-var ErrNotProvisioned = errors.New("the sandbox is not provisioned")
+var ErrNotProvisioned = agentproto.Class(agentproto.ErrUnavailable, "the sandbox is not provisioned")
 
 // Layout places the VM's files under one directory.
 type Layout struct{ Dir string }

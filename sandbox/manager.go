@@ -20,8 +20,8 @@ import (
 // Sentinel errors.
 var (
 	ErrNotRunning = agentproto.Class(agentproto.ErrUnavailable, "the sandbox VM is not running")
-	ErrBusy       = errors.New("the sandbox is busy")
-	ErrCoolingOff = errors.New("the sandbox crashed repeatedly; automatic restarts are paused")
+	ErrBusy       = agentproto.Class(agentproto.ErrBusy, "the sandbox is busy")
+	ErrCoolingOff = agentproto.Class(agentproto.ErrUnavailable, "the sandbox crashed repeatedly; automatic restarts are paused")
 )
 
 // Options configure a Manager.
@@ -418,7 +418,7 @@ func (m *Manager) adopt(mach *vm.Machine) {
 
 // ErrUnresponsive: the guest agent stopped answering (a wedged kernel, a
 // fork bomb starving it, ...).
-var ErrUnresponsive = errors.New("the guest agent stopped answering")
+var ErrUnresponsive = agentproto.Class(agentproto.ErrUnavailable, "the guest agent stopped answering")
 
 // watchdog pings the guest agent until the machine ends. An unanswered
 // ping marks the guest unresponsive in the status (the VM process may be

@@ -37,6 +37,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 const (
@@ -75,8 +77,9 @@ const (
 	ReasonInvalidUTF8 Reason = "invalid_utf8"
 )
 
-// ErrRejected matches every *Rejection with errors.Is.
-var ErrRejected = errors.New("path rejected")
+// ErrRejected matches every *Rejection with errors.Is; its class is
+// agentproto.ErrInvalid.
+var ErrRejected = agentproto.Class(agentproto.ErrInvalid, "path rejected")
 
 // Rejection is a refused path argument.
 type Rejection struct {
@@ -90,8 +93,11 @@ func (r *Rejection) Error() string {
 	return fmt.Sprintf("Argument `%s` rejected: %s. Got `%s`.", r.Field, r.Reason, Display(r.Got))
 }
 
-// Is makes errors.Is(err, ErrRejected) true.
-func (r *Rejection) Is(target error) bool { return target == ErrRejected }
+// Is makes errors.Is(err, ErrRejected) true, and so errors.Is(err,
+// agentproto.ErrInvalid), its class.
+func (r *Rejection) Is(target error) bool {
+	return target == ErrRejected || errors.Is(ErrRejected, target)
+}
 
 // Policy says where one agent may point paths.
 type Policy struct {

@@ -121,14 +121,14 @@ type Registered struct {
 // answers (the bridge to HTTP status codes).
 var (
 	// ErrPluginCreateOff: the agent lacks autonomous exec or pluginCreate.
-	ErrPluginCreateOff = errors.New("plugin creation is not allowed for this agent")
+	ErrPluginCreateOff = agentproto.Class(agentproto.ErrPermission, "plugin creation is not allowed for this agent")
 	// ErrNoPluginLibrary: this server was built without a plugin library.
-	ErrNoPluginLibrary = errors.New("this server has no plugin library")
+	ErrNoPluginLibrary = agentproto.Class(agentproto.ErrUnsupported, "this server has no plugin library")
 	// ErrPluginTaken: the library holds a plugin of that id that this
 	// agent did not create.
-	ErrPluginTaken = errors.New("the plugin id is taken")
+	ErrPluginTaken = agentproto.Class(agentproto.ErrExists, "the plugin id is taken")
 	// ErrPluginQuota: the agent created MaxAgentPlugins plugins already.
-	ErrPluginQuota = errors.New("too many plugins created by this agent")
+	ErrPluginQuota = agentproto.Class(agentproto.ErrQuota, "too many plugins created by this agent")
 )
 
 // MaxAgentPlugins bounds the plugin ids one agent may create in the

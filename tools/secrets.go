@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
@@ -44,7 +45,7 @@ type SecretPrompter interface {
 }
 
 // ErrSecretDenied: the user declined to enter a secret.
-var ErrSecretDenied = errors.New("the user declined to enter the secret")
+var ErrSecretDenied = agentproto.Class(agentproto.ErrPermission, "the user declined to enter the secret")
 
 // NoPromptError: no channel (MCP client, window) can reach the user.
 type NoPromptError struct{ Agent, Key string }

@@ -5,7 +5,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -213,7 +213,7 @@ func Run(o Options) error {
 func trayState(st sandbox.Status) string { return "Sandbox: " + statusText(st) }
 
 // ErrNoDisplay is returned when no window can be opened.
-var ErrNoDisplay = errors.New("no display to open the window on; use the command line (osaurus-sandbox help)")
+var ErrNoDisplay = agentproto.Class(agentproto.ErrUnsupported, "no display to open the window on; use the command line (osaurus-sandbox help)")
 
 // DiagEnvFunc completes diagnostics environments; re-exported for callers.
 type DiagEnvFunc = func(*diagnostics.Env)

@@ -9,25 +9,25 @@ package vm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 )
 
 // Sentinel errors.
 var (
 	// ErrVMDied wraps every failure caused by the hypervisor going away.
-	ErrVMDied = errors.New("the VM died")
+	ErrVMDied = agentproto.Class(agentproto.ErrUnavailable, "the VM died")
 	// ErrBootTimeout: the guest agent never answered.
-	ErrBootTimeout = errors.New("the guest agent did not answer in time")
+	ErrBootTimeout = agentproto.Class(agentproto.ErrTimeout, "the guest agent did not answer in time")
 	// ErrNoVM: there is no running VM to attach to.
-	ErrNoVM = errors.New("no running VM found")
+	ErrNoVM = agentproto.Class(agentproto.ErrUnavailable, "no running VM found")
 	// ErrUnsupported: the host can't run this spec (missing hypervisor
 	// feature, OS too old, ...). The message says what is needed.
-	ErrUnsupported = errors.New("unsupported on this host")
+	ErrUnsupported = agentproto.Class(agentproto.ErrUnsupported, "unsupported on this host")
 )
 
 // Network modes.

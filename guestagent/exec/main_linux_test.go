@@ -46,7 +46,6 @@ const (
 
 var (
 	mustMkdir = agenttest.MustMkdir
-	writeFile = agenttest.WriteFile
 	ownerOf   = agenttest.OwnerOf
 	waitDead  = agenttest.WaitDead
 	alive     = agenttest.Alive

@@ -8,7 +8,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -21,13 +20,13 @@ import (
 )
 
 // ErrNoOwner: no process owns the sandbox right now.
-var ErrNoOwner = errors.New("no sandbox app is running")
+var ErrNoOwner = agentproto.Class(agentproto.ErrUnavailable, "no sandbox app is running")
 
 // ErrOwned: another process already owns this data dir.
-var ErrOwned = errors.New("another osaurus-sandbox process owns this data dir")
+var ErrOwned = agentproto.Class(agentproto.ErrExists, "another osaurus-sandbox process owns this data dir")
 
 // ErrOwnerGone: the owner process exited while a call was in flight.
-var ErrOwnerGone = errors.New("the osaurus-sandbox process that owned the sandbox has exited")
+var ErrOwnerGone = agentproto.Class(agentproto.ErrUnavailable, "the osaurus-sandbox process that owned the sandbox has exited")
 
 // Op names a lifecycle operation.
 type Op string

@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // ErrLocked: TryLock found the lock held by someone else.
-var ErrLocked = errors.New("file is locked by another process")
+var ErrLocked = agentproto.Class(agentproto.ErrBusy, "file is locked by another process")
 
 // pollInterval is how often Lock retries a held lock.
 const pollInterval = 10 * time.Millisecond

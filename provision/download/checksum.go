@@ -2,15 +2,16 @@ package download
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // ErrNoChecksum: a checksum file has no usable SHA-256 entry for a file.
-var ErrNoChecksum = errors.New("no SHA-256 entry in checksum file")
+var ErrNoChecksum = agentproto.Class(agentproto.ErrUpstream, "no SHA-256 entry in checksum file")
 
 // maxChecksumFile bounds what is read; real ones are a few KiB.
 const maxChecksumFile = 4 << 20

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 )
@@ -43,9 +44,9 @@ const (
 var (
 	// ErrChecksumMismatch: the downloaded bytes are not the expected ones.
 	// The concrete error is a *ChecksumError.
-	ErrChecksumMismatch = errors.New("checksum mismatch")
+	ErrChecksumMismatch = agentproto.Class(agentproto.ErrUpstream, "checksum mismatch")
 	// ErrStalled: the server sent no bytes for the client's StallTimeout.
-	ErrStalled = errors.New("download stalled")
+	ErrStalled = agentproto.Class(agentproto.ErrTimeout, "download stalled")
 )
 
 // Progress reports one download's advance.

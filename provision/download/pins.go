@@ -11,14 +11,15 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
 var (
 	// ErrPinConflict: Record was asked to change a URL's recorded digest.
-	ErrPinConflict = errors.New("pin conflict")
+	ErrPinConflict = agentproto.Class(agentproto.ErrInvalid, "pin conflict")
 	// ErrUnpinned: an artifact has no digest, no pin and no checksum file.
-	ErrUnpinned = errors.New("artifact is not pinned")
+	ErrUnpinned = agentproto.Class(agentproto.ErrInvalid, "artifact is not pinned")
 )
 
 // Pins records the digest first seen for URLs that the manifest could not

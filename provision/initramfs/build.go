@@ -1,12 +1,12 @@
 package initramfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 )
 
@@ -21,7 +21,7 @@ const (
 )
 
 // ErrNoInit is returned by Build when the Spec has no init binary.
-var ErrNoInit = errors.New("initramfs: spec has no init binary")
+var ErrNoInit = agentproto.Class(agentproto.ErrInvalid, "initramfs: spec has no init binary")
 
 // File is an extra entry for the image.
 type File struct {

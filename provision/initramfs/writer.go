@@ -12,17 +12,19 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 var (
 	// ErrExists is returned when an entry is added at a path the archive
 	// already holds (re-adding a directory with the same mode is allowed).
-	ErrExists = errors.New("path already in archive")
+	ErrExists = agentproto.Class(agentproto.ErrExists, "path already in archive")
 	// ErrInvalidPath is returned for empty paths, paths escaping the root
 	// and paths whose parent is not a directory in the archive.
-	ErrInvalidPath = errors.New("invalid archive path")
+	ErrInvalidPath = agentproto.Class(agentproto.ErrInvalid, "invalid archive path")
 	// ErrClosed is returned when adding to a closed Writer.
-	ErrClosed = errors.New("initramfs writer closed")
+	ErrClosed = agentproto.Class(agentproto.ErrInternal, "initramfs writer closed")
 )
 
 const (

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
@@ -39,7 +40,7 @@ const (
 
 var (
 	// ErrInvalid: a field the caller sent is not acceptable (HTTP 400).
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid")
 
 	agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	typeRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$`)
@@ -51,7 +52,9 @@ type InvalidError struct{ Field, Problem string }
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
 
 // Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+func (e *InvalidError) Is(target error) bool {
+	return target == ErrInvalid || errors.Is(ErrInvalid, target)
+}
 
 // Event is one emitted event. Payload is compact JSON, or null.
 type Event struct {

@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
 
@@ -42,9 +43,9 @@ const (
 
 var (
 	// ErrInvalid: a field the caller sent is not acceptable (HTTP 400).
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid")
 	// ErrNotFound: no such entry for this agent.
-	ErrNotFound = errors.New("memory entry not found")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "memory entry not found")
 )
 
 // InvalidError names the field and the fix.
@@ -53,7 +54,9 @@ type InvalidError struct{ Field, Problem string }
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Problem) }
 
 // Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+func (e *InvalidError) Is(target error) bool {
+	return target == ErrInvalid || errors.Is(ErrInvalid, target)
+}
 
 var agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 

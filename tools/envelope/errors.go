@@ -34,21 +34,25 @@ func ArgErrorf(field, expected, format string, args ...any) error {
 }
 
 // FromError turns the error a tool ran into into its envelope. A nil error
-// is a success with a null result. The mapping, first match wins:
+// is a success with a null result. Apart from the types that carry their
+// own fields, it reads the error's class only (agentproto.Class): every
+// host sentinel has one, so no package's sentinels are listed here. The
+// mapping, first match wins:
 //
 //	*Error                          its own kind, field and expected
 //	*sandboxpath.Rejection          invalid_args with field and expected
-//	sandboxpath.ErrRejected         invalid_args
-//	*limit.Rejected                 rejected
+//	*limit.Rejected                 rejected (its message says when to retry)
 //	agentproto.ErrSessionEnded      unavailable (the VM went away)
+//	agentproto.ErrUnavailable       unavailable (not running, no owner, keychain...)
 //	context.Canceled                unavailable
 //	context.DeadlineExceeded        timeout
 //	agentproto.ErrTimeout           timeout
 //	agentproto.ErrQuota             rejected (over a disk limit; the message says which)
+//	agentproto.ErrBusy              rejected (too many at once; retry later)
 //	agentproto.ErrEscape            rejected (a symlink leads out of the root)
 //	agentproto.ErrPermission        rejected
 //	agentproto.ErrNotFound          not_found
-//	agentproto.ErrInvalid           invalid_args
+//	agentproto.ErrInvalid           invalid_args (sandboxpath.ErrRejected is of this class)
 //	anything else                   execution_error
 func FromError(tool string, err error) Envelope {
 	if err == nil {
@@ -66,18 +70,20 @@ func FromError(tool string, err error) Envelope {
 		return e
 	case errors.As(err, &rej):
 		return InvalidArg(tool, rej.Field, rej.Expected, rej.Error())
-	case errors.Is(err, sandboxpath.ErrRejected):
-		return Fail(tool, InvalidArgs, err.Error())
 	case errors.As(err, &lim):
 		return Fail(tool, Rejected, lim.Error())
 	case errors.Is(err, agentproto.ErrSessionEnded):
 		return Fail(tool, Unavailable, "the sandbox VM is not reachable (it stopped or is restarting); retry once it is running: "+detail(err))
+	case errors.Is(err, agentproto.ErrUnavailable):
+		return Fail(tool, Unavailable, detail(err))
 	case errors.Is(err, context.Canceled):
 		return Fail(tool, Unavailable, "the call was cancelled before it finished: "+detail(err))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, agentproto.ErrTimeout):
 		return Fail(tool, Timeout, "timed out: "+detail(err))
 	case errors.Is(err, agentproto.ErrQuota):
 		return Fail(tool, Rejected, detail(err))
+	case errors.Is(err, agentproto.ErrBusy):
+		return Fail(tool, Rejected, "busy, retry later: "+detail(err))
 	case errors.Is(err, agentproto.ErrEscape):
 		return Fail(tool, Rejected, "access refused: the path leads outside the directories this agent may use "+
 			"(your home and /workspace/shared), through a symbolic link. Use a path that doesn't pass through that link: "+detail(err))

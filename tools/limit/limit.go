@@ -11,10 +11,13 @@ package limit
 import (
 	"errors"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
-// ErrLimited matches every *Rejected with errors.Is.
-var ErrLimited = errors.New("limit exceeded")
+// ErrLimited matches every *Rejected with errors.Is; its class is
+// agentproto.ErrBusy.
+var ErrLimited = agentproto.Class(agentproto.ErrBusy, "limit exceeded")
 
 // Rejected is a refusal by a limiter.
 type Rejected struct {
@@ -30,8 +33,11 @@ type Rejected struct {
 
 func (e *Rejected) Error() string { return e.msg }
 
-// Is makes errors.Is(err, ErrLimited) true.
-func (e *Rejected) Is(target error) bool { return target == ErrLimited }
+// Is makes errors.Is(err, ErrLimited) true, and so errors.Is(err,
+// agentproto.ErrBusy), its class.
+func (e *Rejected) Is(target error) bool {
+	return target == ErrLimited || errors.Is(ErrLimited, target)
+}
 
 // roundUp renders a wait in whole seconds, never promising less than the
 // real wait.

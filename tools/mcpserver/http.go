@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 )
 
@@ -24,7 +25,7 @@ const DefaultAddr = "127.0.0.1:47821"
 const Path = "/mcp"
 
 // ErrNotLoopback: the address would expose the server beyond this machine.
-var ErrNotLoopback = errors.New("the MCP HTTP server only listens on a loopback address")
+var ErrNotLoopback = agentproto.Class(agentproto.ErrInvalid, "the MCP HTTP server only listens on a loopback address")
 
 // HTTPHandler serves every agent at Path. The request's bearer token picks
 // the agent; each agent has its own SDK handler, so a session of one

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -27,11 +28,11 @@ import (
 // Errors.
 var (
 	// ErrForbidden: an agent dispatched to another agent.
-	ErrForbidden = errors.New("an agent may dispatch tasks only to itself")
+	ErrForbidden = agentproto.Class(agentproto.ErrPermission, "an agent may dispatch tasks only to itself")
 	// ErrEmptyTask: the task text is empty.
-	ErrEmptyTask = errors.New("the task is empty")
+	ErrEmptyTask = agentproto.Class(agentproto.ErrInvalid, "the task is empty")
 	// ErrBusy: the agent already has MaxRunning tasks running.
-	ErrBusy = errors.New("too many tasks running")
+	ErrBusy = agentproto.Class(agentproto.ErrBusy, "too many tasks running")
 )
 
 // MaxTaskLen bounds a task's text.

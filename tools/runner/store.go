@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
@@ -76,7 +77,7 @@ type ToolCall struct {
 
 // Errors.
 var (
-	ErrNotFound = errors.New("no such task")
+	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "no such task")
 )
 
 // MaxStored bounds what a task file keeps of one text (arguments, result,

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
@@ -75,7 +76,7 @@ func New(cfg Config) *Driver {
 func (d *Driver) Name() string { return "qemu" }
 
 // ErrMissingTool is returned when QEMU or virtiofsd isn't installed.
-var ErrMissingTool = errors.New("required program not found")
+var ErrMissingTool = agentproto.Class(agentproto.ErrUnsupported, "required program not found")
 
 // DefaultStateDir is where drivers keep what they learned about the host:
 // the user's cache folder, so that a KVM that hangs costs one timed-out

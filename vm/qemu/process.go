@@ -52,7 +52,7 @@ type process struct {
 var errKilled = errors.New("killed on request")
 
 // ErrAlreadyRunning: another QEMU still uses this run dir (and disk).
-var ErrAlreadyRunning = errors.New("a VM is already running from this data dir")
+var ErrAlreadyRunning = agentproto.Class(agentproto.ErrExists, "a VM is already running from this data dir")
 
 func startProcess(ctx context.Context, c processConfig) (*process, error) {
 	l := c.plan.layout

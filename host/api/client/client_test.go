@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
+	"github.com/osaurus/osaurus-sandbox/internal/errclass"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -198,5 +200,46 @@ func TestQuitWhenTheOwnerExitsFirst(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), p); !errors.Is(err, api.ErrNoOwner) {
 		t.Fatalf("an owner still answers after Quit: %v", err)
+	}
+}
+
+// errCtl fails Status with the error last set.
+type errCtl struct {
+	api.Controller // unused methods panic
+	mu             sync.Mutex
+	err            error
+}
+
+func (s *errCtl) set(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+func (s *errCtl) Status(context.Context) (api.Status, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return api.Status{}, s.err
+}
+
+// The control socket is an edge too: an owner's error reaches the client
+// as its class with its message, so the CLI and the window translate it
+// as they would in the owner.
+func TestOwnerErrorsKeepTheirClass(t *testing.T) {
+	p := testPaths(t)
+	ctl := &errCtl{}
+	serve(t, p, ctl)
+	ctx := context.Background()
+	cl, err := Dial(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, s := range errclass.Sentinels {
+		ctl.set(fmt.Errorf("owner: %w", s.Err))
+		_, err := cl.Status(ctx)
+		if !errors.Is(err, s.Class) || !strings.Contains(err.Error(), s.Err.Error()) {
+			t.Errorf("%s: the client got %v, want class %v and the owner's message", s.Name, err, s.Class)
+		}
 	}
 }

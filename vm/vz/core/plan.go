@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -117,7 +118,7 @@ func Cmdline(spec vm.Spec) string {
 }
 
 // ErrKernelFormat: the kernel file is not one the framework boots.
-var ErrKernelFormat = errors.New("kernel format not bootable by vz")
+var ErrKernelFormat = agentproto.Class(agentproto.ErrUnsupported, "kernel format not bootable by vz")
 
 // CheckKernel checks that path holds a kernel vz can boot on goarch. On
 // arm64 that is an uncompressed Linux Image: the framework does not
@@ -138,7 +139,7 @@ func CheckKernel(path, goarch string) error {
 }
 
 // ErrDiskFormat: the root disk is not a raw image the framework accepts.
-var ErrDiskFormat = errors.New("root disk not usable by vz")
+var ErrDiskFormat = agentproto.Class(agentproto.ErrUnsupported, "root disk not usable by vz")
 
 // CheckRawDisk checks that path is a raw disk image whose size is a
 // multiple of 512 bytes, which the framework requires.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -39,7 +40,7 @@ type Hooks struct {
 }
 
 // ErrKilled is the exit reason of a VM stopped with Kill.
-var ErrKilled = errors.New("killed on request")
+var ErrKilled = agentproto.Class(agentproto.ErrUnavailable, "killed on request")
 
 // Process is a started VM, fed with the framework's state changes through
 // Observe. It implements vm.Process.

@@ -1,0 +1,63 @@
+package hostcli
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/errclass"
+)
+
+// exitOfClass is the CLI's exit code for each class, the table
+// docs/architecture.md shows: only "the VM (or its owner) is not there"
+// has a code of its own.
+var exitOfClass = map[error]int{
+	agentproto.ErrUnavailable:  ExitNotRunning,
+	agentproto.ErrSessionEnded: ExitNotRunning,
+	agentproto.ErrNotFound:     ExitError,
+	agentproto.ErrNoSuchUser:   ExitError,
+	agentproto.ErrExists:       ExitError,
+	agentproto.ErrPermission:   ExitError,
+	agentproto.ErrEscape:       ExitError,
+	agentproto.ErrInvalid:      ExitError,
+	agentproto.ErrTooLarge:     ExitError,
+	agentproto.ErrQuota:        ExitError,
+	agentproto.ErrBusy:         ExitError,
+	agentproto.ErrUpstream:     ExitError,
+	agentproto.ErrTimeout:      ExitError,
+	agentproto.ErrUnsupported:  ExitError,
+	agentproto.ErrInternal:     ExitError,
+	agentproto.ErrIsDir:        ExitError,
+	agentproto.ErrNotDir:       ExitError,
+	agentproto.ErrNotEmpty:     ExitError,
+	agentproto.ErrProtocol:     ExitError,
+	agentproto.ErrVersion:      ExitError,
+}
+
+// Every host sentinel exits as its class says, wrapped as commands wrap
+// it and after crossing the control socket from the owner.
+func TestExitCodeIsByClass(t *testing.T) {
+	for _, s := range errclass.Sentinels {
+		want, ok := exitOfClass[s.Class]
+		if !ok {
+			t.Fatalf("%s: class %v has no exit code in the table", s.Name, s.Class)
+		}
+		err := fmt.Errorf("--agent: %w", s.Err)
+		if got := exitCode(err); got != want {
+			t.Errorf("%s: exit %d, want %d", s.Name, got, want)
+		}
+		w := agentproto.ToWire(err)
+		if got := exitCode(&agentproto.RemoteError{Op: "ctl.status", Code: w.Code, Message: w.Message}); got != want {
+			t.Errorf("%s from the owner: exit %d, want %d", s.Name, got, want)
+		}
+	}
+	for class, want := range exitOfClass {
+		if got := exitCode(class); got != want {
+			t.Errorf("class %v: exit %d, want %d", class, got, want)
+		}
+	}
+	if got := exitCode(errors.New("plain")); got != ExitError {
+		t.Errorf("an unclassed error: exit %d", got)
+	}
+}

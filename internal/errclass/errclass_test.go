@@ -1,0 +1,171 @@
+package errclass
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+)
+
+// classes names every agentproto class.
+var classes = map[string]error{
+	"ErrNotFound": agentproto.ErrNotFound, "ErrExists": agentproto.ErrExists,
+	"ErrPermission": agentproto.ErrPermission, "ErrInvalid": agentproto.ErrInvalid,
+	"ErrEscape": agentproto.ErrEscape, "ErrIsDir": agentproto.ErrIsDir,
+	"ErrNotDir": agentproto.ErrNotDir, "ErrNotEmpty": agentproto.ErrNotEmpty,
+	"ErrTooLarge": agentproto.ErrTooLarge, "ErrNoSuchUser": agentproto.ErrNoSuchUser,
+	"ErrUnsupported": agentproto.ErrUnsupported, "ErrTimeout": agentproto.ErrTimeout,
+	"ErrProtocol": agentproto.ErrProtocol, "ErrVersion": agentproto.ErrVersion,
+	"ErrInternal": agentproto.ErrInternal, "ErrSessionEnded": agentproto.ErrSessionEnded,
+	"ErrUnavailable": agentproto.ErrUnavailable, "ErrQuota": agentproto.ErrQuota,
+	"ErrBusy": agentproto.ErrBusy, "ErrUpstream": agentproto.ErrUpstream,
+}
+
+// Each sentinel, wrapped as callers wrap it, is itself and its one class,
+// and crosses a wire (the control socket) as that class.
+func TestSentinelsAreOfTheirClass(t *testing.T) {
+	for _, s := range Sentinels {
+		err := fmt.Errorf("context: %w", s.Err)
+		if !errors.Is(err, s.Err) || !errors.Is(err, s.Class) {
+			t.Errorf("%s: Is(itself) %v, Is(%v) %v", s.Name, errors.Is(err, s.Err), s.Class, errors.Is(err, s.Class))
+		}
+		for name, c := range classes {
+			if c != s.Class && errors.Is(err, c) {
+				t.Errorf("%s is also of class %s", s.Name, name)
+			}
+		}
+		w := agentproto.ToWire(err)
+		if want := agentproto.ToWire(s.Class).Code; w.Code != want {
+			t.Errorf("%s crosses the wire as %q, want %q", s.Name, w.Code, want)
+		}
+		if back := (&agentproto.RemoteError{Op: "x", Code: w.Code, Message: w.Message}); !errors.Is(back, s.Class) {
+			t.Errorf("%s back from the wire is not of its class", s.Name)
+		}
+	}
+}
+
+// skipped are the trees that are not host packages: the guest agent (its
+// errors get their class from oserr), the protocol that defines the
+// classes, commands, scripts, tests and build tools.
+var skipped = []string{".git", "guestagent", "agentproto", "cmd", "scripts", "e2e", "internal/darwincheck", "testdata", "assets/agent"}
+
+// notListed are classed sentinels Sentinels can't import, with their class.
+var notListed = map[string]string{"ui.ErrNoDisplay": "ErrUnsupported"}
+
+// Every exported Err variable of a host package is made with
+// agentproto.Class and is in Sentinels with the same class, and every
+// entry of Sentinels is still in the source.
+func TestListIsComplete(t *testing.T) {
+	listed := map[string]error{}
+	for _, s := range Sentinels {
+		listed[s.Name] = s.Class
+	}
+	seen := map[string]bool{}
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			for _, s := range skipped {
+				if rel == s || strings.HasSuffix(rel, "/"+s) {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(rel))
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if !strings.HasPrefix(n.Name, "Err") || !n.IsExported() || i >= len(vs.Values) {
+						continue
+					}
+					name := pkg + "." + n.Name
+					class, ok := classOf(vs.Values[i])
+					switch {
+					case runtime.GOOS != "linux" && strings.HasPrefix(name, "vm/qemu."):
+						// listed on Linux only (errclass_linux.go)
+					case ok && class == "":
+						// not a new error: a copy of another, or a typed value
+					case !ok:
+						t.Errorf("%s (%s) is not made with agentproto.Class: give it a class so the edges can translate it", name, rel)
+					case notListed[name] != "":
+						if notListed[name] != class {
+							t.Errorf("%s is of %s, the test expects %s", name, class, notListed[name])
+						}
+						seen[name] = true
+					case listed[name] == nil:
+						t.Errorf("%s (%s) is missing from errclass.Sentinels", name, rel)
+					case listed[name] != classes[class]:
+						t.Errorf("%s is of %s in the source but of %v in errclass.Sentinels", name, class, listed[name])
+					default:
+						seen[name] = true
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range listed {
+		if !seen[name] {
+			t.Errorf("errclass.Sentinels lists %s, which the source no longer has", name)
+		}
+	}
+	for name := range notListed {
+		if !seen[name] {
+			t.Errorf("notListed names %s, which the source no longer has", name)
+		}
+	}
+}
+
+// classOf returns X of agentproto.Class(agentproto.X, ...) for other
+// sentinels' values; ok is false for anything else an Err variable is set
+// to that makes a new error (errors.New, fmt.Errorf).
+func classOf(e ast.Expr) (string, bool) {
+	call, ok := e.(*ast.CallExpr)
+	if !ok {
+		return "", true // a copy of another error, a typed value: not a new sentinel
+	}
+	fn, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", true
+	}
+	pkg, _ := fn.X.(*ast.Ident)
+	switch {
+	case pkg != nil && pkg.Name == "agentproto" && fn.Sel.Name == "Class" && len(call.Args) == 2:
+		arg, ok := call.Args[0].(*ast.SelectorExpr)
+		if !ok {
+			return "", false
+		}
+		return arg.Sel.Name, true
+	case pkg != nil && (pkg.Name == "errors" && fn.Sel.Name == "New" || pkg.Name == "fmt" && fn.Sel.Name == "Errorf"):
+		return "", false
+	}
+	return "", true
+}
