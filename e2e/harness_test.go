@@ -20,6 +20,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -39,6 +40,9 @@ var env struct {
 const guestHint = "run `make test-guest` (builds the Debian test guest) and set OSAURUS_TEST_GUEST to its folder; `make test` does both"
 
 func TestMain(m *testing.M) {
+	// No owner or CLI child reaches the developer's keychain: those that
+	// need one get a private keyring (testkeyring.Start).
+	testkeyring.Isolate()
 	code := func() int {
 		dir, err := os.MkdirTemp("", "osaurus-e2e-")
 		if err != nil {

@@ -35,7 +35,7 @@ func TestSecretCLI(t *testing.T) {
 	if out, errOut, code := runStdin(t, "sk-test-123456\n", "secret", "set", "alice", "OPENAI_API_KEY"); code != ExitOK || !strings.Contains(out, "stored OPENAI_API_KEY for alice") {
 		t.Fatalf("secret set: %d %q %q", code, out, errOut)
 	}
-	if v, err := keyring.Get(secrets.Service, "alice/OPENAI_API_KEY"); err != nil || v != "sk-test-123456" {
+	if v, err := keyring.Get(secrets.ServiceName(), "alice/OPENAI_API_KEY"); err != nil || v != "sk-test-123456" {
 		t.Fatalf("keychain holds %q, %v", v, err)
 	}
 	if _, errOut, code := runStdin(t, "", "secret", "set", "alice", "EMPTY"); code != ExitError || !strings.Contains(errOut, "no value on stdin") {
@@ -58,7 +58,7 @@ func TestSecretCLI(t *testing.T) {
 		t.Fatalf("agent remove: %d %q %q", code, out, errOut)
 	}
 	for _, k := range []string{"OPENAI_API_KEY", "OTHER"} {
-		if _, err := keyring.Get(secrets.Service, "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
+		if _, err := keyring.Get(secrets.ServiceName(), "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
 			t.Errorf("alice/%s still in the keychain after agent remove: %v", k, err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestSecretCLI(t *testing.T) {
 	if out, _, _ := run(t, "secret", "list", "alice", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Errorf("the new alice inherited secrets: %q", out)
 	}
-	if v, err := keyring.Get(secrets.Service, "bob/OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
+	if v, err := keyring.Get(secrets.ServiceName(), "bob/OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
 		t.Errorf("bob's secret after removing alice: %q, %v", v, err)
 	}
 }

@@ -48,9 +48,28 @@ type Backend interface {
 // Keychain is the OS keychain through go-keyring.
 type Keychain struct{}
 
-func (Keychain) Set(service, user, value string) error    { return keyring.Set(service, user, value) }
-func (Keychain) Get(service, user string) (string, error) { return keyring.Get(service, user) }
-func (Keychain) Delete(service, user string) error        { return keyring.Delete(service, user) }
+// Each call first checks a session bus is there: the D-Bus library would
+// otherwise launch one, leaving daemons behind.
+func (Keychain) Set(service, user, value string) error {
+	if err := checkBus(); err != nil {
+		return err
+	}
+	return keyring.Set(service, user, value)
+}
+
+func (Keychain) Get(service, user string) (string, error) {
+	if err := checkBus(); err != nil {
+		return "", err
+	}
+	return keyring.Get(service, user)
+}
+
+func (Keychain) Delete(service, user string) error {
+	if err := checkBus(); err != nil {
+		return err
+	}
+	return keyring.Delete(service, user)
+}
 
 // Store is the per-agent secret store.
 type Store struct {
@@ -97,6 +116,9 @@ func (s *Store) wrap(err error) error {
 	if errors.Is(err, keyring.ErrNotFound) {
 		return ErrNotFound
 	}
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
 	return fmt.Errorf("%w: %v (%s)", ErrUnavailable, err, hint())
 }
 
@@ -113,7 +135,7 @@ func (s *Store) Set(agent, key, value string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.B.Set(Service, entry(agent, key), value); err != nil {
+	if err := s.B.Set(ServiceName(), entry(agent, key), value); err != nil {
 		return s.wrap(err)
 	}
 	s.remember(agent, map[string]string{key: value})
@@ -135,7 +157,7 @@ func (s *Store) Get(agent, key string) (string, error) {
 	if err := CheckKey(key); err != nil {
 		return "", ErrNotFound // a name that can't exist is simply absent
 	}
-	v, err := s.B.Get(Service, entry(agent, key))
+	v, err := s.B.Get(ServiceName(), entry(agent, key))
 	return v, s.wrap(err)
 }
 
@@ -149,7 +171,7 @@ func (s *Store) Remove(agent, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	derr := s.wrap(s.B.Delete(Service, entry(agent, key)))
+	derr := s.wrap(s.B.Delete(ServiceName(), entry(agent, key)))
 	if derr != nil && !errors.Is(derr, ErrNotFound) {
 		return derr
 	}
@@ -181,7 +203,7 @@ func (s *Store) RemoveAll(agent string) ([]string, error) {
 	}
 	var done []string
 	for _, n := range names {
-		if err := s.wrap(s.B.Delete(Service, entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := s.wrap(s.B.Delete(ServiceName(), entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
 			// Keep the index of what is left, so a retry finds it.
 			return done, errors.Join(err, s.writeIndex(agent, slices.DeleteFunc(names, func(x string) bool { return slices.Contains(done, x) })))
 		}
@@ -207,7 +229,7 @@ func (s *Store) List(agent string) ([]string, error) {
 }
 
 func (s *Store) list(agent string) ([]string, error) {
-	b, err := s.B.Get(Service, indexEntry(agent))
+	b, err := s.B.Get(ServiceName(), indexEntry(agent))
 	if errors.Is(err, keyring.ErrNotFound) {
 		return []string{}, nil
 	}
@@ -224,7 +246,7 @@ func (s *Store) list(agent string) ([]string, error) {
 
 func (s *Store) writeIndex(agent string, names []string) error {
 	if len(names) == 0 {
-		err := s.B.Delete(Service, indexEntry(agent))
+		err := s.B.Delete(ServiceName(), indexEntry(agent))
 		if errors.Is(err, keyring.ErrNotFound) {
 			return nil
 		}
@@ -232,7 +254,7 @@ func (s *Store) writeIndex(agent string, names []string) error {
 	}
 	sort.Strings(names)
 	b, _ := json.Marshal(names)
-	return s.wrap(s.B.Set(Service, indexEntry(agent), string(b)))
+	return s.wrap(s.B.Set(ServiceName(), indexEntry(agent), string(b)))
 }
 
 // Values returns an agent's secrets by name.
