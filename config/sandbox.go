@@ -53,6 +53,21 @@ type Sandbox struct {
 	// disk below: under it every agent's commands are stopped and writes
 	// refused. 0 means DefaultHostFreeFloorGB.
 	HostFreeFloorGB float64 `json:"hostFreeFloorGB,omitempty"`
+	// MCPPort is the loopback port of MCP over HTTP; 0 means
+	// DefaultMCPPort.
+	MCPPort int `json:"mcpPort,omitempty"`
+}
+
+// DefaultMCPPort is the port of MCP over HTTP when none is set.
+const DefaultMCPPort = 47821
+
+// MCPAddr is the loopback address MCP over HTTP listens on.
+func (s Sandbox) MCPAddr() string {
+	p := s.MCPPort
+	if p == 0 {
+		p = DefaultMCPPort
+	}
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // DefaultHostFreeFloorGB is the free-space floor when none is set.
@@ -145,6 +160,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: runnerMaxSteps: %d, allowed 1–%d", ErrInvalid, s.RunnerMaxSteps, MaxRunnerMaxSteps)
 	case s.RunnerTimeoutSeconds < 10 || s.RunnerTimeoutSeconds > MaxRunnerTimeoutSeconds:
 		return fmt.Errorf("%w: runnerTimeoutSeconds: %d, allowed 10–%d", ErrInvalid, s.RunnerTimeoutSeconds, MaxRunnerTimeoutSeconds)
+	case s.MCPPort != 0 && (s.MCPPort < 1024 || s.MCPPort > 65535):
+		return fmt.Errorf("%w: mcpPort: %d, allowed 1024–65535, or 0 for %d", ErrInvalid, s.MCPPort, DefaultMCPPort)
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
 	}
@@ -230,6 +247,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"inferenceModel", "model to use when a request names none"},
 	{"runnerMaxSteps", "model calls one agent-runner task may make, 1–200"},
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
+	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
 // KeyDocs returns each key with a one-line description.
@@ -274,6 +292,9 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.Itoa(s.RunnerMaxSteps), nil
 	case "runnerTimeoutSeconds":
 		return strconv.Itoa(s.RunnerTimeoutSeconds), nil
+	case "mcpPort":
+		_, p, _ := strings.Cut(s.MCPAddr(), ":")
+		return p, nil
 	}
 	return "", unknownKey(key)
 }
@@ -333,6 +354,8 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.RunnerMaxSteps, err = atoi()
 	case "runnerTimeoutSeconds":
 		s.RunnerTimeoutSeconds, err = atoi()
+	case "mcpPort":
+		s.MCPPort, err = atoi()
 	default:
 		return s, unknownKey(key)
 	}

@@ -80,6 +80,8 @@ type Host struct {
 	bridge    *bridge.Server
 	*ToolHost // agents' tools, commands, plugins, removal: over env
 	m         *sandbox.Manager
+	// mcpURL or mcpErr: set once by serveMCP, before New returns.
+	mcpURL, mcpErr string
 
 	closeOnce sync.Once
 	closers   []func() // run last first by Close
@@ -154,9 +156,11 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	h.onClose(cancel)
+	// MCP first: Status reports its address, and the control socket
+	// answers Status as soon as it serves.
+	h.onClose(h.serveMCP(sctx))
 	go (&server.Server{Ctl: h, Guest: h.running}).Serve(sctx, h.ln)
 	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
-	h.onClose(h.serveMCP(sctx))
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil
 }

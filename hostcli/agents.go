@@ -235,6 +235,9 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 		exe = "osaurus-sandbox"
 	}
 	cl := mcpserver.Client{Exe: exe, Agent: a, Token: tok}
+	if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {
+		cl.Addr = cfg.MCPAddr()
+	}
 	if os.Getenv(config.HomeEnv) != "" {
 		cl.Env = map[string]string{config.HomeEnv: c.paths.Root}
 	}

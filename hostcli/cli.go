@@ -351,6 +351,12 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if st.State == sandbox.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
 	}
+	switch {
+	case st.MCPError != "":
+		fmt.Fprintln(c.out, "mcp:", st.MCPError)
+	case st.MCPURL != "":
+		fmt.Fprintln(c.out, "mcp: serving agents at", st.MCPURL)
+	}
 	return ExitOK
 }
 
