@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +53,13 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		env.dataDir = dir
+		// Caches (the QEMU driver's KVM verdict, anything a child keeps in
+		// the user's cache folder) go under this run's folder; go build
+		// keeps the developer's build cache, which `go test` uses anyway.
+		if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+			os.Setenv("GOCACHE", strings.TrimSpace(string(out)))
+		}
+		os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 		env.layout = provision.Layout{Dir: filepath.Join(dir, "container")}
 		env.state, env.err = provisionTestGuest(env.layout)
 		return m.Run()
