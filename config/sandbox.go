@@ -169,8 +169,8 @@ func (s Sandbox) Validate() error {
 		return err
 	}
 	for _, u := range []struct{ key, val string }{{"githubApiUrl", s.GitHubAPIURL}, {"githubRawUrl", s.GitHubRawURL}} {
-		if u.val != "" && !strings.HasPrefix(u.val, "https://") {
-			return fmt.Errorf("%w: %s: %q, want an https:// URL, or empty for GitHub's", ErrInvalid, u.key, u.val)
+		if err := CheckURL(u.key, u.val, "an https:// URL, or empty for GitHub's", "https"); err != nil {
+			return err
 		}
 	}
 	for _, h := range s.SetupAllowlist() {
@@ -178,10 +178,70 @@ func (s Sandbox) Validate() error {
 			return fmt.Errorf("%w: pluginSetupAllowlist: %q is not a host name; give comma-separated names such as \"example.org,*.example.net\", or empty for the default", ErrInvalid, h)
 		}
 	}
-	for _, u := range []struct{ key, val string }{{"imageManifest", s.ImageManifest}, {"diagnosticsUrl", s.DiagnosticsURL}} {
-		builtin := u.key == "imageManifest" && strings.HasPrefix(u.val, "builtin:")
-		if u.val != "" && !builtin && !strings.HasPrefix(u.val, "http://") && !strings.HasPrefix(u.val, "https://") && !strings.HasPrefix(u.val, "file://") {
-			return fmt.Errorf("%w: %s: %q, want an http(s):// or file:// URL (imageManifest also takes builtin:alpine)", ErrInvalid, u.key, u.val)
+	if strings.HasPrefix(s.ImageManifest, BuiltinPrefix) {
+		if !slices.Contains(BuiltinImages, s.ImageManifest) {
+			return fmt.Errorf("%w: imageManifest: %q is not a built-in image; the built-in images are %s, or give an http(s):// or file:/// URL", ErrInvalid, s.ImageManifest, strings.Join(BuiltinImages, ", "))
+		}
+	} else if err := CheckURL("imageManifest", s.ImageManifest, "an http(s):// or file:/// URL of a manifest, "+strings.Join(BuiltinImages, " or ")+", or empty for the default", "https", "http", "file"); err != nil {
+		return err
+	}
+	return CheckURL("diagnosticsUrl", s.DiagnosticsURL, "an http(s):// URL, or empty for the default", "https", "http")
+}
+
+// BuiltinPrefix starts the names of images compiled into the app;
+// BuiltinImages are those names (provision resolves them).
+const BuiltinPrefix = "builtin:"
+
+var BuiltinImages = []string{BuiltinPrefix + "alpine"}
+
+// credentialParams are query parameters that carry credentials: a URL
+// setting is stored in plain text, so they belong in the keychain.
+var credentialParams = []string{"token", "access_token", "api_key", "apikey", "key", "password", "passwd", "secret", "auth", "signature", "sig"}
+
+// CheckURL parses v fully: one of schemes; for http(s) a host and a port
+// in 1–65535; for file an absolute path; no credentials anywhere (user
+// info, or a query parameter such as token). Empty is accepted. want says
+// what the key takes, for the message.
+func CheckURL(key, v, want string, schemes ...string) error {
+	if v == "" {
+		return nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %s: %q %s; want %s", ErrInvalid, key, v, why, want)
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return bad("does not parse")
+	}
+	if !slices.Contains(schemes, u.Scheme) {
+		return bad("has the wrong scheme")
+	}
+	if u.User != nil {
+		return bad("carries credentials (user or password); keep them out of settings")
+	}
+	for name := range u.Query() {
+		if slices.Contains(credentialParams, strings.ToLower(name)) {
+			return bad(fmt.Sprintf("carries a credential in its query (%s=)", name))
+		}
+	}
+	if u.Fragment != "" {
+		return bad("has a #fragment")
+	}
+	if u.Scheme == "file" {
+		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
+			return bad("is not a file URL of an absolute path (file:///path/to/file)")
+		}
+		return nil
+	}
+	if u.Hostname() == "" {
+		return bad("has no host")
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return bad("has an empty port")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("has a port outside 1–65535")
 		}
 	}
 	return nil
@@ -237,7 +297,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"network", "outbound or none (restart required)"},
 	{"autoStart", "true or false: start the VM when the app starts"},
 	{"accel", "auto, kvm or tcg (Linux; restart required)"},
-	{"imageManifest", "guest image manifest URL, or builtin:alpine; empty for the default"},
+	{"imageManifest", "guest image manifest URL (https://, http://, file:///), or builtin:alpine; empty for the default"},
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
 	{"githubApiUrl", "GitHub API base URL for plugin imports (GitHub Enterprise); empty for GitHub's"},
 	{"githubRawUrl", "GitHub raw-content base URL for plugin imports; empty for GitHub's"},
@@ -368,24 +428,15 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 // checkInferenceURL accepts an empty value or an http(s) URL with a host,
 // no credentials (the key belongs in the keychain), query or fragment.
 func checkInferenceURL(v string) error {
-	if v == "" {
-		return nil
+	const want = "an OpenAI-compatible base URL such as http://127.0.0.1:11434/v1, or empty to turn inference off"
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		return fmt.Errorf("%w: inferenceUrl: %q carries credentials (store the API key with `osaurus-sandbox secret set --app INFERENCE_API_KEY`); want %s", ErrInvalid, v, want)
 	}
-	u, err := url.Parse(v)
-	bad := func(why string) error {
-		return fmt.Errorf("%w: inferenceUrl: %q %s; want an OpenAI-compatible base URL such as http://127.0.0.1:11434/v1, or empty to turn inference off", ErrInvalid, v, why)
+	if err := CheckURL("inferenceUrl", v, want, "http", "https"); err != nil {
+		return err
 	}
-	switch {
-	case err != nil:
-		return bad("does not parse")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("is not http:// or https://")
-	case u.Host == "":
-		return bad("has no host")
-	case u.User != nil:
-		return bad("carries credentials (store the API key with `osaurus-sandbox secret set --app INFERENCE_API_KEY`)")
-	case u.RawQuery != "" || u.Fragment != "":
-		return bad("has a query or fragment")
+	if u, _ := url.Parse(v); v != "" && u.RawQuery != "" {
+		return fmt.Errorf("%w: inferenceUrl: %q has a query; want %s", ErrInvalid, v, want)
 	}
 	return nil
 }

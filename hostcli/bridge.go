@@ -136,6 +136,10 @@ func (c *cli) agentLogs(name string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if s == "" {
+		fmt.Fprintf(c.out, "%s's log is empty; the agent writes to it with `osaurus-host log MESSAGE`\n", a.Slug)
+		return ExitOK
+	}
 	io.WriteString(c.out, termsafe.String(s))
 	return ExitOK
 }
