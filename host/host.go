@@ -94,7 +94,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.Secrets == nil {
-		o.Secrets = secrets.New()
+		o.Secrets = secrets.NewAt(o.Paths.SecretRemovals())
 	}
 	ln, err := server.Listen(o.Paths)
 	if err != nil {

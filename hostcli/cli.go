@@ -139,7 +139,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		return ExitError
 	}
 	if len(args) == 0 {
-		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 		return c.gui()
 	}
 	switch {
@@ -168,7 +168,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 	cmd, rest := args[0], args[1:]
 	run, ok := map[string]func(context.Context, []string) int{
 		"provision":   c.lifecycle(api.OpProvision, "Provisioning"),

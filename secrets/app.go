@@ -1,6 +1,5 @@
 package secrets
 
-import "fmt"
 
 // AppScope names the app's own secrets (e.g. the inference API key) in
 // messages. They are stored apart from every agent's: an agent name can't
@@ -15,8 +14,8 @@ func (s *Store) SetApp(key, value string) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if value == "" {
-		return fmt.Errorf("%w: the value of %s is empty", ErrInvalid, key)
+	if err := checkValue(key, value); err != nil {
+		return err
 	}
 	return s.wrap(s.B.Set(ServiceName(), entry(AppScope, key), value))
 }

@@ -73,8 +73,11 @@ func (Keychain) Delete(service, user string) error {
 
 // Store is the per-agent secret store.
 type Store struct {
-	B  Backend
-	mu sync.Mutex // serialises index updates within this process
+	B Backend
+	// Marks is the file of agents whose secrets are marked for removal
+	// (see RemoveAll); empty: none are kept.
+	Marks string
+	mu    sync.Mutex // serialises index updates within this process
 
 	knownMu sync.Mutex
 	known   map[string]map[string]string // agent → the values last read or set here
@@ -130,11 +133,14 @@ func (s *Store) Set(agent, key, value string) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if value == "" {
-		return fmt.Errorf("%w: the value of %s is empty", ErrInvalid, key)
+	if err := checkValue(key, value); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.settle(agent); err != nil {
+		return err
+	}
 	if err := s.B.Set(ServiceName(), entry(agent, key), value); err != nil {
 		return s.wrap(err)
 	}
@@ -157,6 +163,12 @@ func (s *Store) Get(agent, key string) (string, error) {
 	if err := CheckKey(key); err != nil {
 		return "", ErrNotFound // a name that can't exist is simply absent
 	}
+	s.mu.Lock()
+	err := s.settle(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
 	v, err := s.B.Get(ServiceName(), entry(agent, key))
 	return v, s.wrap(err)
 }
@@ -171,6 +183,9 @@ func (s *Store) Remove(agent, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.settle(agent); err != nil {
+		return err
+	}
 	derr := s.wrap(s.B.Delete(ServiceName(), entry(agent, key)))
 	if derr != nil && !errors.Is(derr, ErrNotFound) {
 		return derr
@@ -190,13 +205,38 @@ func (s *Store) Remove(agent, key string) error {
 
 // RemoveAll deletes every secret of an agent, for when the agent is
 // removed: a later agent of the same name must not inherit them. It
-// returns the names it deleted.
-func (s *Store) RemoveAll(agent string) ([]string, error) {
+// returns the names it deleted. When the keychain can't delete them now,
+// the agent is marked (in Marks) and its secrets are deleted before
+// anything next touches that name; marked reports that.
+func (s *Store) RemoveAll(agent string) (done []string, err error) {
 	if err := checkAgent(agent); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	done, err = s.removeAll(agent)
+	if err != nil {
+		if merr := s.mark(agent); merr != nil {
+			return done, fmt.Errorf("%w; and they could not be marked for removal: %v", err, merr)
+		}
+		return done, &MarkedError{Agent: agent, Err: err}
+	}
+	return done, nil
+}
+
+// MarkedError: RemoveAll could not delete the secrets now and marked them
+// for removal; they go before any later use of the name.
+type MarkedError struct {
+	Agent string
+	Err   error
+}
+
+func (e *MarkedError) Error() string {
+	return fmt.Sprintf("%v; they are marked for removal and will be deleted before an agent named %s uses secrets again", e.Err, e.Agent)
+}
+func (e *MarkedError) Unwrap() error { return e.Err }
+
+func (s *Store) removeAll(agent string) ([]string, error) {
 	names, err := s.list(agent)
 	if err != nil {
 		return nil, err
@@ -225,6 +265,9 @@ func (s *Store) List(agent string) ([]string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.settle(agent); err != nil {
+		return nil, err
+	}
 	return s.list(agent)
 }
 
