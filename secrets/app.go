@@ -1,6 +1,5 @@
 package secrets
 
-
 // AppScope names the app's own secrets (e.g. the inference API key) in
 // messages. They are stored apart from every agent's: an agent name can't
 // start with ':', so no agent can ever be handed one of them.
