@@ -303,7 +303,7 @@ func num(v any) int {
 // TestToolsOverMCP drives every tool through both transports against one
 // booted VM, then checks isolation, gating, limiters, caps and failures.
 func TestToolsOverMCP(t *testing.T) {
-	te := newToolsEnv(t)
+	te := newToolsEnvCAs(t, false) // pip and npm use the test's own index
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, true))
 	alice := te.stdio(t, "alice")

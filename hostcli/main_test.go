@@ -11,5 +11,9 @@ import (
 // reach the keychain find none, unless a test starts its own keyring.
 func TestMain(m *testing.M) {
 	testkeyring.Isolate()
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
