@@ -257,7 +257,6 @@ func TestCompletionOnRealBinary(t *testing.T) {
 	})
 }
 
-
 func containsAll(s string, subs ...string) bool {
 	for _, sub := range subs {
 		if !strings.Contains(s, sub) {
