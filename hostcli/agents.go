@@ -13,7 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
@@ -349,16 +348,13 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		Events:   ev,
 	}
 	in, out := c.in, c.out
-	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
-	if err := mcpserver.ServeStdio(ctx, cfg, *ref, t); err != nil {
+	// A line that isn't a message gets a JSON-RPC error, and the session
+	// goes on.
+	if err := mcpserver.ServeStdio(ctx, cfg, *ref, mcpserver.StdioTransport(in, out)); err != nil {
 		return c.fail(err)
 	}
 	return ExitOK
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // stdioInvoker runs the secret tools in this process, where the MCP
 // session is that can ask the user for a value (URL elicitation), and

@@ -1,8 +1,12 @@
 package hostcli
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -264,4 +269,89 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestMCPStdioOnRealBinary: a line that isn't a JSON-RPC message gets a
+// JSON-RPC error (-32700 for text that isn't JSON) and the session goes
+// on; no error a client gets names a Go type.
+func TestMCPStdioOnRealBinary(t *testing.T) {
+	b := newBinRun(t)
+	if _, errOut, code := b.run("", "agent", "add", "alice"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	cmd := exec.Command(b.bin, "mcp", "--agent", "alice")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+b.home, "XDG_CACHE_HOME="+filepath.Join(b.home, ".cache"))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(what string) map[string]any {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: the server closed stdout; stderr: %s", what, stderr.String())
+			}
+			if strings.Contains(l, " Go ") || strings.Contains(l, "Go value") || strings.Contains(l, "mcp.") {
+				t.Errorf("%s: a Go type name reached the client: %s", what, l)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%s: not JSON: %s", what, l)
+			}
+			return m
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%s: no answer; stderr: %s", what, stderr.String())
+		}
+		return nil
+	}
+	send := func(s string) { io.WriteString(stdin, s+"\n") }
+	code := func(m map[string]any) float64 {
+		e, _ := m["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := next("initialize"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, tt := range []struct {
+		line string
+		code float64
+	}{
+		{"this is not JSON", -32700},
+		{`{"jsonrpc":"2.0","id":7,"method":`, -32700},
+		{`42`, -32600},
+		{`{"hello":"world"}`, -32600},
+	} {
+		send(tt.line)
+		if m := next(tt.line); code(m) != tt.code || m["id"] != nil {
+			t.Errorf("%q: %v, want error %v with id null", tt.line, m, tt.code)
+		}
+	}
+	// The session goes on.
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if m := next("tools/list"); m["result"] == nil || !strings.Contains(fmt.Sprint(m["result"]), "sandbox_read_file") {
+		t.Fatalf("tools/list after the bad lines: %v", m)
+	}
+	// Params of the wrong type: the SDK's decoder error, without Go types.
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"sandbox_read_file"}`)
+	if m := next("tools/call with params a string"); m["error"] == nil {
+		t.Errorf("tools/call with bad params: %v", m)
+	}
 }

@@ -39,7 +39,7 @@ func decodeArgs(raw json.RawMessage, schema map[string]any, v any) error {
 	var present map[string]json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&present); err != nil {
 		return envelope.ArgErrorf("", "a JSON object with the keys "+strings.Join(props, ", "),
-			"the arguments must be a JSON object: %v", err)
+			"the arguments must be a JSON object: %s", jsonProblem(err))
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
@@ -54,7 +54,7 @@ func decodeArgs(raw json.RawMessage, schema map[string]any, v any) error {
 			return envelope.ArgErrorf(name, "one of "+strings.Join(props, ", "),
 				"unknown argument `%s`; this tool takes: %s", name, strings.Join(props, ", "))
 		}
-		return envelope.ArgErrorf("", "a JSON object", "could not read the arguments: %v", err)
+		return envelope.ArgErrorf("", "a JSON object", "could not read the arguments: %s", jsonProblem(err))
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return envelope.ArgErrorf("", "one JSON object", "the arguments have data after the JSON object")
@@ -175,4 +175,22 @@ func (c *call) bounded(field string, v, def, hi int) (int, error) {
 		return hi, nil
 	}
 	return v, nil
+}
+
+// jsonProblem says what is wrong with JSON in the client's terms: the
+// decoder's own words name Go types, which mean nothing to a client.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("`%s` can't be a JSON %s", te.Field, te.Value)
+	case errors.As(err, &te):
+		return fmt.Sprintf("got a JSON %s", te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return "the JSON ends too soon"
+	}
+	return "the JSON could not be read"
 }
