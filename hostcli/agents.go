@@ -13,7 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
