@@ -141,11 +141,14 @@ func boolean(name, desc string) prop {
 	return prop{name: name, schema: map[string]any{"type": "boolean", "description": desc, "default": false}}
 }
 
-// integer is an integer property; def 0 means no default.
+// integer is an integer property; def 0 means no default. A value above
+// hi is clamped to it with a warning (see bounded), so the schema has no
+// "maximum", which would call such a value invalid: the description says
+// what happens instead.
 func integer(name, desc string, lo, hi, def int) prop {
 	s := map[string]any{"type": "integer", "description": desc, "minimum": lo}
 	if hi > 0 {
-		s["maximum"] = hi
+		s["description"] = fmt.Sprintf("%s Above %d, %d is used (with a warning).", desc, hi, hi)
 	}
 	if def != 0 {
 		s["default"] = def

@@ -24,3 +24,25 @@ func TestArgErrorsNameNoGoTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemasSayWhatHappensAboveMaximum: the tools clamp a value above a
+// maximum (with a warning), so no schema calls it invalid ("maximum") and
+// each such description says so, as docs/agents.md does.
+func TestSchemasSayWhatHappensAboveMaximum(t *testing.T) {
+	n := 0
+	for _, tl := range catalog {
+		props, _ := tl.Spec.InputSchema["properties"].(map[string]any)
+		for name, p := range props {
+			s := p.(map[string]any)
+			if _, ok := s["maximum"]; ok {
+				t.Errorf("%s.%s has a JSON Schema maximum, but the tool clamps above it", tl.Spec.Name, name)
+			}
+			if d, _ := s["description"].(string); strings.Contains(d, "Above ") && strings.Contains(d, "is used (with a warning)") {
+				n++
+			}
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d properties say what happens above their maximum, want every bounded one (8)", n)
+	}
+}
