@@ -37,7 +37,7 @@ func realBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "osaurus-sandbox")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/osaurus-sandbox").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags="+secrets.TestBuildLDFlag, "-o", binPath, "../cmd/osaurus-sandbox").CombinedOutput()
 		if err != nil {
 			binErr = errors.New(err.Error() + "\n" + string(out))
 		}

@@ -3,6 +3,7 @@ package hostcli
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -69,5 +70,19 @@ func TestSecretCLI(t *testing.T) {
 	}
 	if v, err := keyring.Get(secrets.ServiceName(), "bob/OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
 		t.Errorf("bob's secret after removing alice: %q, %v", v, err)
+	}
+
+	// The app binary a test builds stores under the test service name
+	// too, never the product's: a test can't touch a developer's entries.
+	b := newBinRun(t)
+	b.home = os.Getenv(config.HomeEnv)
+	if out, errOut, code := b.run("sk-child-7654321", "secret", "set", "bob", "CHILD_KEY"); code != ExitOK {
+		t.Fatalf("the binary's secret set: %d %q %q", code, out, errOut)
+	}
+	if v, err := keyring.Get(secrets.TestService, "bob/CHILD_KEY"); err != nil || v != "sk-child-7654321" {
+		t.Errorf("under the test service: %q, %v", v, err)
+	}
+	if _, err := keyring.Get(secrets.Service, "bob/CHILD_KEY"); !errors.Is(err, keyring.ErrNotFound) {
+		t.Errorf("the binary a test built wrote under the product's service name: %v", err)
 	}
 }
