@@ -118,8 +118,6 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-var errLineTooLong = errors.New("line too long")
-
 // readLine returns one line without its end; a line over MaxStdioLine is
 // discarded up to its end and answered here.
 func (f *lineFilter) readLine() ([]byte, error) {
