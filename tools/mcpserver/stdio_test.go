@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -76,4 +77,34 @@ func anyStr(v any) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// TestHTTPErrorsNameNoGoTypes: over HTTP too, a request whose params have
+// the wrong shape gets an error in the protocol's terms.
+func TestHTTPErrorsNameNoGoTypes(t *testing.T) {
+	f := newFixture(t)
+	url := serveHTTP(t, f)
+	post := func(body, session string) (string, string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+f.tok)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.Header.Get("Mcp-Session-Id")
+	}
+	_, session := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`, "")
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+	body, _ := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"sandbox_read_file"}`, session)
+	if !strings.Contains(body, "invalid params for tools/call") || strings.Contains(body, "mcp.") || strings.Contains(body, "Go value") {
+		t.Errorf("bad params over HTTP: %s", body)
+	}
 }
