@@ -94,7 +94,9 @@ func (c *cli) completion(_ context.Context, args []string) int {
 			}
 			b.WriteString("; fi\n      ;;\n")
 		}
-		b.WriteString("  esac\n}\nif [ \"$funcstack[1]\" = _osaurus_sandbox ]; then\n  _osaurus_sandbox \"$@\"\nelse\n  compdef _osaurus_sandbox osaurus-sandbox\nfi\n")
+		// Autoloaded from $fpath (the file _osaurus-sandbox is the function), it
+		// completes; sourced, it registers itself.
+		b.WriteString("  esac\n}\nif [ \"$funcstack[1]\" = _osaurus-sandbox ]; then\n  _osaurus_sandbox \"$@\"\nelse\n  compdef _osaurus_sandbox osaurus-sandbox\nfi\n")
 	case "fish":
 		b.WriteString("# fish completion for osaurus-sandbox: osaurus-sandbox completion fish > ~/.config/fish/completions/osaurus-sandbox.fish\n")
 		b.WriteString("complete -c osaurus-sandbox -f\n")
