@@ -58,6 +58,9 @@ func ServiceMux(svc Service) *Mux {
 	if l, ok := svc.(LimitService); ok {
 		m.Handle(OpUserLimit, Unary(l.UserLimit))
 	}
+	if pd, ok := svc.(PortDialService); ok {
+		m.Handle(OpPortDial, portDialHandler(pd.PortDial))
+	}
 	return m
 }
 

@@ -45,6 +45,10 @@ type Agent struct {
 	// DiskGB is the agent's disk quota in GB (1e9 bytes); 0 means
 	// DefaultDiskGB.
 	DiskGB float64 `json:"diskGB,omitempty"`
+	// Projects are the names of the user's projects (package projects)
+	// the agent works on, each through a view of its own at
+	// /workspace/projects/<name>.
+	Projects []string `json:"projects,omitempty"`
 }
 
 // AutonomousExec is what an agent may do beyond reading files.
@@ -136,6 +140,11 @@ func (a Agent) Validate() error {
 	if a.UID != 0 && (a.UID < FirstUID || a.UID > LastUID) {
 		return &ValidationError{Field: "uid", Got: fmt.Sprint(a.UID), Want: fmt.Sprintf("%d–%d", FirstUID, LastUID)}
 	}
+	for _, p := range a.Projects {
+		if !ValidProjectName(p) {
+			return &ValidationError{Field: "projects", Got: fmt.Sprintf("%q", p), Want: ProjectNameRule}
+		}
+	}
 	if g := a.DiskGB; g != 0 && !(g >= MinDiskGB && g <= MaxDiskGB) {
 		return &ValidationError{Field: "diskGB", Got: fmt.Sprint(g), Want: fmt.Sprintf("%g–%g (GB; fractions allowed, e.g. 0.5)", MinDiskGB, MaxDiskGB)}
 	}
@@ -184,6 +193,30 @@ func ValidSlug(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxProjectNameLen bounds a project's name, which names folders on the
+// host and in the guest.
+const MaxProjectNameLen = 64
+
+// ProjectNameRule says what ValidProjectName accepts.
+const ProjectNameRule = "1–64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
+
+// ValidProjectName reports whether s can name a project: it becomes a
+// folder name on the host and in the guest, so nothing that could climb
+// (no "/", no leading dot) or need quoting.
+func ValidProjectName(s string) bool {
+	if s == "" || len(s) > MaxProjectNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +138,7 @@ func TestValidationMessages(t *testing.T) {
 		})
 	}
 	got, err := r.Get(a.ID)
-	if err != nil || got != a {
+	if err != nil || !reflect.DeepEqual(got, a) {
 		t.Fatalf("a refused update changed the agent: %+v, %v", got, err)
 	}
 	if _, err := r.Add("bob"); err == nil || !strings.Contains(err.Error(), "already used") {

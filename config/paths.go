@@ -98,3 +98,26 @@ func (p Paths) TasksDir() string { return filepath.Join(p.Root, "tasks") }
 // SecretRemovals lists the agents whose keychain secrets are still to be
 // deleted (the keychain was unreachable when they were removed).
 func (p Paths) SecretRemovals() string { return filepath.Join(p.ConfigDir(), "secrets-to-remove.json") }
+
+// ProjectsJSON lists the user's projects: host folders agents work on
+// through views of their own (package projects).
+func (p Paths) ProjectsJSON() string { return filepath.Join(p.ConfigDir(), "projects.json") }
+
+// ProjectViews holds each agent's views of its projects, in the shared
+// workspace so the guest reaches them (/workspace/.projects/<slug>/<name>)
+// and the disk quota counts them; in an agent's mount namespace its own
+// folder is what /workspace/projects shows.
+func (p Paths) ProjectViews() string { return filepath.Join(p.Workspace(), ".projects") }
+
+// ProjectsMount is the empty folder each agent's own views are mounted on
+// (the guest's /workspace/projects).
+func (p Paths) ProjectsMount() string { return filepath.Join(p.Workspace(), "projects") }
+
+// ProjectBaselines holds, per agent id, what each project held when the
+// agent's view was taken (projects/<agent id>/<name>.json), outside
+// anything the guest sees.
+func (p Paths) ProjectBaselines() string { return filepath.Join(p.Root, "projects") }
+
+// PreviewsFile lists the agents' ports the owner exposes on the host's
+// loopback (sandbox_expose_port), for `osaurus-sandbox ports`.
+func (p Paths) PreviewsFile() string { return filepath.Join(p.Run(), "previews.json") }

@@ -36,11 +36,12 @@ import (
 // through an owner's control socket, as in the app) and the app's HTTP
 // server on loopback with bearer tokens.
 type toolsEnv struct {
-	m    *vm.Machine
-	home string // OSAURUS_SANDBOX_HOME of the CLI
-	reg  *agents.Registry
-	url  string
-	bin  string
+	m     *vm.Machine
+	home  string // OSAURUS_SANDBOX_HOME of the CLI
+	reg   *agents.Registry
+	url   string
+	bin   string
+	ports *host.Ports
 }
 
 func newToolsEnv(t *testing.T) *toolsEnv { return newToolsEnvCAs(t, true) }
@@ -75,7 +76,10 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
-	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: te.reg})
+	// The owner's previews, for tests that expose ports (`ports close`).
+	te.ports = &host.Ports{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, StateFile: paths.PreviewsFile()}
+	t.Cleanup(func() { te.ports.Close("", 0) })
+	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: te.reg, Ports: te.ports})
 	te.url = serveMCPHTTP(t, env, te.reg)
 	return te
 }

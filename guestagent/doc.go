@@ -1,8 +1,7 @@
 // Package guestagent is the sandbox VM's guest agent service: the
 // agentproto.Service the host calls over virtio-serial or vsock (Service,
-// ServeConn), with exec and background processes, file operations,
-// cgroups and per-user limits, user add/delete, the host API bridge relay
-// and the process reaper.
+// ServeConn). It dispatches every operation and itself answers the
+// handshake, user add/delete and per-user limits.
 //
 // Everything a caller asks for runs with the rights of the Linux user the
 // request names: processes get that user's credentials, and file operations
@@ -11,7 +10,10 @@
 //
 // The concerns around it live in subpackages: guestagent/boot (the agent
 // as PID 1: mounts, modules, root switch, then serving), guestagent/account
-// (account files, credential switches, private /tmp) and guestagent/network
-// (DHCP, netlink, the per-agent network policy and egress proxy). Their
-// pure logic is tested without root; this package's tests need root.
+// (account files, credential switches, private /tmp), guestagent/network
+// (DHCP, netlink, the per-agent network policy and egress proxy),
+// guestagent/exec (processes, the reaper, cgroups), guestagent/files (file
+// operations), guestagent/relay (the host API bridge socket) and
+// guestagent/oserr (system errors to wire codes). Their pure logic is
+// tested without root; this package's tests need root.
 package guestagent

@@ -42,7 +42,7 @@ func (s *Service) Exec(ctx context.Context, req *agentproto.ExecRequest, eio age
 	if err := s.checkLimit(req.User); err != nil {
 		return agentproto.ExitStatus{}, err
 	}
-	st, err := s.execCommand(ctx, req, eio)
+	st, err := s.Processes.Exec(ctx, req, eio)
 	if lerr := s.checkLimit(req.User); lerr != nil {
 		return st, lerr
 	}

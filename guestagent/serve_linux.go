@@ -32,7 +32,9 @@ func (s *Service) ServeConn(ctx context.Context, conn io.ReadWriteCloser, transp
 		return err
 	}
 	defer peer.Close(nil)
-	s.startBridge(ctx, peer, transport)
+	if transport != TransportStdio {
+		s.relay.Start(ctx, peer)
+	}
 	return peer.Serve(WithTransport(ctx, transport), agentproto.ServiceMux(recovering{s}))
 }
 

@@ -19,7 +19,10 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
+	"github.com/osaurus/osaurus-sandbox/guestagent/files"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
+	"github.com/osaurus/osaurus-sandbox/guestagent/relay"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +32,7 @@ type Config struct {
 	AgentVersion string
 	// Reaper collects the exit status of every process the service starts.
 	// Required.
-	Reaper *Reaper
+	Reaper *exec.Reaper
 	// Users names the account files; zero fields mean /etc.
 	Users account.UserDB
 	// ProcDir is where processes are listed for UserDel; default /proc.
@@ -63,17 +66,20 @@ type Config struct {
 	AfterFirstHello func()
 	// Cgroups, when set, runs every call in its own cgroup that ends with
 	// it, under its user's limits. Only the VM's PID 1 sets it.
-	Cgroups *Cgroups
+	Cgroups *exec.Cgroups
 }
 
-// Service implements agentproto.Service inside the guest.
+// Service implements agentproto.Service inside the guest: it answers the
+// handshake, user and limit operations itself and hands exec and file
+// operations to the exec and files packages (their methods are promoted).
 type Service struct {
-	cfg    Config
-	users  account.UserDB
-	reaper *Reaper
-	log    *log.Logger
+	cfg   Config
+	users account.UserDB
+	log   *log.Logger
 
-	bg bgTable
+	*exec.Processes
+	*files.Ops
+	relay *relay.Relay
 
 	// usersMu serialises edits of the account files within the agent; the
 	// file lock in lockAccounts covers other programs.
@@ -103,14 +109,28 @@ func NewService(cfg Config) (*Service, error) {
 	if lg == nil {
 		lg = log.New(io.Discard, "", 0)
 	}
-	return &Service{
+	s := &Service{
 		cfg:      cfg,
 		users:    cfg.Users.WithDefaults(),
-		reaper:   cfg.Reaper,
 		log:      lg,
-		bg:       bgTable{procs: map[int]*bgProc{}},
 		warnings: append([]string(nil), cfg.Warnings...),
-	}, nil
+	}
+	procs, err := exec.New(exec.Config{
+		Users:      cfg.Users,
+		Reaper:     cfg.Reaper,
+		Cgroups:    cfg.Cgroups,
+		NetPolicy:  cfg.NetPolicy,
+		SystemRoot: cfg.SystemRoot,
+		Limit:      s.checkLimit,
+		Logger:     lg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Processes = procs
+	s.Ops = files.New(files.Config{Users: cfg.Users, Limit: s.checkLimit})
+	s.relay = relay.New(relay.Config{Users: cfg.Users, NetPolicy: cfg.NetPolicy, Logger: lg})
+	return s, nil
 }
 
 // AddWarning records a problem that Hello reports to the host, e.g. a
@@ -259,6 +279,11 @@ func (s *Service) NetRelease(ctx context.Context, req *agentproto.NetReleaseRequ
 		return nil, fmt.Errorf("%w: %v", agentproto.ErrInvalid, err)
 	}
 	return &agentproto.Empty{}, nil
+}
+
+// Usage reports the resource use of users from their cgroups.
+func (s *Service) Usage(ctx context.Context, req *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
+	return s.cfg.Cgroups.Usage(ctx, req)
 }
 
 // NetLog returns the refused connections the guest recorded. Without a

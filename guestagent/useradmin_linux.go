@@ -17,6 +17,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/files"
+	"github.com/osaurus/osaurus-sandbox/guestagent/oserr"
 	"golang.org/x/sys/unix"
 )
 
@@ -134,9 +136,9 @@ func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (
 	if req.HomeMode&^0o7777 != 0 {
 		return nil, fmt.Errorf("%w: home mode %o", agentproto.ErrInvalid, req.HomeMode)
 	}
-	mode := fileMode(0o700)
+	mode := files.FileMode(0o700)
 	if req.HomeMode != 0 {
-		mode = fileMode(req.HomeMode)
+		mode = files.FileMode(req.HomeMode)
 	}
 	shell := req.Shell
 	if shell == "" {
@@ -415,7 +417,7 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 	if s.cfg.Cgroups != nil {
 		// Its groups go first: the kill reaches every process in them,
 		// whatever uid it runs as by now.
-		if err := s.cfg.Cgroups.removeUser(a.Name); err != nil {
+		if err := s.cfg.Cgroups.RemoveUser(a.Name); err != nil {
 			s.log.Printf("user %s: %v", a.Name, err)
 		}
 	}
@@ -449,7 +451,7 @@ func (s *Service) UserDel(ctx context.Context, req *agentproto.UserDelRequest) (
 			return nil, fmt.Errorf("%w: refusing to remove home %q", agentproto.ErrInvalid, a.Home)
 		}
 		if err := os.RemoveAll(home); err != nil {
-			return nil, mapErr(fmt.Errorf("remove home: %w", err))
+			return nil, oserr.Map(fmt.Errorf("remove home: %w", err))
 		}
 	}
 	s.log.Printf("user %s deleted", a.Name)

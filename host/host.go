@@ -82,6 +82,7 @@ type Host struct {
 	m         *sandbox.Manager
 	// mcpURL or mcpErr: set once by serveMCP, before New returns.
 	mcpURL, mcpErr string
+	ports          *Ports // agents' previews on the host's loopback
 
 	closeOnce sync.Once
 	closers   []func() // run last first by Close
@@ -120,12 +121,16 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	} else {
 		h.onClose(func() { h.events.Close() })
 	}
+	h.ports = &Ports{Guest: h.running, StateFile: o.Paths.PreviewsFile(), Logf: h.logf}
+	h.onClose(func() { h.ports.Close("", 0) })
 	h.env = tools.NewEnv(tools.Options{
 		Guest: h.guest, Agents: h.reg, Redactor: h.secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
+		Reviewer: Reviewer{Paths: o.Paths, Events: h.events, Secrets: h.secrets, Logf: h.logf},
+		Exposer:  h.ports,
 	})
-	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem}
+	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Ports: h.ports}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,
@@ -138,6 +143,12 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		// The host API bridge: serves the guest's calls, installs osaurus-host.
 		OnGuest: h.bridge.Attach,
 	})
+	// Previews end with the VM that served them.
+	h.onClose(h.m.Subscribe(func(st sandbox.Status) {
+		if st.State != sandbox.Running {
+			go h.ports.Close("", 0)
+		}
+	}))
 	if err := h.m.Recover(ctx); err != nil {
 		h.logf("recover: %v", err)
 	}

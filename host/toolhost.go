@@ -30,6 +30,9 @@ type ToolHost struct {
 	Running func(ctx context.Context) (*agentproto.Client, error)
 	// Memory is the agents' memory store (nil when it can't open).
 	Memory *memory.Store
+	// Ports, when set, holds the agents' previews; removing an agent
+	// closes its own.
+	Ports *Ports
 }
 
 // Exec runs a command in the running VM.
@@ -86,6 +89,9 @@ func (h *ToolHost) EndTurn(ctx context.Context, agentID string) error {
 // gets a fresh one. Without a VM, Purge deletes the home's host folder.
 func (h *ToolHost) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
 	var r api.RemoveAgentResult
+	if h.Ports != nil {
+		h.Ports.Close(req.Agent.Slug, 0)
+	}
 	a := req.Agent
 	if err := bridge.ForgetAgent(ctx, h.Memory, &bridge.ConfigStore{Dir: h.Paths.BridgeConfigDir()}, a.Slug); err != nil {
 		r.ForgetError = err.Error()

@@ -35,7 +35,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge [--yes]]
-keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
+keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
@@ -111,6 +111,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return c.agentShow(ctx, reg, args[0])
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
+	case sub == "set" && len(args) == 3 && args[1] == "projects":
+		return c.setProjects(ctx, reg, args[0], args[2])
 	case sub == "set" && len(args) == 3:
 		a, err := reg.Update(args[0], func(a *agents.Agent) error { return setAgent(a, args[1], args[2]) })
 		if err != nil {
@@ -249,6 +251,11 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 	}
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
 	c.removeAgentSecrets(a.Slug)
+	if err := c.views().DropAgent(a); err != nil {
+		fmt.Fprintf(c.err, "warning: its project views were not all deleted: %v\n", err)
+	} else if len(a.Projects) > 0 {
+		fmt.Fprintf(c.out, "deleted its views of %s (your folders are untouched)\n", strings.Join(a.Projects, ", "))
+	}
 	// The owner deletes what it keeps for the agent and its Linux user,
 	// so its record of the guest's users stays true.
 	cl, err := client.Dial(ctx, c.paths)

@@ -79,6 +79,16 @@ func (b binRun) run(stdin string, args ...string) (string, string, int) {
 	return o.String(), e.String(), 0
 }
 
+// TestEveryCommandHasHelp: a command added to Main without a help entry
+// fails here.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for cmd := range (&cli{}).commands() {
+		if _, ok := findHelp(cmd); !ok {
+			t.Errorf("%s has no help entry in help.go", cmd)
+		}
+	}
+}
+
 // TestHelpOnRealBinary: every command's --help has its one-line
 // description, its flags and an example, and exits 0; help TOPIC says
 // the same; internal flags are not shown.

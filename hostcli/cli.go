@@ -78,6 +78,19 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   events [--follow] [--agent NAME] [--json]
                         events agents emit (osaurus-host events emit)
 
+Projects (your folders; each agent granted one works on its own view of it):
+  project add PATH [--name NAME]   project list [--json]   project remove NAME
+  agent set AGENT projects a,b     grant projects (the agent sees /workspace/projects/NAME)
+  changes AGENT PROJECT [--json]   what the agent changed: added, modified, deleted, diffs
+  apply AGENT PROJECT [--yes] [--force] [PATHS...]
+                        write its changes into your folder (files you changed meanwhile
+                        need --force; links, devices and set-uid files are never applied)
+  discard AGENT PROJECT [--yes] [PATHS...]
+                        drop its changes
+
+Previews (an agent's server, opened on this computer's loopback by its sandbox_expose_port tool):
+  ports [--json]        the open previews: agent, its port, the URL here
+
 Network (each agent's policy is its "network" setting; see agent set):
   network log [--follow] [--json] [--agent NAME]
                         every connection the policy refused: agent, destination, port, time
@@ -170,7 +183,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 	defer cancel()
 	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 	cmd, rest := args[0], args[1:]
-	run, ok := map[string]func(context.Context, []string) int{
+	run, ok := c.commands()[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
+		return ExitUsage
+	}
+	return run(ctx, rest)
+}
+
+// commands are the command line's commands by name.
+func (c *cli) commands() map[string]func(context.Context, []string) int {
+	return map[string]func(context.Context, []string) int{
 		"provision":   c.lifecycle(api.OpProvision, "Provisioning"),
 		"start":       c.lifecycle(api.OpStart, "Starting"),
 		"stop":        c.stop,
@@ -192,13 +215,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		"memory":      c.memory,
 		"events":      c.events,
 		"completion":  c.completion,
-		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
-	}[cmd]
-	if !ok {
-		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
-		return ExitUsage
+		"project":     c.project,
+		"changes":     c.changes,
+		"apply":       c.applyOrDiscard(false),
+		"discard":     c.applyOrDiscard(true),
+		"ports":       c.ports,
+		"version":     func(context.Context, []string) int { fmt.Fprintln(c.out, "osaurus-sandbox", Version); return ExitOK },
 	}
-	return run(ctx, rest)
 }
 
 type cli struct {

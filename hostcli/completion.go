@@ -17,6 +17,8 @@ var subcommands = map[string][]string{
 	"network":    {"log"},
 	"plugin":     {"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove"},
 	"config":     {"get", "set", "reset"},
+	"project":    {"add", "list", "remove"},
+	"ports":      {"close"},
 	"completion": {"bash", "zsh", "fish"},
 	"help":       nil, // filled with the commands
 }

@@ -44,6 +44,9 @@ const (
 	AgentsDir = "/workspace/agents"
 	// SharedDir is open to every agent.
 	SharedDir = "/workspace/shared"
+	// ProjectsDir holds the agent's own views of the projects it was
+	// granted (in its mount namespace, its views only).
+	ProjectsDir = "/workspace/projects"
 
 	// MaxPathLen is Linux's PATH_MAX.
 	MaxPathLen = 4096
@@ -100,11 +103,12 @@ type Policy struct {
 }
 
 // ForAgent is the policy of the agent with this slug: its home
-// /workspace/agents/<slug> and /workspace/shared. The slug must already be
+// /workspace/agents/<slug>, /workspace/shared and its project views under
+// /workspace/projects. The slug must already be
 // valid (the agents registry guarantees it).
 func ForAgent(slug string) Policy {
 	home := AgentHome(slug)
-	return Policy{Home: home, Roots: []string{home, SharedDir}}
+	return Policy{Home: home, Roots: []string{home, SharedDir, ProjectsDir}}
 }
 
 // AgentHome is the home directory of the agent with this slug.

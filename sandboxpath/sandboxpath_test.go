@@ -123,7 +123,7 @@ func TestRejectionMessage(t *testing.T) {
 	if !errors.As(err, &rej) {
 		t.Fatal(err)
 	}
-	want := "relative to your home /workspace/agents/bob (`~` means the home), or an absolute path under /workspace/agents/bob or /workspace/shared"
+	want := "relative to your home /workspace/agents/bob (`~` means the home), or an absolute path under /workspace/agents/bob or /workspace/shared or /workspace/projects"
 	if rej.Expected != want {
 		t.Fatalf("Expected = %q\nwant       %q", rej.Expected, want)
 	}

@@ -44,6 +44,8 @@ const (
 	gateBackground               // enabled and backgroundProcesses
 	gatePluginCreate             // enabled and pluginCreate, with a plugin library
 	gateSecrets                  // enabled, with a secret store
+	gateReview                   // enabled, with a reviewer, and granted a project
+	gatePorts                    // enabled, with an exposer
 )
 
 // tool is one entry of the catalog.

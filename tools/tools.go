@@ -83,6 +83,12 @@ type Options struct {
 	// asks the user when sandbox_secret_set has no value.
 	SecretStore    SecretStore
 	SecretPrompter SecretPrompter
+	// Reviewer, when set, offers sandbox_request_review to agents with
+	// autonomous exec that were granted a project.
+	Reviewer Reviewer
+	// Exposer, when set, offers sandbox_expose_port to agents with
+	// autonomous exec.
+	Exposer Exposer
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -99,6 +105,8 @@ type Env struct {
 	// secretStore and prompter serve the secret tools.
 	secretStore SecretStore
 	prompter    SecretPrompter
+	reviewer    Reviewer
+	exposer     Exposer
 	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
@@ -121,7 +129,7 @@ func NewEnv(o Options) *Env {
 		o.Install = NewInstallLock()
 	}
 	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -307,6 +315,22 @@ func (t *Toolset) allowed(d *tool) string {
 		case !ae.Enabled:
 			return fmt.Sprintf("%s is not available to agent %s: secrets are for commands, which need autonomous exec; the user can turn it on with "+
 				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gatePorts:
+		switch {
+		case t.env.exposer == nil:
+			return fmt.Sprintf("%s is not available: this server can't open previews.", d.Name)
+		case !ae.Enabled:
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off; the user can turn it on with "+
+				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gateReview:
+		switch {
+		case t.env.reviewer == nil:
+			return fmt.Sprintf("%s is not available: this server can't notify the user.", d.Name)
+		case !ae.Enabled || len(t.agent.Projects) == 0:
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec and a project; the user grants one with "+
+				"`osaurus-sandbox agent set %s projects NAME`.", d.Name, t.agent.Name, t.agent.Slug)
 		}
 	case gateBackground:
 		if !ae.Enabled || !ae.BackgroundProcesses {

@@ -33,6 +33,8 @@ const (
 	// OpRemoveAgent deletes what the owner keeps for a removed agent and
 	// its Linux user (api.RemoveAgentRequest).
 	OpRemoveAgent = "ctl.agent_remove"
+	// OpClosePorts closes agents' previews (sandbox_expose_port).
+	OpClosePorts = "ctl.ports_close"
 	// Plugin installs go through the owner's one tools environment.
 	OpPluginInstall      = "ctl.plugin_install"       // api.PluginInstallRequest; events: install steps
 	OpPluginUninstall    = "ctl.plugin_uninstall"     // api.PluginUninstallRequest

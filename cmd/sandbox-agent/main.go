@@ -17,6 +17,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
 	"github.com/osaurus/osaurus-sandbox/guestagent/boot"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +60,7 @@ func main() {
 // carries the protocol.
 func serveStdio() error {
 	lg := log.New(os.Stderr, "sandbox-agent: ", log.LstdFlags)
-	reaper, err := guestagent.NewReaper()
+	reaper, err := exec.NewReaper()
 	if err != nil {
 		return err
 	}

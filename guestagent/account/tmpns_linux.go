@@ -226,6 +226,8 @@ func buildTmpNS(area string) (int, error) {
 			return -1, fmt.Errorf("remount %s nosuid,nodev: %w", d.target, err)
 		}
 	}
+	// Best effort: without it the agent sees no views, not another's.
+	bindProjects(filepath.Base(area))
 	// Every agent's area (its own included) leaves the agent's view; it
 	// keeps only the directories above.
 	if err := unix.Unmount(privateTmpRoot, unix.MNT_DETACH); err != nil {

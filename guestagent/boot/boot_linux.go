@@ -23,6 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/vm/bootparams"
 	"golang.org/x/sys/unix"
@@ -71,12 +72,12 @@ func (b *boot) fatal(format string, args ...any) {
 // initramfs into the root disk and serves the host forever.
 func RunInit(agentVersion string) {
 	unix.Umask(0o022)
-	os.Setenv("PATH", guestagent.BasePath)
+	os.Setenv("PATH", exec.BasePath)
 	var clock guestagent.PhaseClock
 	clock.Mark("init") // the kernel handed over to /init
 	b := &boot{log: log.New(os.Stderr, "sandbox-agent: ", 0)}
 	// The reaper comes first: as PID 1 every orphan in the VM is ours.
-	reaper, err := guestagent.NewReaper()
+	reaper, err := exec.NewReaper()
 	if err != nil {
 		b.fatal("%v", err)
 	}
@@ -115,7 +116,7 @@ func RunInit(agentVersion string) {
 	// down for all, and a call's processes outlive it: no VM is better.
 	// PID 1 itself needs no oom_score_adj: the kernel never picks the
 	// global init, and a -1000 here would be inherited by every process.
-	cgroups, err := guestagent.SetupCgroups(guestagent.CgroupMount, memTotal())
+	cgroups, err := exec.SetupCgroups(exec.CgroupMount, memTotal())
 	if err != nil {
 		b.fatal("%v", err)
 	}

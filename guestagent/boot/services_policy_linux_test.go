@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/guestagent"
+	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 )
 
 // TestNoServiceStarts checks the boot step that stops package scripts
@@ -40,7 +40,7 @@ func TestNoServiceStarts(t *testing.T) {
 		}
 		// Through a reaper, as the agent runs it (a reaper would take the
 		// exit status from under exec.Cmd.Wait).
-		testReaper, err := guestagent.NewReaper()
+		testReaper, err := exec.NewReaper()
 		if err != nil {
 			t.Fatal(err)
 		}

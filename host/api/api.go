@@ -64,6 +64,23 @@ type RemoveAgentRequest struct {
 	Purge bool         `json:"purge,omitempty"`
 }
 
+// ClosePortsRequest names the previews to close: Agent's (a slug; every
+// agent's when empty), only Port's when not 0.
+type ClosePortsRequest struct {
+	Agent string `json:"agent,omitempty"`
+	Port  int    `json:"port,omitempty"`
+}
+
+// ClosePortsResult says how many previews closed.
+type ClosePortsResult struct {
+	Closed int `json:"closed"`
+}
+
+// PortCloser is implemented by an owner that relays agents' previews.
+type PortCloser interface {
+	ClosePorts(ctx context.Context, req ClosePortsRequest) (ClosePortsResult, error)
+}
+
 // RemoveAgentResult says what RemoveAgent did.
 type RemoveAgentResult struct {
 	// UserRemoved: the VM was running and the Linux user is gone.

@@ -296,6 +296,13 @@ func (c *Client) Usage(ctx context.Context, req agentproto.UsageRequest) (agentp
 	return g.Usage(ctx, req)
 }
 
+// ClosePorts has the owner close agents' previews.
+func (c *Client) ClosePorts(ctx context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	var r api.ClosePortsResult
+	err := c.call(ctx, control.OpClosePorts, req, &r, nil, false)
+	return r, err
+}
+
 // RemoveAgent has the owner delete what it keeps for a removed agent.
 func (c *Client) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
 	var r api.RemoveAgentResult

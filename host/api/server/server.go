@@ -129,6 +129,12 @@ func (s *Server) mux() *agentproto.Mux {
 		r, err := s.Ctl.RemoveAgent(ctx, *req)
 		return &r, err
 	}))
+	if pc, ok := s.Ctl.(api.PortCloser); ok {
+		m.Handle(control.OpClosePorts, agentproto.Unary(func(ctx context.Context, req *api.ClosePortsRequest) (*api.ClosePortsResult, error) {
+			r, err := pc.ClosePorts(ctx, *req)
+			return &r, err
+		}))
+	}
 	m.Handle(control.OpPluginInstall, func(ctx context.Context, c *agentproto.Call) error {
 		var req api.PluginInstallRequest
 		if err := c.Decode(&req); err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package files
 
 import (
 	"bufio"
@@ -20,11 +20,12 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/oserr"
 )
 
-// fsys is the part of *os.Root the file operations use; hostFS offers the
+// FS is the part of *os.Root the file operations use; hostFS offers the
 // same on plain host paths for unconfined identities.
-type fsys interface {
+type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
 	Lstat(name string) (os.FileInfo, error)
 	Stat(name string) (os.FileInfo, error)
@@ -56,7 +57,7 @@ func (hostFS) Rename(oldname, newname string) error      { return os.Rename(oldn
 // through os.Root, which refuses ".." and symlink escapes, or on the whole
 // file system with relative paths taken from the user's home.
 type space struct {
-	fs   fsys
+	fs   FS
 	root string // clean absolute root; "" when unconfined
 	home string
 }
@@ -113,7 +114,7 @@ func inSpace[T any](a *account.Account, root string, fn func(sp *space) (T, erro
 		}
 		return fn(sp)
 	})
-	return v, mapErr(err)
+	return v, oserr.Map(err)
 }
 
 // maxRead is the default and largest ReadFile result: base64 in a JSON
@@ -156,7 +157,7 @@ func scanErr(ctx context.Context, what, instead string) error {
 }
 
 // ReadFile reads a byte range or a line selection of a file.
-func (s *Service) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
+func (s *Ops) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
 	if req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0 {
 		return nil, fmt.Errorf("%w: negative read_file argument", agentproto.ErrInvalid)
 	}
@@ -374,7 +375,7 @@ func unixMode(m os.FileMode) uint32 {
 
 // WriteFile replaces a file atomically or appends to it. Replacing keeps
 // the mode of an existing file unless the request sets one.
-func (s *Service) WriteFile(ctx context.Context, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+func (s *Ops) WriteFile(ctx context.Context, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
 	if err := s.checkLimit(req.User); err != nil {
 		return nil, err
 	}
@@ -534,7 +535,7 @@ func fileInfo(path string, fi os.FileInfo) agentproto.FileInfo {
 }
 
 // Stat describes a path without following a final symlink.
-func (s *Service) Stat(ctx context.Context, req *agentproto.PathRequest) (*agentproto.FileInfo, error) {
+func (s *Ops) Stat(ctx context.Context, req *agentproto.PathRequest) (*agentproto.FileInfo, error) {
 	a, err := s.account(req.User)
 	if err != nil {
 		return nil, err
@@ -566,7 +567,7 @@ const (
 
 // List walks a directory depth first in name order. Symlinks are listed,
 // never followed.
-func (s *Service) List(ctx context.Context, req *agentproto.ListRequest) (*agentproto.ListResponse, error) {
+func (s *Ops) List(ctx context.Context, req *agentproto.ListRequest) (*agentproto.ListResponse, error) {
 	if req.MaxDepth < 0 || req.MaxEntries < 0 {
 		return nil, fmt.Errorf("%w: negative list argument", agentproto.ErrInvalid)
 	}
@@ -688,7 +689,7 @@ func (l *lister) readNames(f *os.File) ([]string, error) {
 }
 
 // Mkdir creates a directory with exactly the requested mode.
-func (s *Service) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
+func (s *Ops) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
 	if err := s.checkLimit(req.User); err != nil {
 		return nil, err
 	}
@@ -727,7 +728,7 @@ func (s *Service) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agen
 
 // Remove removes a file, a symlink or a directory (recursively only when
 // asked).
-func (s *Service) Remove(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
+func (s *Ops) Remove(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
 	a, err := s.account(req.User)
 	if err != nil {
 		return nil, err
@@ -757,7 +758,7 @@ func (s *Service) Remove(ctx context.Context, req *agentproto.PathRequest) (*age
 }
 
 // Move renames Src to Dst, refusing to replace Dst unless Overwrite.
-func (s *Service) Move(ctx context.Context, req *agentproto.MoveRequest) (*agentproto.Empty, error) {
+func (s *Ops) Move(ctx context.Context, req *agentproto.MoveRequest) (*agentproto.Empty, error) {
 	if err := s.checkLimit(req.User); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"errors"
@@ -27,7 +27,7 @@ import (
 // namespace (the host's own maintenance), except installs, which ask for
 // NetworkPackageMirror: a namespace of their own that reaches only the
 // hosts the package sources name, through the proxy.
-func (s *Service) netnsFor(a *account.Account, req *agentproto.ExecRequest) (netns.NsHandle, []string, error) {
+func (s *Processes) netnsFor(a *account.Account, req *agentproto.ExecRequest) (netns.NsHandle, []string, error) {
 	if s.cfg.NetPolicy == nil {
 		return netns.None(), nil, nil
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"context"
@@ -349,7 +349,7 @@ func TestSecondReaperRefused(t *testing.T) {
 func BenchmarkExecTrue(b *testing.B) {
 	e := &testEnv{}
 	var err error
-	e.svc, err = NewService(Config{Reaper: testReaper})
+	e.svc, err = New(Config{Reaper: testReaper})
 	if err != nil {
 		b.Fatal(err)
 	}

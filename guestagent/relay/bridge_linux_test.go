@@ -1,13 +1,21 @@
 //go:build linux
 
-package guestagent
+package relay
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/guestagent/account"
 )
 
 func TestAgentOfUser(t *testing.T) {
@@ -62,10 +70,51 @@ func TestPeerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ""
-	if uid >= 1000 {
+	if uid >= 1000 && uid != 65534 { // nobody is no agent
 		want = "carol"
 	}
 	if req.UID != uid || req.User != "agent-carol" || req.Agent != want {
 		t.Errorf("identity %+v, want uid %d, user agent-carol, agent %q", req, uid, want)
+	}
+}
+
+// A caller gets an HTTP answer naming the reason, not a dropped
+// connection, when no host session is there to relay to.
+func TestRelayWithoutHostAnswers503(t *testing.T) {
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(passwd, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Users: account.UserDB{Passwd: passwd}})
+	sock := filepath.Join(dir, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := l.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { r.relayBridge(context.Background(), sc); close(done) }()
+	if _, err := io.WriteString(c, "GET /v1/secrets HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	<-done
+	var msg struct{ Error string }
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &msg) != nil || !strings.Contains(msg.Error, "not connected") {
+		t.Errorf("got %d %s, want 503 with a JSON error saying the host is not connected", resp.StatusCode, body)
 	}
 }

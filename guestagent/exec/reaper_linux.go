@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ type Reaper struct {
 var reaperActive atomic.Bool
 
 // errReaperActive is returned by NewReaper when a Reaper already runs.
-var errReaperActive = errors.New("guestagent: a Reaper is already running in this process")
+var errReaperActive = errors.New("exec: a Reaper is already running in this process")
 
 // NewReaper starts reaping. Close stops it.
 func NewReaper() (*Reaper, error) {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/guestagent/files"
+	"github.com/osaurus/osaurus-sandbox/guestagent/oserr"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -45,17 +47,10 @@ type command struct {
 // prepare resolves what every process start needs: argv, environment,
 // working directory (checked with the user's rights, beneath Root when
 // set) and the executable.
-func (s *Service) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
-	var argv []string
-	switch {
-	case req.Shell != "" && len(req.Argv) > 0:
-		return nil, fmt.Errorf("%w: set argv or shell, not both", agentproto.ErrInvalid)
-	case req.Shell != "":
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	case len(req.Argv) > 0 && req.Argv[0] != "":
-		argv = req.Argv
-	default:
-		return nil, fmt.Errorf("%w: empty command", agentproto.ErrInvalid)
+func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
+	argv, err := commandArgv(req)
+	if err != nil {
+		return nil, err
 	}
 	env, err := buildEnv(a, req.Env)
 	if err != nil {
@@ -84,6 +79,21 @@ func (s *Service) prepare(a *account.Account, req *agentproto.ExecRequest) (*com
 	}
 	// The policy's variables come last so the request can't override them.
 	return &command{path: path, argv: argv, env: append(env, netEnv...), dir: dir, netns: ns}, nil
+}
+
+// commandArgv is the argv a request runs: its argv, or its shell line
+// under /bin/sh -c.
+func commandArgv(req *agentproto.ExecRequest) ([]string, error) {
+	switch {
+	case req.Shell != "" && len(req.Argv) > 0:
+		return nil, fmt.Errorf("%w: set argv or shell, not both", agentproto.ErrInvalid)
+	case req.Shell != "":
+		return []string{"/bin/sh", "-c", req.Shell}, nil
+	case len(req.Argv) > 0 && req.Argv[0] != "":
+		return req.Argv, nil
+	default:
+		return nil, fmt.Errorf("%w: empty command", agentproto.ErrInvalid)
+	}
 }
 
 // buildEnv is the clean base environment plus extra; later entries win.
@@ -127,12 +137,12 @@ func envValue(env []string, key string) string {
 // root it defaults to the root, and the directory is opened through
 // os.Root and named by its real path so a symlink cannot lead outside.
 func workDir(a *account.Account, root, cwd string) (string, error) {
-	return inSpace(a, root, func(sp *space) (string, error) {
-		name, err := sp.name(cwd)
+	return files.InSpace(a, root, func(sp files.Space) (string, error) {
+		name, err := sp.Name(cwd)
 		if err != nil {
 			return "", err
 		}
-		if sp.root == "" {
+		if sp.Root() == "" {
 			fi, err := os.Stat(name)
 			if err != nil && cwd == "" {
 				return "/", nil
@@ -145,7 +155,7 @@ func workDir(a *account.Account, root, cwd string) (string, error) {
 			}
 			return name, nil
 		}
-		f, err := sp.fs.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		f, err := sp.FS().OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 		if err != nil {
 			return "", fmt.Errorf("working directory: %w", err)
 		}
@@ -176,7 +186,7 @@ func lookPath(file, path, dir string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		if err := check(p); err != nil {
-			return "", mapErr(fmt.Errorf("exec %s: %w", file, err))
+			return "", oserr.Map(fmt.Errorf("exec %s: %w", file, err))
 		}
 		return p, nil
 	}
@@ -196,7 +206,7 @@ func lookPath(file, path, dir string) (string, error) {
 
 // spawn starts cmd as a with the given stdin, stdout and stderr, inside
 // cg when set.
-func (s *Service) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
+func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   cmd.dir,
 		Env:   cmd.env,
@@ -217,7 +227,7 @@ func (s *Service) spawn(a *account.Account, cmd *command, files [3]*os.File, set
 		return syscall.ForkExec(cmd.path, cmd.argv, attr)
 	}))
 	if err != nil {
-		return 0, nil, mapErr(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
+		return 0, nil, oserr.Map(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
 	}
 	return pid, ch, nil
 }
@@ -242,7 +252,7 @@ func killGroup(pid int, sig syscall.Signal) {
 }
 
 // Exec runs a process in its own process group and streams its output.
-func (s *Service) execCommand(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
 	if req.TimeoutMillis < 0 {
 		return agentproto.ExitStatus{}, fmt.Errorf("%w: negative timeout", agentproto.ErrInvalid)
 	}
@@ -375,7 +385,7 @@ func (s *Service) execCommand(ctx context.Context, req *agentproto.ExecRequest, 
 }
 
 // endGroup ends a call's or background process's group, logging trouble.
-func (s *Service) endGroup(g *cgroup) error {
+func (s *Processes) endGroup(g *cgroup) error {
 	err := g.end()
 	if err != nil {
 		s.log.Printf("%v", err)
@@ -497,7 +507,7 @@ func (t *bgTable) get(pid int) *bgProc {
 // StartBackground starts a detached process in its own session whose
 // output is appended to a log file created with the user's identity. A
 // timeout, when set, kills the whole session's process group.
-func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBackgroundRequest) (*agentproto.StartBackgroundResponse, error) {
+func (s *Processes) StartBackground(ctx context.Context, req *agentproto.StartBackgroundRequest) (*agentproto.StartBackgroundResponse, error) {
 	if err := s.checkLimit(req.User); err != nil {
 		return nil, err
 	}
@@ -520,19 +530,19 @@ func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBack
 		f    *os.File
 		path string // absolute, for the response
 	}
-	lf, err := inSpace(a, root, func(sp *space) (opened, error) {
-		name, err := sp.name(logPath)
+	lf, err := files.InSpace(a, root, func(sp files.Space) (opened, error) {
+		name, err := sp.Name(logPath)
 		if err != nil {
 			return opened{}, err
 		}
 		if req.LogPath == "" {
-			if err := sp.fs.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+			if err := sp.FS().MkdirAll(filepath.Dir(name), 0o700); err != nil {
 				return opened{}, err
 			}
 		}
-		f, err := sp.fs.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if sp.root != "" {
-			name = filepath.Join(sp.root, name)
+		f, err := sp.FS().OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if sp.Root() != "" {
+			name = filepath.Join(sp.Root(), name)
 		}
 		return opened{f, name}, err
 	})
@@ -597,7 +607,7 @@ func (s *Service) StartBackground(ctx context.Context, req *agentproto.StartBack
 
 // Wait waits for a background process. Only root and the user who started
 // it may wait for it.
-func (s *Service) Wait(ctx context.Context, req *agentproto.WaitRequest) (*agentproto.ExitStatus, error) {
+func (s *Processes) Wait(ctx context.Context, req *agentproto.WaitRequest) (*agentproto.ExitStatus, error) {
 	if req.TimeoutMillis < 0 {
 		return nil, fmt.Errorf("%w: negative timeout", agentproto.ErrInvalid)
 	}
@@ -636,7 +646,7 @@ func (s *Service) Wait(ctx context.Context, req *agentproto.WaitRequest) (*agent
 
 // Signal sends a signal with the identity's rights, so the kernel refuses
 // to let one user signal another's processes.
-func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
+func (s *Processes) Signal(ctx context.Context, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
 	if req.Pid <= 1 {
 		return nil, fmt.Errorf("%w: pid %d", agentproto.ErrInvalid, req.Pid)
 	}
@@ -656,7 +666,7 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 		err = account.KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
+		return nil, oserr.Map(fmt.Errorf("signal %d: %w", req.Pid, err))
 	}
 	return &agentproto.Empty{}, nil
 }
@@ -664,7 +674,7 @@ func (s *Service) Signal(ctx context.Context, req *agentproto.SignalRequest) (*a
 // signalBackground signals a background process the user started, or with
 // Group everything in its group: an agent's signals reach exactly its
 // background processes, never a running call's.
-func (s *Service) signalBackground(a *account.Account, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
+func (s *Processes) signalBackground(a *account.Account, req *agentproto.SignalRequest) (*agentproto.Empty, error) {
 	p := s.bg.get(req.Pid)
 	if p != nil && p.uid != a.UID {
 		return nil, fmt.Errorf("%w: process %d belongs to another user", agentproto.ErrPermission, req.Pid)
@@ -687,7 +697,7 @@ func (s *Service) signalBackground(a *account.Account, req *agentproto.SignalReq
 		err = account.KillAs(a, req.Pid, syscall.Signal(req.Signal))
 	}
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("signal %d: %w", req.Pid, err))
+		return nil, oserr.Map(fmt.Errorf("signal %d: %w", req.Pid, err))
 	}
 	return &agentproto.Empty{}, nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package exec
 
 import (
 	"bufio"
@@ -403,9 +403,9 @@ func waitEmpty(dir string, limit time.Duration) error {
 	}
 }
 
-// removeUser kills every process of user in any group and removes its
+// RemoveUser kills every process of user in any group and removes its
 // groups.
-func (c *Cgroups) removeUser(user string) error {
+func (c *Cgroups) RemoveUser(user string) error {
 	if validGroupUser(user) != nil {
 		return nil
 	}
@@ -459,9 +459,10 @@ func (c *Cgroups) users() []string {
 
 // Usage reports the resource use of the named users (every user with a
 // group when none are named). A user without a group has run nothing
-// since the VM started and is left out.
-func (s *Service) Usage(ctx context.Context, req *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
-	if s.cfg.Cgroups == nil {
+// since the VM started and is left out. A nil c is an agent without
+// cgroups.
+func (c *Cgroups) Usage(ctx context.Context, req *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
+	if c == nil {
 		return nil, fmt.Errorf("%w: this agent runs without cgroups", agentproto.ErrUnsupported)
 	}
 	if len(req.Users) > maxUsageUsers {
@@ -469,11 +470,11 @@ func (s *Service) Usage(ctx context.Context, req *agentproto.UsageRequest) (*age
 	}
 	users := req.Users
 	if len(users) == 0 {
-		users = s.cfg.Cgroups.users()
+		users = c.users()
 	}
 	resp := &agentproto.UsageResponse{Users: []agentproto.UserUsage{}}
 	for _, u := range users {
-		if st, ok := s.cfg.Cgroups.usage(u); ok {
+		if st, ok := c.usage(u); ok {
 			resp.Users = append(resp.Users, st)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package oserr
 
 import (
 	"errors"
@@ -19,9 +19,9 @@ type mappedError struct {
 func (e *mappedError) Error() string   { return e.err.Error() }
 func (e *mappedError) Unwrap() []error { return []error{e.kind, e.err} }
 
-// mapErr gives err the sentinel agentproto.ToWire turns into a wire code.
+// Map gives err the sentinel agentproto.ToWire turns into a wire code.
 // Errors that already carry one, and unknown errors, pass unchanged.
-func mapErr(err error) error {
+func Map(err error) error {
 	if err == nil || agentproto.ToWire(err).Code != "internal" {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package guestagent
+package relay
 
 import (
 	"bufio"
@@ -49,18 +49,15 @@ const (
 // for callers that are no agent).
 var bridgeConns = network.NewConnLimiter("host API bridge", maxBridgeConnsPerAgent, maxBridgeConns)
 
-// bridge is package state rather than a Service field so the exec and
-// account code stay untouched; there is one socket per guest anyway.
+// bridge is package state: there is one socket per guest, whichever
+// Relay the agent made.
 var bridge bridgeRelay
 
-// startBridge makes peer the session new bridge connections are relayed
-// over and, the first time, starts listening on the socket. The stdio
-// transport (development, tests on a host) never listens: it is not the
-// guest's init and must not claim /run.
-func (s *Service) startBridge(ctx context.Context, peer *agentproto.Peer, transport string) {
-	if transport == TransportStdio {
-		return
-	}
+// Start makes peer the session new bridge connections are relayed over
+// and, the first time, starts listening on the socket. The caller decides
+// whether a transport may listen: the stdio one (development, tests on a
+// host) must not, as it is not the guest's init and must not claim /run.
+func (s *Relay) Start(ctx context.Context, peer *agentproto.Peer) {
 	bridge.mu.Lock()
 	bridge.peer = peer
 	bridge.mu.Unlock()
@@ -73,7 +70,7 @@ func (s *Service) startBridge(ctx context.Context, peer *agentproto.Peer, transp
 	})
 }
 
-func (s *Service) listenBridge(ctx context.Context, path string) error {
+func (s *Relay) listenBridge(ctx context.Context, path string) error {
 	os.Remove(path)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -98,7 +95,7 @@ func (s *Service) listenBridge(ctx context.Context, path string) error {
 	}
 }
 
-func (s *Service) relayBridge(ctx context.Context, c *net.UnixConn) {
+func (s *Relay) relayBridge(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	req, pid, err := peerIdentity(c, s.users.WithDefaults().Passwd)
 	if err != nil {

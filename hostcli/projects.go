@@ -1,0 +1,326 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
+const projectUsage = `usage:
+  osaurus-sandbox project add PATH [--name NAME]
+  osaurus-sandbox project list [--json]
+  osaurus-sandbox project remove NAME
+  osaurus-sandbox agent set AGENT projects NAME[,NAME...]   (or "none")
+  osaurus-sandbox changes AGENT PROJECT [--json]
+  osaurus-sandbox apply AGENT PROJECT [--yes] [--force] [PATHS...]
+  osaurus-sandbox discard AGENT PROJECT [--yes] [PATHS...]
+A project is a folder of yours. Each agent granted it works on a view of its
+own at /workspace/projects/NAME; nothing reaches your folder until you apply it.`
+
+func (c *cli) views() projects.Views { return projects.Views{Paths: c.paths} }
+
+func (c *cli) project(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(c.err, projectUsage)
+		return ExitUsage
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "add":
+		fs := c.flags("project add")
+		name := fs.String("name", "", "the project's name (default: the folder's name)")
+		// PATH may come before or after the flags.
+		var dir []string
+		for len(args) > 0 {
+			if fs.Parse(args) != nil {
+				return ExitUsage
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			dir = append(dir, fs.Arg(0))
+			args = fs.Args()[1:]
+		}
+		if len(dir) != 1 {
+			fmt.Fprintln(c.err, projectUsage)
+			return ExitUsage
+		}
+		p, err := projects.Add(c.paths.ProjectsJSON(), dir[0], *name, c.paths.Root)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "added project %s: %s\ngrant it to an agent with `osaurus-sandbox agent set AGENT projects %s`; it sees its own view at %s\n",
+			p.Name, p.Path, p.Name, projects.GuestDir(p.Name))
+		return ExitOK
+	case "list":
+		fs := c.flags("project list")
+		asJSON := fs.Bool("json", false, "print JSON")
+		if fs.Parse(args) != nil || fs.NArg() > 0 {
+			return ExitUsage
+		}
+		list, err := projects.Load(c.paths.ProjectsJSON())
+		if err != nil {
+			return c.fail(err)
+		}
+		reg, err := c.openAgents()
+		if err != nil {
+			return c.fail(err)
+		}
+		type view struct {
+			projects.Project
+			Agents []string `json:"agents"`
+		}
+		out := []view{}
+		for _, p := range list {
+			v := view{Project: p, Agents: []string{}}
+			for _, a := range reg.List() {
+				if slices.Contains(a.Projects, p.Name) {
+					v.Agents = append(v.Agents, a.Slug)
+				}
+			}
+			out = append(out, v)
+		}
+		if *asJSON {
+			json.NewEncoder(c.out).Encode(out)
+			return ExitOK
+		}
+		if len(out) == 0 {
+			fmt.Fprintln(c.out, "no projects; add one with `osaurus-sandbox project add PATH`")
+			return ExitOK
+		}
+		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tPATH\tAGENTS")
+		for _, v := range out {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", v.Name, v.Path, strings.Join(v.Agents, ","))
+		}
+		w.Flush()
+		return ExitOK
+	case "remove":
+		if len(args) != 1 {
+			fmt.Fprintln(c.err, projectUsage)
+			return ExitUsage
+		}
+		reg, err := c.openAgents()
+		if err != nil {
+			return c.fail(err)
+		}
+		if err := projects.Remove(c.paths.ProjectsJSON(), args[0], reg.List()); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "removed project %s (your folder is untouched)\n", args[0])
+		return ExitOK
+	}
+	fmt.Fprintln(c.err, projectUsage)
+	return ExitUsage
+}
+
+// setProjects grants a exactly the projects in value (comma-separated;
+// "none" or "" for none): views of newly granted ones are taken before
+// the grant is saved, and views of projects taken away are dropped first,
+// refused while they hold changes.
+func (c *cli) setProjects(ctx context.Context, reg *agents.Registry, ref, value string) int {
+	a, err := reg.Get(ref)
+	if err != nil {
+		return c.fail(err)
+	}
+	var want []string
+	if v := strings.TrimSpace(value); v != "" && v != "none" {
+		for n := range strings.SplitSeq(v, ",") {
+			n = strings.TrimSpace(n)
+			if n != "" && !slices.Contains(want, n) {
+				want = append(want, n)
+			}
+		}
+	}
+	v := c.views()
+	var grant []projects.Project
+	for _, n := range want {
+		p, err := projects.Get(c.paths.ProjectsJSON(), n)
+		if err != nil {
+			return c.fail(fmt.Errorf("projects: %w", err))
+		}
+		grant = append(grant, p)
+	}
+	for _, n := range a.Projects {
+		if slices.Contains(want, n) {
+			continue
+		}
+		p, err := projects.Get(c.paths.ProjectsJSON(), n)
+		if err != nil {
+			p = projects.Project{Name: n}
+		}
+		if err := v.Drop(ctx, a, p, false); err != nil {
+			return c.fail(err)
+		}
+	}
+	for _, p := range grant {
+		if err := v.Ensure(ctx, a, p); err != nil {
+			return c.fail(err)
+		}
+	}
+	a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.Projects = want; return nil })
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(want) == 0 {
+		fmt.Fprintf(c.out, "saved %s: no projects\n", a.Name)
+		return ExitOK
+	}
+	fmt.Fprintf(c.out, "saved %s: projects %s, each its own view at /workspace/projects/NAME\n", a.Name, strings.Join(want, ", "))
+	return ExitOK
+}
+
+// agentProject resolves the AGENT PROJECT pair of changes, apply and discard.
+func (c *cli) agentProject(agent, project string) (agents.Agent, projects.Project, error) {
+	reg, err := c.openAgents()
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	a, err := reg.Get(agent)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	p, err := projects.Get(c.paths.ProjectsJSON(), project)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	if !slices.Contains(a.Projects, p.Name) && !c.views().Has(a, p.Name) {
+		return agents.Agent{}, projects.Project{}, fmt.Errorf("%w: %s has not been granted %q", projects.ErrNotGranted, a.Name, p.Name)
+	}
+	return a, p, nil
+}
+
+func (c *cli) changes(ctx context.Context, args []string) int {
+	fs := c.flags("changes")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if len(args) < 2 || fs.Parse(args[2:]) != nil || fs.NArg() > 0 {
+		fmt.Fprintln(c.err, projectUsage)
+		return ExitUsage
+	}
+	a, p, err := c.agentProject(args[0], args[1])
+	if err != nil {
+		return c.fail(err)
+	}
+	cs, err := c.views().Changes(ctx, a, p)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *asJSON {
+		json.NewEncoder(c.out).Encode(cs)
+		return ExitOK
+	}
+	if len(cs.Changes) == 0 {
+		fmt.Fprintf(c.out, "%s has not changed %s\n", a.Name, p.Name)
+		return ExitOK
+	}
+	for _, ch := range cs.Changes {
+		note := ""
+		switch {
+		case ch.Refused != "":
+			note = "  (refused: " + ch.Refused + ")"
+		case ch.HostChanged:
+			note = "  (changed in your folder too: apply needs --force)"
+		}
+		fmt.Fprintf(c.out, "%-8s %s%s\n", ch.Kind, ch.Path, note)
+	}
+	for _, ch := range cs.Changes {
+		switch {
+		case ch.Diff != "":
+			fmt.Fprintf(c.out, "\n%s", ch.Diff)
+		case ch.Binary && ch.Kind != projects.Deleted:
+			fmt.Fprintf(c.out, "\nbinary %s: %d bytes, sha256 %s (was %d bytes, %s)\n", ch.Path, ch.Size, ch.Hash, ch.OldSize, orNone(ch.OldHash))
+		}
+	}
+	return ExitOK
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "sha256 " + s
+}
+
+// applyOrDiscard runs apply (discard false) or discard.
+func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
+	return func(ctx context.Context, args []string) int {
+		name := "apply"
+		if discard {
+			name = "discard"
+		}
+		fs := c.flags(name)
+		yes := fs.Bool("yes", false, "don't ask for confirmation")
+		force := new(bool)
+		if !discard {
+			force = fs.Bool("force", false, "also write files changed in your folder since the agent's view was taken")
+		}
+		if len(args) < 2 {
+			fmt.Fprintln(c.err, projectUsage)
+			return ExitUsage
+		}
+		var paths []string
+		rest := args[2:]
+		for len(rest) > 0 {
+			if fs.Parse(rest) != nil {
+				return ExitUsage
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			paths = append(paths, fs.Arg(0))
+			rest = fs.Args()[1:]
+		}
+		a, p, err := c.agentProject(args[0], args[1])
+		if err != nil {
+			return c.fail(err)
+		}
+		v := c.views()
+		if !*yes {
+			what := "every change"
+			if len(paths) > 0 {
+				what = strings.Join(paths, ", ")
+			}
+			msg := fmt.Sprintf("This writes %s of %s's view into %s.", what, a.Name, p.Path)
+			if discard {
+				msg = fmt.Sprintf("This throws away %s of %s's changes to %s.", what, a.Name, p.Name)
+			}
+			if !c.confirm(msg) {
+				return ExitDeclined
+			}
+		}
+		var r *projects.Result
+		if discard {
+			r, err = v.Discard(ctx, a, p, paths)
+		} else {
+			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Paths: paths, Force: *force})
+		}
+		if r != nil {
+			verb := "applied"
+			if discard {
+				verb = "discarded"
+			}
+			for _, d := range r.Done {
+				fmt.Fprintf(c.out, "%s %s\n", verb, d)
+			}
+			for _, s := range r.Refused {
+				fmt.Fprintf(c.out, "refused %s: %s\n", s.Path, s.Reason)
+			}
+			for _, s := range r.Conflict {
+				fmt.Fprintf(c.out, "conflict %s: %s\n", s.Path, s.Reason)
+			}
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		if r != nil && len(r.Refused)+len(r.Conflict) > 0 {
+			return ExitError
+		}
+		return ExitOK
+	}
+}
