@@ -101,6 +101,10 @@ func (p Paths) EventsDB() string        { return filepath.Join(p.BridgeDir(), "e
 // TasksDir holds the agent runner's tasks.
 func (p Paths) TasksDir() string { return filepath.Join(p.Root, "tasks") }
 
+// SecretRemovals lists the agents whose keychain secrets are still to be
+// deleted (the keychain was unreachable when they were removed).
+func (p Paths) SecretRemovals() string { return filepath.Join(p.ConfigDir(), "secrets-to-remove.json") }
+
 // ProjectsJSON lists the user's projects: host folders agents work on
 // through views of their own (package projects).
 func (p Paths) ProjectsJSON() string { return filepath.Join(p.ConfigDir(), "projects.json") }

@@ -54,6 +54,21 @@ type Sandbox struct {
 	// disk below: under it every agent's commands are stopped and writes
 	// refused. 0 means DefaultHostFreeFloorGB.
 	HostFreeFloorGB float64 `json:"hostFreeFloorGB,omitempty"`
+	// MCPPort is the loopback port of MCP over HTTP; 0 means
+	// DefaultMCPPort.
+	MCPPort int `json:"mcpPort,omitempty"`
+}
+
+// DefaultMCPPort is the port of MCP over HTTP when none is set.
+const DefaultMCPPort = 47821
+
+// MCPAddr is the loopback address MCP over HTTP listens on.
+func (s Sandbox) MCPAddr() string {
+	p := s.MCPPort
+	if p == 0 {
+		p = DefaultMCPPort
+	}
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // DefaultHostFreeFloorGB is the free-space floor when none is set.
@@ -146,6 +161,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: runnerMaxSteps: %d, allowed 1–%d", ErrInvalid, s.RunnerMaxSteps, MaxRunnerMaxSteps)
 	case s.RunnerTimeoutSeconds < 10 || s.RunnerTimeoutSeconds > MaxRunnerTimeoutSeconds:
 		return fmt.Errorf("%w: runnerTimeoutSeconds: %d, allowed 10–%d", ErrInvalid, s.RunnerTimeoutSeconds, MaxRunnerTimeoutSeconds)
+	case s.MCPPort != 0 && (s.MCPPort < 1024 || s.MCPPort > 65535):
+		return fmt.Errorf("%w: mcpPort: %d, allowed 1024–65535, or 0 for %d", ErrInvalid, s.MCPPort, DefaultMCPPort)
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
 	}
@@ -153,8 +170,8 @@ func (s Sandbox) Validate() error {
 		return err
 	}
 	for _, u := range []struct{ key, val string }{{"githubApiUrl", s.GitHubAPIURL}, {"githubRawUrl", s.GitHubRawURL}} {
-		if u.val != "" && !strings.HasPrefix(u.val, "https://") {
-			return fmt.Errorf("%w: %s: %q, want an https:// URL, or empty for GitHub's", ErrInvalid, u.key, u.val)
+		if err := CheckURL(u.key, u.val, "an https:// URL, or empty for GitHub's", "https"); err != nil {
+			return err
 		}
 	}
 	for _, h := range s.SetupAllowlist() {
@@ -162,10 +179,70 @@ func (s Sandbox) Validate() error {
 			return fmt.Errorf("%w: pluginSetupAllowlist: %q is not a host name; give comma-separated names such as \"example.org,*.example.net\", or empty for the default", ErrInvalid, h)
 		}
 	}
-	for _, u := range []struct{ key, val string }{{"imageManifest", s.ImageManifest}, {"diagnosticsUrl", s.DiagnosticsURL}} {
-		builtin := u.key == "imageManifest" && strings.HasPrefix(u.val, "builtin:")
-		if u.val != "" && !builtin && !strings.HasPrefix(u.val, "http://") && !strings.HasPrefix(u.val, "https://") && !strings.HasPrefix(u.val, "file://") {
-			return fmt.Errorf("%w: %s: %q, want an http(s):// or file:// URL (imageManifest also takes builtin:alpine)", ErrInvalid, u.key, u.val)
+	if strings.HasPrefix(s.ImageManifest, BuiltinPrefix) {
+		if !slices.Contains(BuiltinImages, s.ImageManifest) {
+			return fmt.Errorf("%w: imageManifest: %q is not a built-in image; the built-in images are %s, or give an http(s):// or file:/// URL", ErrInvalid, s.ImageManifest, strings.Join(BuiltinImages, ", "))
+		}
+	} else if err := CheckURL("imageManifest", s.ImageManifest, "an http(s):// or file:/// URL of a manifest, "+strings.Join(BuiltinImages, " or ")+", or empty for the default", "https", "http", "file"); err != nil {
+		return err
+	}
+	return CheckURL("diagnosticsUrl", s.DiagnosticsURL, "an http(s):// URL, or empty for the default", "https", "http")
+}
+
+// BuiltinPrefix starts the names of images compiled into the app;
+// BuiltinImages are those names (provision resolves them).
+const BuiltinPrefix = "builtin:"
+
+var BuiltinImages = []string{BuiltinPrefix + "alpine"}
+
+// credentialParams are query parameters that carry credentials: a URL
+// setting is stored in plain text, so they belong in the keychain.
+var credentialParams = []string{"token", "access_token", "api_key", "apikey", "key", "password", "passwd", "secret", "auth", "signature", "sig"}
+
+// CheckURL parses v fully: one of schemes; for http(s) a host and a port
+// in 1–65535; for file an absolute path; no credentials anywhere (user
+// info, or a query parameter such as token). Empty is accepted. want says
+// what the key takes, for the message.
+func CheckURL(key, v, want string, schemes ...string) error {
+	if v == "" {
+		return nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %s: %q %s; want %s", ErrInvalid, key, v, why, want)
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return bad("does not parse")
+	}
+	if !slices.Contains(schemes, u.Scheme) {
+		return bad("has the wrong scheme")
+	}
+	if u.User != nil {
+		return bad("carries credentials (user or password); keep them out of settings")
+	}
+	for name := range u.Query() {
+		if slices.Contains(credentialParams, strings.ToLower(name)) {
+			return bad(fmt.Sprintf("carries a credential in its query (%s=)", name))
+		}
+	}
+	if u.Fragment != "" {
+		return bad("has a #fragment")
+	}
+	if u.Scheme == "file" {
+		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
+			return bad("is not a file URL of an absolute path (file:///path/to/file)")
+		}
+		return nil
+	}
+	if u.Hostname() == "" {
+		return bad("has no host")
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return bad("has an empty port")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("has a port outside 1–65535")
 		}
 	}
 	return nil
@@ -221,7 +298,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"network", "outbound or none (restart required)"},
 	{"autoStart", "true or false: start the VM when the app starts"},
 	{"accel", "auto, kvm or tcg (Linux; restart required)"},
-	{"imageManifest", "guest image manifest URL, or builtin:alpine; empty for the default"},
+	{"imageManifest", "guest image manifest URL (https://, http://, file:///), or builtin:alpine; empty for the default"},
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
 	{"githubApiUrl", "GitHub API base URL for plugin imports (GitHub Enterprise); empty for GitHub's"},
 	{"githubRawUrl", "GitHub raw-content base URL for plugin imports; empty for GitHub's"},
@@ -231,6 +308,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"inferenceModel", "model to use when a request names none"},
 	{"runnerMaxSteps", "model calls one agent-runner task may make, 1–200"},
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
+	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
 // KeyDocs returns each key with a one-line description.
@@ -275,6 +353,9 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.Itoa(s.RunnerMaxSteps), nil
 	case "runnerTimeoutSeconds":
 		return strconv.Itoa(s.RunnerTimeoutSeconds), nil
+	case "mcpPort":
+		_, p, _ := strings.Cut(s.MCPAddr(), ":")
+		return p, nil
 	}
 	return "", unknownKey(key)
 }
@@ -334,6 +415,8 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.RunnerMaxSteps, err = atoi()
 	case "runnerTimeoutSeconds":
 		s.RunnerTimeoutSeconds, err = atoi()
+	case "mcpPort":
+		s.MCPPort, err = atoi()
 	default:
 		return s, unknownKey(key)
 	}
@@ -346,24 +429,15 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 // checkInferenceURL accepts an empty value or an http(s) URL with a host,
 // no credentials (the key belongs in the keychain), query or fragment.
 func checkInferenceURL(v string) error {
-	if v == "" {
-		return nil
+	const want = "an OpenAI-compatible base URL such as http://127.0.0.1:11434/v1, or empty to turn inference off"
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		return fmt.Errorf("%w: inferenceUrl: %q carries credentials (store the API key with `osaurus-sandbox secret set --app INFERENCE_API_KEY`); want %s", ErrInvalid, v, want)
 	}
-	u, err := url.Parse(v)
-	bad := func(why string) error {
-		return fmt.Errorf("%w: inferenceUrl: %q %s; want an OpenAI-compatible base URL such as http://127.0.0.1:11434/v1, or empty to turn inference off", ErrInvalid, v, why)
+	if err := CheckURL("inferenceUrl", v, want, "http", "https"); err != nil {
+		return err
 	}
-	switch {
-	case err != nil:
-		return bad("does not parse")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("is not http:// or https://")
-	case u.Host == "":
-		return bad("has no host")
-	case u.User != nil:
-		return bad("carries credentials (store the API key with `osaurus-sandbox secret set --app INFERENCE_API_KEY`)")
-	case u.RawQuery != "" || u.Fragment != "":
-		return bad("has a query or fragment")
+	if u, _ := url.Parse(v); v != "" && u.RawQuery != "" {
+		return fmt.Errorf("%w: inferenceUrl: %q has a query; want %s", ErrInvalid, v, want)
 	}
 	return nil
 }

@@ -14,13 +14,16 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 // buildCLI compiles the app binary once per test run.
 func buildCLI(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "osaurus-sandbox")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/osaurus-sandbox")
+	// Built as a test's child: its keychain entries use the test service
+	// name, as this test binary's do.
+	cmd := exec.Command("go", "build", "-ldflags="+secrets.TestBuildLDFlag, "-o", bin, "../cmd/osaurus-sandbox")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

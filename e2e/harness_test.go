@@ -13,13 +13,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -39,6 +42,9 @@ var env struct {
 const guestHint = "run `make test-guest` (builds the Debian test guest) and set OSAURUS_TEST_GUEST to its folder; `make test` does both"
 
 func TestMain(m *testing.M) {
+	// No owner or CLI child reaches the developer's keychain: those that
+	// need one get a private keyring (testkeyring.Start).
+	testkeyring.Isolate()
 	code := func() int {
 		dir, err := os.MkdirTemp("", "osaurus-e2e-")
 		if err != nil {
@@ -47,6 +53,13 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		env.dataDir = dir
+		// Caches (the QEMU driver's KVM verdict, anything a child keeps in
+		// the user's cache folder) go under this run's folder; go build
+		// keeps the developer's build cache, which `go test` uses anyway.
+		if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+			os.Setenv("GOCACHE", strings.TrimSpace(string(out)))
+		}
+		os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 		env.layout = provision.Layout{Dir: filepath.Join(dir, "container")}
 		env.state, env.err = provisionTestGuest(env.layout)
 		return m.Run()

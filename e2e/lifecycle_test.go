@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,7 +36,31 @@ func copyContainer(t *testing.T) config.Paths {
 	if out, err := exec.Command("cp", "-a", "--sparse=always", env.layout.Dir, p.ContainerDir()).CombinedOutput(); err != nil {
 		t.Fatalf("copy container: %v: %s", err, out)
 	}
+	if err := config.SaveSandbox(p.SandboxJSON(), testConfig(t)); err != nil {
+		t.Fatal(err)
+	}
 	return p
+}
+
+// testConfig is the defaults with a port for MCP over HTTP chosen by the
+// test, so an owner it starts never collides with the developer's app
+// (or another test) on the default port.
+func testConfig(t testing.TB) config.Sandbox {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.MCPPort = freePort(t)
+	return cfg
+}
+
+// freePort returns a loopback port nothing listened on a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // switchableServer serves the test guest until turned off, to prove that
@@ -75,7 +100,7 @@ func (s *switchableServer) setOff(off bool) {
 
 func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandbox.Options) *sandbox.Manager {
 	t.Helper()
-	cfg := config.Defaults()
+	cfg := testConfig(t)
 	cfg.ImageManifest = srv.URL + "/manifest.json"
 	cfg.DiagnosticsURL = srv.URL + "/manifest.json"
 	if a := os.Getenv("OSAURUS_TEST_ACCEL"); a != "" {

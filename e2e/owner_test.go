@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -26,7 +27,7 @@ func ownerSetup(t *testing.T, autoStart bool) (cliRun, config.Paths) {
 	requireGuest(t)
 	srv := newSwitchableServer(t)
 	p := copyContainer(t)
-	cfg := config.Defaults()
+	cfg := testConfig(t)
 	cfg.ImageManifest = srv.URL + "/manifest.json"
 	cfg.AutoStart = autoStart
 	if a := os.Getenv("OSAURUS_TEST_ACCEL"); a != "" {
@@ -241,5 +242,42 @@ func TestWindowQuits(t *testing.T) {
 	exitedWithin(exited, "closing its window")
 	if st := c.status(); st.Owner != "none" || st.State != sandbox.Stopped {
 		t.Fatalf("after closing the window: %+v", st)
+	}
+}
+
+// TestOwnerMCPPortTaken: the owner serves MCP over HTTP on the port the
+// mcpPort setting names, and when another program has it, `status` says
+// so with the fix instead of the owner silently going without.
+func TestOwnerMCPPortTaken(t *testing.T) {
+	c, _ := ownerSetup(t, false)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	c.ok("config", "set", "mcpPort", strconv.Itoa(port))
+	serve, exited := c.serveProc()
+	st := c.status()
+	if st.MCPURL != "" || !strings.Contains(st.MCPError, "config set mcpPort") || !strings.Contains(st.MCPError, strconv.Itoa(port)) {
+		t.Fatalf("status with the port taken: url %q, error %q; want the error naming the port and the fix", st.MCPURL, st.MCPError)
+	}
+	if out := c.ok("status"); !strings.Contains(out, "mcp: MCP over HTTP is off") {
+		t.Errorf("status does not say MCP over HTTP is off: %q", out)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	<-exited
+
+	// A free port: served there, and agent show's snippet names it.
+	free := freePort(t)
+	c.ok("config", "set", "mcpPort", strconv.Itoa(free))
+	c.serveProc()
+	want := fmt.Sprintf("http://127.0.0.1:%d/mcp", free)
+	if st := c.status(); st.MCPURL != want || st.MCPError != "" {
+		t.Fatalf("status with a free port: url %q, error %q; want %s", st.MCPURL, st.MCPError, want)
+	}
+	c.ok("agent", "add", "porter")
+	if out := c.ok("agent", "show", "porter"); !strings.Contains(out, want) {
+		t.Errorf("agent show does not name the configured port %d:\n%s", free, out)
 	}
 }

@@ -89,7 +89,7 @@ func TestUISmoke(t *testing.T) {
 	}
 	srv := newSwitchableServer(t)
 	p := copyContainer(t)
-	cfg := config.Defaults()
+	cfg := testConfig(t)
 	cfg.ImageManifest = srv.URL + "/manifest.json"
 	cfg.AutoStart = false
 	if err := config.SaveSandbox(p.SandboxJSON(), cfg); err != nil {

@@ -16,12 +16,14 @@ var _ api.Controller = (*Host)(nil)
 
 // Status returns the manager's view.
 func (h *Host) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: h.m.Status(), Owner: h.kind}, nil
+	return api.Status{Status: h.m.Status(), Owner: h.kind, MCPURL: h.mcpURL, MCPError: h.mcpErr}, nil
 }
 
 // Subscribe follows the manager's status.
 func (h *Host) Subscribe(fn func(api.Status)) func() {
-	return h.m.Subscribe(func(st sandbox.Status) { fn(api.Status{Status: st, Owner: h.kind}) })
+	return h.m.Subscribe(func(st sandbox.Status) {
+		fn(api.Status{Status: st, Owner: h.kind, MCPURL: h.mcpURL, MCPError: h.mcpErr})
+	})
 }
 
 // Lifecycle runs op on the manager.

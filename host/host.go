@@ -80,7 +80,9 @@ type Host struct {
 	bridge    *bridge.Server
 	*ToolHost // agents' tools, commands, plugins, removal: over env
 	m         *sandbox.Manager
-	ports     *Ports // agents' previews on the host's loopback
+	// mcpURL or mcpErr: set once by serveMCP, before New returns.
+	mcpURL, mcpErr string
+	ports          *Ports // agents' previews on the host's loopback
 
 	closeOnce sync.Once
 	closers   []func() // run last first by Close
@@ -93,7 +95,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.Secrets == nil {
-		o.Secrets = secrets.New()
+		o.Secrets = secrets.NewAt(o.Paths.SecretRemovals())
 	}
 	ln, err := server.Listen(o.Paths)
 	if err != nil {
@@ -165,9 +167,11 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	h.onClose(cancel)
+	// MCP first: Status reports its address, and the control socket
+	// answers Status as soon as it serves.
+	h.onClose(h.serveMCP(sctx))
 	go (&server.Server{Ctl: h, Guest: h.running}).Serve(sctx, h.ln)
 	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
-	h.onClose(h.serveMCP(sctx))
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil
 }

@@ -2,21 +2,31 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
-// serveMCP starts the owner's MCP HTTP server on mcpserver.DefaultAddr
-// until ctx ends. Tool calls start the VM when it is stopped. A busy port
-// is logged, not fatal: the VM works without MCP over HTTP.
+// serveMCP starts the owner's MCP HTTP server on the mcpPort setting's
+// address until ctx ends. Tool calls start the VM when it is stopped. A
+// busy port is not fatal (the VM works without MCP over HTTP): Status
+// says so, with the fix.
 func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 	logf := h.logf
-	ln, err := mcpserver.Listen(mcpserver.DefaultAddr)
+	cfg, err := config.LoadSandbox(h.paths.SandboxJSON())
 	if err != nil {
+		logf("mcp: %v; using the default port", err)
+	}
+	addr := cfg.MCPAddr()
+	ln, err := mcpserver.Listen(addr)
+	if err != nil {
+		h.mcpErr = fmt.Sprintf("MCP over HTTP is off: %v; another program (another osaurus-sandbox?) has the port: pick a free one with `osaurus-sandbox config set mcpPort PORT` and restart", err)
 		logf("mcp: not serving HTTP: %v", err)
 		return func() {}
 	}
+	h.mcpURL = "http://" + addr + mcpserver.Path
 	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Registry: h.reg, Version: h.version, Events: h.events})
 	ctx, cancel := context.WithCancel(ctx)
 	// Installs made elsewhere (the CLI, the bridge's plugin create) reach
@@ -27,6 +37,6 @@ func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 			logf("mcp: %v", err)
 		}
 	}()
-	logf("mcp: serving agents at http://%s%s", mcpserver.DefaultAddr, mcpserver.Path)
+	logf("mcp: serving agents at %s", h.mcpURL)
 	return func() { cancel(); hd.Close() }
 }

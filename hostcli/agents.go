@@ -13,8 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -237,6 +235,9 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 		exe = "osaurus-sandbox"
 	}
 	cl := mcpserver.Client{Exe: exe, Agent: a, Token: tok}
+	if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {
+		cl.Addr = cfg.MCPAddr()
+	}
 	if os.Getenv(config.HomeEnv) != "" {
 		cl.Env = map[string]string{config.HomeEnv: c.paths.Root}
 	}
@@ -353,16 +354,13 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		Events:   ev,
 	}
 	in, out := c.in, c.out
-	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
-	if err := mcpserver.ServeStdio(ctx, cfg, *ref, t); err != nil {
+	// A line that isn't a message gets a JSON-RPC error, and the session
+	// goes on.
+	if err := mcpserver.ServeStdio(ctx, cfg, *ref, mcpserver.StdioTransport(in, out)); err != nil {
 		return c.fail(err)
 	}
 	return ExitOK
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // stdioInvoker runs the secret tools in this process, where the MCP
 // session is that can ask the user for a value (URL elicitation), and

@@ -91,7 +91,10 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 // nothing to delete.
 func (c *cli) removeAgentSecrets(slug string) {
 	gone, err := c.sec.RemoveAll(slug)
+	var marked *secrets.MarkedError
 	switch {
+	case errors.As(err, &marked):
+		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain could not be deleted now: %v\n", err)
 	case err != nil:
 		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain were not deleted: %v\n", err)
 	case len(gone) > 0:
@@ -111,9 +114,14 @@ func (c *cli) readSecret(agent, key string) (string, error) {
 		}
 		return string(b), nil
 	}
-	b, err := io.ReadAll(io.LimitReader(bufio.NewReader(c.in), 1<<20))
+	// Read one byte past the limit (and a line end) to refuse, not cut,
+	// a longer value.
+	b, err := io.ReadAll(io.LimitReader(bufio.NewReader(c.in), secrets.MaxValueBytes+3))
 	if err != nil {
 		return "", fmt.Errorf("reading the value from stdin: %w", err)
+	}
+	if len(b) > secrets.MaxValueBytes+2 {
+		return "", fmt.Errorf("%w: the value of %s on stdin is longer than the %d bytes a secret may hold; nothing was stored", secrets.ErrInvalid, key, secrets.MaxValueBytes)
 	}
 	v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if v == "" {
@@ -135,6 +143,10 @@ func (c *cli) agentLogs(name string) int {
 	s, err := (&bridge.LogStore{Dir: c.paths.AgentLogDir()}).Read(a.Slug)
 	if err != nil {
 		return c.fail(err)
+	}
+	if s == "" {
+		fmt.Fprintf(c.out, "%s's log is empty; the agent writes to it with `osaurus-host log MESSAGE`\n", a.Slug)
+		return ExitOK
 	}
 	io.WriteString(c.out, termsafe.String(s))
 	return ExitOK

@@ -102,6 +102,7 @@ Plugins (JSON recipes: packages, files and tools for agents):
 Settings (sandbox.json):
   config get [KEY]      show one setting or all
   config set KEY VALUE  change a setting
+  config reset KEY      put a setting back to its default
 
 Starting over (your workspace, output and agents' homes are always kept):
   reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
@@ -109,7 +110,10 @@ Starting over (your workspace, output and agents' homes are always kept):
 
 Other:
   serve                 run without a window, owning the VM (autoStart applies)
-  version               print the version
+  completion bash|zsh|fish
+                        print a shell completion script
+  version, --version    print the version
+  help COMMAND          one command's description, flags and example (also COMMAND --help)
 
 Exit codes: 0 ok, 1 failed, 2 bad usage, 3 VM not running, 4 diagnostics failed,
 5 confirmation declined.
@@ -148,18 +152,48 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		return ExitError
 	}
 	if len(args) == 0 {
-		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 		return c.gui()
 	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch {
+	case args[0] == "help" && len(args) > 1:
+		if wantsHelp(args[1:2]) {
+			args = []string{"help", "help"}
+		}
+		h, ok := findHelp(args[1:]...)
+		if !ok {
+			fmt.Fprintf(stderr, "osaurus-sandbox: no help on %q; run `osaurus-sandbox help` for the commands\n", strings.Join(args[1:], " "))
+			return ExitUsage
+		}
+		h.write(stdout)
+		return ExitOK
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprintf(stdout, usage, paths.Root, config.HomeEnv)
 		return ExitOK
+	case args[0] == "--version" || args[0] == "-version":
+		fmt.Fprintln(stdout, "osaurus-sandbox", Version)
+		return ExitOK
+	case wantsHelp(args[1:]):
+		if h, ok := findHelp(commandWords(args[0], args[1:])...); ok {
+			h.write(stdout)
+			return ExitOK
+		}
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.New()}
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 	cmd, rest := args[0], args[1:]
-	run, ok := map[string]func(context.Context, []string) int{
+	run, ok := c.commands()[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
+		return ExitUsage
+	}
+	return run(ctx, rest)
+}
+
+// commands are the command line's commands by name.
+func (c *cli) commands() map[string]func(context.Context, []string) int {
+	return map[string]func(context.Context, []string) int{
 		"provision":   c.lifecycle(api.OpProvision, "Provisioning"),
 		"start":       c.lifecycle(api.OpStart, "Starting"),
 		"stop":        c.stop,
@@ -180,18 +214,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		"run":         c.run,
 		"memory":      c.memory,
 		"events":      c.events,
+		"completion":  c.completion,
 		"project":     c.project,
 		"changes":     c.changes,
 		"apply":       c.applyOrDiscard(false),
 		"discard":     c.applyOrDiscard(true),
 		"ports":       c.ports,
-		"version":     func(context.Context, []string) int { fmt.Fprintln(stdout, "osaurus-sandbox", Version); return ExitOK },
-	}[cmd]
-	if !ok {
-		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
-		return ExitUsage
+		"version":     func(context.Context, []string) int { fmt.Fprintln(c.out, "osaurus-sandbox", Version); return ExitOK },
 	}
-	return run(ctx, rest)
 }
 
 type cli struct {
@@ -243,6 +273,14 @@ func exitCode(err error) int {
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.err)
+	// The command's help, which leaves internal flags out, instead of
+	// the flag package's list of every flag.
+	fs.Usage = func() {
+		if h, ok := findHelp(strings.Fields(name)...); ok {
+			fmt.Fprintln(c.err)
+			h.write(c.err)
+		}
+	}
 	return fs
 }
 
@@ -375,10 +413,30 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if st.Reason != "" {
 		fmt.Fprintln(c.out, "reason:", st.Reason)
 	}
+	if next := nextStep(st.State); next != "" {
+		fmt.Fprintln(c.out, "next:", next)
+	}
 	if st.State == sandbox.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
 	}
+	switch {
+	case st.MCPError != "":
+		fmt.Fprintln(c.out, "mcp:", st.MCPError)
+	case st.MCPURL != "":
+		fmt.Fprintln(c.out, "mcp: serving agents at", st.MCPURL)
+	}
 	return ExitOK
+}
+
+// nextStep says what to do in a state that needs the user.
+func nextStep(s sandbox.State) string {
+	switch s {
+	case sandbox.NotProvisioned:
+		return "nothing is provisioned yet: `osaurus-sandbox start` downloads the Linux image (once) and boots the VM; `osaurus-sandbox provision` only downloads"
+	case sandbox.Stopped:
+		return "`osaurus-sandbox start` boots the VM"
+	}
+	return ""
 }
 
 func describe(st sandbox.Status) string {
@@ -401,11 +459,25 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := client.Connect(ctx, c.paths)
+	// Without a running VM there is nothing to check: say so once
+	// (exit 3), rather than starting an owner to fail every check.
+	notRunning := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	cl, err := client.Dial(ctx, c.paths)
+	if errors.Is(err, api.ErrNoOwner) {
+		if client.Probe(c.paths).State != sandbox.Running {
+			return c.fail(notRunning)
+		}
+		cl, err = client.Connect(ctx, c.paths) // adopts the VM left running
+	}
 	if err != nil {
 		return c.fail(err)
 	}
 	defer cl.Close()
+	if st, err := cl.Status(ctx); err != nil {
+		return c.fail(err)
+	} else if st.State != sandbox.Running {
+		return c.fail(notRunning)
+	}
 	rs, err := cl.Diagnostics(ctx, func(r diagnostics.Result) {
 		if !*asJSON {
 			mark := map[diagnostics.Outcome]string{diagnostics.Pass: "PASS", diagnostics.Fail: "FAIL", diagnostics.NotAvailable: "N/A "}[r.Outcome]
@@ -470,10 +542,26 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 		return c.agentLogs(*agent)
 	}
 	f, err := os.Open(c.paths.ConsoleLog())
+	for errors.Is(err, os.ErrNotExist) {
+		if !*follow {
+			fmt.Fprintln(c.out, "the console log is empty: the VM has not booted in this data folder yet (`osaurus-sandbox start` boots it)")
+			return ExitOK
+		}
+		select { // -f waits for the first boot
+		case <-ctx.Done():
+			return ExitOK
+		case <-time.After(300 * time.Millisecond):
+		}
+		f, err = os.Open(c.paths.ConsoleLog())
+	}
 	if err != nil {
-		return c.fail(fmt.Errorf("no console log yet (%w)", err))
+		return c.fail(err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() == 0 && !*follow {
+		fmt.Fprintln(c.out, "the console log is empty")
+		return ExitOK
+	}
 	for {
 		if _, err := io.Copy(c.out, f); err != nil {
 			return c.fail(err)
@@ -489,11 +577,29 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 	}
 }
 
+// config shows and changes sandbox.json. A hand-edited file with a bad or
+// unknown key doesn't lock the user out: get shows the good settings and
+// each problem with its line, set and reset KEY repair it.
 func (c *cli) config(ctx context.Context, args []string) int {
 	path := c.paths.SandboxJSON()
-	cfg, err := config.LoadSandbox(path)
+	cfg, probs, err := config.LoadSandboxLenient(path)
 	if err != nil {
 		return c.fail(err)
+	}
+	report := func(probs []config.Problem) int {
+		if len(probs) == 0 {
+			return ExitOK
+		}
+		fmt.Fprintf(c.err, "osaurus-sandbox: %s has problems; until they are fixed the app won't start the VM:\n%s\n", path, config.ProblemsText(probs))
+		return ExitError
+	}
+	saved := func(old, next config.Sandbox, left []config.Problem) int {
+		if next.NeedsRestart(old) {
+			fmt.Fprintln(c.out, "saved; restart the VM for this to take effect (osaurus-sandbox stop && osaurus-sandbox start)")
+		} else {
+			fmt.Fprintln(c.out, "saved")
+		}
+		return report(left)
 	}
 	switch {
 	case len(args) == 1 && args[0] == "get":
@@ -501,30 +607,28 @@ func (c *cli) config(ctx context.Context, args []string) int {
 			v, _ := cfg.Get(k[0])
 			fmt.Fprintf(c.out, "%-15s %-10s  # %s\n", k[0], v, k[1])
 		}
-		return ExitOK
+		return report(probs)
 	case len(args) == 2 && args[0] == "get":
 		v, err := cfg.Get(args[1])
 		if err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintln(c.out, v)
-		return ExitOK
+		return report(probs)
 	case len(args) == 3 && args[0] == "set":
-		next, err := cfg.Set(args[1], args[2])
+		old, next, left, err := config.SetKey(path, args[1], args[2])
 		if err != nil {
 			return c.fail(err)
 		}
-		if err := config.SaveSandbox(path, next); err != nil {
+		return saved(old, next, left)
+	case len(args) == 2 && args[0] == "reset":
+		old, next, left, err := config.ResetKey(path, args[1])
+		if err != nil {
 			return c.fail(err)
 		}
-		if next.NeedsRestart(cfg) {
-			fmt.Fprintln(c.out, "saved; restart the VM for this to take effect (osaurus-sandbox stop && osaurus-sandbox start)")
-		} else {
-			fmt.Fprintln(c.out, "saved")
-		}
-		return ExitOK
+		return saved(old, next, left)
 	}
-	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE")
+	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset KEY")
 	return ExitUsage
 }
 

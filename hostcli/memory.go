@@ -174,6 +174,9 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
+		if len(es) == 0 && !*asJSON {
+			fmt.Fprintln(c.out, "no events yet; agents emit them with `osaurus-host events emit TYPE [PAYLOAD]`")
+		}
 		for _, e := range es {
 			print(e)
 		}

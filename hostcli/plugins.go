@@ -102,6 +102,18 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
+		// The same id from somewhere else is most likely another plugin
+		// that happens to share the name: ask before making it a new
+		// version of the one in the library.
+		if e, err := lib.Get(p.ID()); err == nil {
+			if cur := e.Current().Origin; cur.Location != origin.Location || cur.Kind != origin.Kind {
+				warn := fmt.Sprintf("The library already has a plugin %q, from %s.\nImporting %s makes it version %d of that plugin (the earlier versions are kept).",
+					p.ID(), orDash(cur.Location), origin.Location, e.Current().Number+1)
+				if !flags["yes"] && !c.confirm(warn) {
+					return ExitDeclined
+				}
+			}
+		}
 		if code := c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "imported"); code != ExitOK {
 			return code
 		}
@@ -238,6 +250,15 @@ func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
 	for _, e := range list {
 		rows = append(rows, summarize(e))
 	}
+	// A damaged file is a row too, so it can't vanish from the list and
+	// the user sees what to do; the rest is listed as usual.
+	var damaged []*plugins.DamagedError
+	for _, e := range unjoin(err) {
+		var d *plugins.DamagedError
+		if errors.As(e, &d) {
+			damaged = append(damaged, d)
+		}
+	}
 	if asJSON {
 		json.NewEncoder(c.out).Encode(rows)
 	} else if len(rows) == 0 && err == nil {
@@ -254,6 +275,9 @@ func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
 				src = "agent " + r.Origin.Agent
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, termsafe.Line(r.Name), termsafe.Line(orDash(r.Version)), r.LibraryVer, len(r.Tools), orDash(src))
+		}
+		for _, d := range damaged {
+			fmt.Fprintf(w, "%s\t(DAMAGED: `plugin remove %s` deletes it, importing it again replaces it)\t-\t-\t-\t-\n", d.ID, d.ID)
 		}
 		w.Flush()
 	}
@@ -395,6 +419,11 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		vmErr = fmt.Errorf("%w (start it with `osaurus-sandbox start`)", vmErr)
 	}
 	if !install {
+		if have, err := c.installed().List(a.ID); err == nil {
+			if _, ok := have[id]; !ok {
+				return c.fail(fmt.Errorf("plugin %s is not installed for %s; nothing was changed (`osaurus-sandbox agent show %s` lists its plugins)", id, a.Name, a.Slug))
+			}
+		}
 		var deferred error
 		if vmErr != nil {
 			// The record can go without the VM (and without an owner).
@@ -482,4 +511,15 @@ func (c *cli) askMissingSecrets(ctx context.Context, a agents.Agent, p *plugins.
 		}
 	}
 	return nil
+}
+
+// unjoin returns the errors errors.Join put together, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

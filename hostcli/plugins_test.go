@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 )
@@ -96,6 +97,17 @@ func TestPluginCommands(t *testing.T) {
 	}
 	if _, errOut, code := run(t, "plugin", "install", "hello-tools", "--agent", "alice"); code == ExitOK || !strings.Contains(errOut, "osaurus-sandbox start") {
 		t.Fatalf("install without a VM: %d %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "plugin", "uninstall", "hello-tools", "--agent", "alice"); code != ExitError || !strings.Contains(errOut, "not installed for Alice") {
+		t.Fatalf("uninstall of a plugin never installed: %d %q", code, errOut)
+	}
+	// An installation the VM is not there to undo: the record goes.
+	paths, _ := config.DefaultPaths()
+	reg, _ := agents.Open(paths.AgentsJSON())
+	alice, _ := reg.Get("alice")
+	p, _ := plugins.DecodeBytes([]byte(helloPlugin))
+	if err := plugins.NewInstalled(paths.AgentStateDir()).Record(t.Context(), alice.ID, p, 1); err != nil {
+		t.Fatal(err)
 	}
 	if out, _, code := run(t, "plugin", "uninstall", "hello-tools", "--agent", "alice"); code != ExitOK || !strings.Contains(out, "uninstalled hello-tools from Alice") {
 		t.Fatalf("uninstall without a VM: %d %q", code, out)

@@ -3,6 +3,7 @@ package hostcli
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestSecretCLI(t *testing.T) {
 	if out, errOut, code := runStdin(t, "sk-test-123456\n", "secret", "set", "alice", "OPENAI_API_KEY"); code != ExitOK || !strings.Contains(out, "stored OPENAI_API_KEY for alice") {
 		t.Fatalf("secret set: %d %q %q", code, out, errOut)
 	}
-	if v, err := keyring.Get(secrets.Service, "alice/OPENAI_API_KEY"); err != nil || v != "sk-test-123456" {
+	if v, err := keyring.Get(secrets.ServiceName(), "alice/OPENAI_API_KEY"); err != nil || v != "sk-test-123456" {
 		t.Fatalf("keychain holds %q, %v", v, err)
 	}
 	if _, errOut, code := runStdin(t, "", "secret", "set", "alice", "EMPTY"); code != ExitError || !strings.Contains(errOut, "no value on stdin") {
@@ -58,7 +59,7 @@ func TestSecretCLI(t *testing.T) {
 		t.Fatalf("agent remove: %d %q %q", code, out, errOut)
 	}
 	for _, k := range []string{"OPENAI_API_KEY", "OTHER"} {
-		if _, err := keyring.Get(secrets.Service, "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
+		if _, err := keyring.Get(secrets.ServiceName(), "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
 			t.Errorf("alice/%s still in the keychain after agent remove: %v", k, err)
 		}
 	}
@@ -67,7 +68,21 @@ func TestSecretCLI(t *testing.T) {
 	if out, _, _ := run(t, "secret", "list", "alice", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Errorf("the new alice inherited secrets: %q", out)
 	}
-	if v, err := keyring.Get(secrets.Service, "bob/OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
+	if v, err := keyring.Get(secrets.ServiceName(), "bob/OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {
 		t.Errorf("bob's secret after removing alice: %q, %v", v, err)
+	}
+
+	// The app binary a test builds stores under the test service name
+	// too, never the product's: a test can't touch a developer's entries.
+	b := newBinRun(t)
+	b.home = os.Getenv(config.HomeEnv)
+	if out, errOut, code := b.run("sk-child-7654321", "secret", "set", "bob", "CHILD_KEY"); code != ExitOK {
+		t.Fatalf("the binary's secret set: %d %q %q", code, out, errOut)
+	}
+	if v, err := keyring.Get(secrets.TestService, "bob/CHILD_KEY"); err != nil || v != "sk-child-7654321" {
+		t.Errorf("under the test service: %q, %v", v, err)
+	}
+	if _, err := keyring.Get(secrets.Service, "bob/CHILD_KEY"); !errors.Is(err, keyring.ErrNotFound) {
+		t.Errorf("the binary a test built wrote under the product's service name: %v", err)
 	}
 }

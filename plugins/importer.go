@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -80,6 +81,10 @@ func (im *Importer) Fetch(ctx context.Context, source string) (*Fetched, error) 
 		return nil, importErr("%s: unsupported scheme; %s", source, sourceHelp)
 	}
 	name := strings.TrimPrefix(source, "file://")
+	// The origin records where the file is, wherever `update` runs from.
+	if abs, err := filepath.Abs(name); err == nil {
+		name = abs
+	}
 	f, err := os.Open(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, importErr("%s: no such file; %s", name, sourceHelp)

@@ -138,13 +138,29 @@ func (l *Library) Get(id string) (*Entry, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%s: damaged library file: %w (export a good copy from elsewhere and import it again)", l.file(id), err)
+		return nil, &DamagedError{ID: id, Path: l.file(id), Err: err}
 	}
 	if e.ID != id || len(e.Versions) == 0 || e.Current().Recipe == nil {
-		return nil, fmt.Errorf("%s: damaged library file: wrong id or no versions (remove the file and import the plugin again)", l.file(id))
+		return nil, &DamagedError{ID: id, Path: l.file(id), Err: errors.New("wrong id or no versions")}
 	}
 	return &e, nil
 }
+
+// ErrDamaged is wrapped by DamagedError.
+var ErrDamaged = errors.New("damaged library file")
+
+// DamagedError: a library file that can't be read as a plugin. It can
+// still be removed, and importing the plugin again replaces it.
+type DamagedError struct {
+	ID, Path string
+	Err      error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("%s: damaged library file: %v (`osaurus-sandbox plugin remove %s` deletes it; importing the plugin again replaces it)", e.Path, e.Err, e.ID)
+}
+
+func (e *DamagedError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
 
 // List reads every plugin, sorted by id. A damaged file is reported, not
 // skipped, so it can't silently vanish from the list.
@@ -200,6 +216,13 @@ func (l *Library) save(ctx context.Context, p *Plugin, o Origin, mustBeNew bool)
 	defer unlock()
 	id := p.ID()
 	e, err := l.Get(id)
+	if errors.Is(err, ErrDamaged) && !mustBeNew {
+		// Replace it, keeping the damaged file beside it for the user.
+		if err := os.Rename(l.file(id), l.file(id)+".damaged"); err != nil {
+			return nil, false, err
+		}
+		err = ErrNotFound
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		e = &Entry{ID: id}
@@ -268,7 +291,9 @@ func (l *Library) Duplicate(ctx context.Context, id string) (*Entry, error) {
 // the uninstall fails nothing is deleted, so the recipe stays available
 // to retry.
 func (l *Library) Remove(ctx context.Context, id string) error {
-	if _, err := l.Get(id); err != nil {
+	// A damaged file can be removed too: that is how the user gets rid
+	// of it.
+	if _, err := l.Get(id); err != nil && !errors.Is(err, ErrDamaged) {
 		return err
 	}
 	if l.Uninstaller != nil {

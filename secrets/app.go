@@ -1,7 +1,5 @@
 package secrets
 
-import "fmt"
-
 // AppScope names the app's own secrets (e.g. the inference API key) in
 // messages. They are stored apart from every agent's: an agent name can't
 // start with ':', so no agent can ever be handed one of them.
@@ -15,10 +13,10 @@ func (s *Store) SetApp(key, value string) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if value == "" {
-		return fmt.Errorf("%w: the value of %s is empty", ErrInvalid, key)
+	if err := checkValue(key, value); err != nil {
+		return err
 	}
-	return s.wrap(s.B.Set(Service, entry(AppScope, key), value))
+	return s.wrap(s.B.Set(ServiceName(), entry(AppScope, key), value))
 }
 
 // GetApp returns an app-level secret, ErrNotFound when it is not set.
@@ -26,7 +24,7 @@ func (s *Store) GetApp(key string) (string, error) {
 	if err := CheckKey(key); err != nil {
 		return "", ErrNotFound
 	}
-	v, err := s.B.Get(Service, entry(AppScope, key))
+	v, err := s.B.Get(ServiceName(), entry(AppScope, key))
 	return v, s.wrap(err)
 }
 
@@ -35,5 +33,5 @@ func (s *Store) RemoveApp(key string) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	return s.wrap(s.B.Delete(Service, entry(AppScope, key)))
+	return s.wrap(s.B.Delete(ServiceName(), entry(AppScope, key)))
 }

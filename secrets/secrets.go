@@ -48,14 +48,36 @@ type Backend interface {
 // Keychain is the OS keychain through go-keyring.
 type Keychain struct{}
 
-func (Keychain) Set(service, user, value string) error    { return keyring.Set(service, user, value) }
-func (Keychain) Get(service, user string) (string, error) { return keyring.Get(service, user) }
-func (Keychain) Delete(service, user string) error        { return keyring.Delete(service, user) }
+// Each call first checks a session bus is there: the D-Bus library would
+// otherwise launch one, leaving daemons behind.
+func (Keychain) Set(service, user, value string) error {
+	if err := checkBus(); err != nil {
+		return err
+	}
+	return keyring.Set(service, user, value)
+}
+
+func (Keychain) Get(service, user string) (string, error) {
+	if err := checkBus(); err != nil {
+		return "", err
+	}
+	return keyring.Get(service, user)
+}
+
+func (Keychain) Delete(service, user string) error {
+	if err := checkBus(); err != nil {
+		return err
+	}
+	return keyring.Delete(service, user)
+}
 
 // Store is the per-agent secret store.
 type Store struct {
-	B  Backend
-	mu sync.Mutex // serialises index updates within this process
+	B Backend
+	// Marks is the file of agents whose secrets are marked for removal
+	// (see RemoveAll); empty: none are kept.
+	Marks string
+	mu    sync.Mutex // serialises index updates within this process
 
 	knownMu sync.Mutex
 	known   map[string]map[string]string // agent → the values last read or set here
@@ -97,6 +119,9 @@ func (s *Store) wrap(err error) error {
 	if errors.Is(err, keyring.ErrNotFound) {
 		return ErrNotFound
 	}
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
 	return fmt.Errorf("%w: %v (%s)", ErrUnavailable, err, hint())
 }
 
@@ -108,12 +133,15 @@ func (s *Store) Set(agent, key, value string) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if value == "" {
-		return fmt.Errorf("%w: the value of %s is empty", ErrInvalid, key)
+	if err := checkValue(key, value); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.B.Set(Service, entry(agent, key), value); err != nil {
+	if err := s.settle(agent); err != nil {
+		return err
+	}
+	if err := s.B.Set(ServiceName(), entry(agent, key), value); err != nil {
 		return s.wrap(err)
 	}
 	s.remember(agent, map[string]string{key: value})
@@ -135,7 +163,13 @@ func (s *Store) Get(agent, key string) (string, error) {
 	if err := CheckKey(key); err != nil {
 		return "", ErrNotFound // a name that can't exist is simply absent
 	}
-	v, err := s.B.Get(Service, entry(agent, key))
+	s.mu.Lock()
+	err := s.settle(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	v, err := s.B.Get(ServiceName(), entry(agent, key))
 	return v, s.wrap(err)
 }
 
@@ -149,7 +183,10 @@ func (s *Store) Remove(agent, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	derr := s.wrap(s.B.Delete(Service, entry(agent, key)))
+	if err := s.settle(agent); err != nil {
+		return err
+	}
+	derr := s.wrap(s.B.Delete(ServiceName(), entry(agent, key)))
 	if derr != nil && !errors.Is(derr, ErrNotFound) {
 		return derr
 	}
@@ -168,20 +205,45 @@ func (s *Store) Remove(agent, key string) error {
 
 // RemoveAll deletes every secret of an agent, for when the agent is
 // removed: a later agent of the same name must not inherit them. It
-// returns the names it deleted.
-func (s *Store) RemoveAll(agent string) ([]string, error) {
+// returns the names it deleted. When the keychain can't delete them now,
+// the agent is marked (in Marks) and its secrets are deleted before
+// anything next touches that name; marked reports that.
+func (s *Store) RemoveAll(agent string) (done []string, err error) {
 	if err := checkAgent(agent); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	done, err = s.removeAll(agent)
+	if err != nil {
+		if merr := s.mark(agent); merr != nil {
+			return done, fmt.Errorf("%w; and they could not be marked for removal: %v", err, merr)
+		}
+		return done, &MarkedError{Agent: agent, Err: err}
+	}
+	return done, nil
+}
+
+// MarkedError: RemoveAll could not delete the secrets now and marked them
+// for removal; they go before any later use of the name.
+type MarkedError struct {
+	Agent string
+	Err   error
+}
+
+func (e *MarkedError) Error() string {
+	return fmt.Sprintf("%v; they are marked for removal and will be deleted before an agent named %s uses secrets again", e.Err, e.Agent)
+}
+func (e *MarkedError) Unwrap() error { return e.Err }
+
+func (s *Store) removeAll(agent string) ([]string, error) {
 	names, err := s.list(agent)
 	if err != nil {
 		return nil, err
 	}
 	var done []string
 	for _, n := range names {
-		if err := s.wrap(s.B.Delete(Service, entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := s.wrap(s.B.Delete(ServiceName(), entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
 			// Keep the index of what is left, so a retry finds it.
 			return done, errors.Join(err, s.writeIndex(agent, slices.DeleteFunc(names, func(x string) bool { return slices.Contains(done, x) })))
 		}
@@ -203,11 +265,14 @@ func (s *Store) List(agent string) ([]string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.settle(agent); err != nil {
+		return nil, err
+	}
 	return s.list(agent)
 }
 
 func (s *Store) list(agent string) ([]string, error) {
-	b, err := s.B.Get(Service, indexEntry(agent))
+	b, err := s.B.Get(ServiceName(), indexEntry(agent))
 	if errors.Is(err, keyring.ErrNotFound) {
 		return []string{}, nil
 	}
@@ -224,7 +289,7 @@ func (s *Store) list(agent string) ([]string, error) {
 
 func (s *Store) writeIndex(agent string, names []string) error {
 	if len(names) == 0 {
-		err := s.B.Delete(Service, indexEntry(agent))
+		err := s.B.Delete(ServiceName(), indexEntry(agent))
 		if errors.Is(err, keyring.ErrNotFound) {
 			return nil
 		}
@@ -232,7 +297,7 @@ func (s *Store) writeIndex(agent string, names []string) error {
 	}
 	sort.Strings(names)
 	b, _ := json.Marshal(names)
-	return s.wrap(s.B.Set(Service, indexEntry(agent), string(b)))
+	return s.wrap(s.B.Set(ServiceName(), indexEntry(agent), string(b)))
 }
 
 // Values returns an agent's secrets by name.

@@ -59,7 +59,7 @@ func TestKeychain(t *testing.T) {
 	}
 	for _, k := range []string{"OPENAI_API_KEY", "SECOND"} {
 		// Straight from the keychain, not through the index.
-		if _, err := keyring.Get(secrets.Service, "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
+		if _, err := keyring.Get(secrets.ServiceName(), "alice/"+k); !errors.Is(err, keyring.ErrNotFound) {
 			t.Errorf("alice/%s still in the keychain: %v", k, err)
 		}
 	}

@@ -39,7 +39,7 @@ func decodeArgs(raw json.RawMessage, schema map[string]any, v any) error {
 	var present map[string]json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&present); err != nil {
 		return envelope.ArgErrorf("", "a JSON object with the keys "+strings.Join(props, ", "),
-			"the arguments must be a JSON object: %v", err)
+			"the arguments must be a JSON object: %s", jsonProblem(err))
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
@@ -54,7 +54,7 @@ func decodeArgs(raw json.RawMessage, schema map[string]any, v any) error {
 			return envelope.ArgErrorf(name, "one of "+strings.Join(props, ", "),
 				"unknown argument `%s`; this tool takes: %s", name, strings.Join(props, ", "))
 		}
-		return envelope.ArgErrorf("", "a JSON object", "could not read the arguments: %v", err)
+		return envelope.ArgErrorf("", "a JSON object", "could not read the arguments: %s", jsonProblem(err))
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return envelope.ArgErrorf("", "one JSON object", "the arguments have data after the JSON object")
@@ -141,11 +141,14 @@ func boolean(name, desc string) prop {
 	return prop{name: name, schema: map[string]any{"type": "boolean", "description": desc, "default": false}}
 }
 
-// integer is an integer property; def 0 means no default.
+// integer is an integer property; def 0 means no default. A value above
+// hi is clamped to it with a warning (see bounded), so the schema has no
+// "maximum", which would call such a value invalid: the description says
+// what happens instead.
 func integer(name, desc string, lo, hi, def int) prop {
 	s := map[string]any{"type": "integer", "description": desc, "minimum": lo}
 	if hi > 0 {
-		s["maximum"] = hi
+		s["description"] = fmt.Sprintf("%s Above %d, %d is used (with a warning).", desc, hi, hi)
 	}
 	if def != 0 {
 		s["default"] = def
@@ -175,4 +178,22 @@ func (c *call) bounded(field string, v, def, hi int) (int, error) {
 		return hi, nil
 	}
 	return v, nil
+}
+
+// jsonProblem says what is wrong with JSON in the client's terms: the
+// decoder's own words name Go types, which mean nothing to a client.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("`%s` can't be a JSON %s", te.Field, te.Value)
+	case errors.As(err, &te):
+		return fmt.Sprintf("got a JSON %s", te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return "the JSON ends too soon"
+	}
+	return "the JSON could not be read"
 }

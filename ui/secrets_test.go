@@ -47,7 +47,7 @@ func TestAgentSecrets(t *testing.T) {
 		eventually(t, "the status naming the deleted secrets", func() bool {
 			return strings.Contains(at.Status.Text, "its secrets OPENAI_API_KEY")
 		})
-		if _, err := keyring.Get(secrets.Service, "alice/OPENAI_API_KEY"); !errors.Is(err, keyring.ErrNotFound) {
+		if _, err := keyring.Get(secrets.ServiceName(), "alice/OPENAI_API_KEY"); !errors.Is(err, keyring.ErrNotFound) {
 			t.Errorf("alice's secret is still in the keychain: %v", err)
 		}
 		if v, err := store.Get("bob", "OPENAI_API_KEY"); err != nil || v != "sk-bob-1234567" {

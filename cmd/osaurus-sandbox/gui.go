@@ -49,7 +49,7 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 		}
 		defer cl.Close()
 		ctl = cl // the owner keeps the VM when the window quits
-		sec := secrets.New()
+		sec := secrets.NewAt(p.SecretRemovals())
 		o.Secrets, o.Prompts = sec, &secretprompt.Broker{Store: sec, Pages: &secretprompt.Pages{Store: sec}}
 		o.Memory, _ = memory.Open(ctx, p.MemoryDB(), memory.Options{}) // nil shows memory as unavailable
 		if ev, err := events.Open(ctx, p.EventsDB(), events.Options{}); err == nil {

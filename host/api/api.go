@@ -49,6 +49,10 @@ type Status struct {
 	// Adoptable is set when no process owns a VM that still runs (its
 	// owner died): the next `start` or `stop` adopts it.
 	Adoptable bool `json:"adoptable,omitempty"`
+	// MCPURL is where the owner serves MCP over HTTP; MCPError says why it
+	// doesn't (the port is taken), with what to do.
+	MCPURL   string `json:"mcpUrl,omitempty"`
+	MCPError string `json:"mcpError,omitempty"`
 }
 
 // RemoveAgentRequest asks the owner to delete what it keeps for an agent

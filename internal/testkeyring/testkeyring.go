@@ -18,6 +18,18 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
+// DeadBus is a session bus address nothing listens on: processes given it
+// find no keychain instead of reaching the developer's desktop session.
+const DeadBus = "unix:path=/nonexistent/osaurus-sandbox-test-bus"
+
+// Isolate points this process's session bus, and so every child's that
+// inherits the environment, at DeadBus. Call it from TestMain of a package
+// whose tests run code that may reach the keychain; Start then gives one
+// test a private keyring of its own.
+func Isolate() {
+	os.Setenv("DBUS_SESSION_BUS_ADDRESS", DeadBus)
+}
+
 const hint = "install the test dependencies with `make deps-test` (scripts/install-deps.sh test: gnome-keyring, dbus-daemon, dbus-bin)"
 
 // Start runs the keyring for the rest of the test and points this

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,38 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, err.Error())
 		return
 	}
-	ha.h.ServeHTTP(w, r)
+	ha.h.ServeHTTP(&scrubResponse{ResponseWriter: w}, r)
 }
+
+// scrubResponse takes Go type names out of the JSON-RPC errors the SDK
+// writes, as the stdio transport does: each Write is one JSON message or
+// one server-sent event.
+type scrubResponse struct{ http.ResponseWriter }
+
+func (s *scrubResponse) Write(p []byte) (int, error) {
+	if !goTypeRE.Match(p) {
+		return s.ResponseWriter.Write(p)
+	}
+	out := p
+	if len(p) > 0 && p[0] == '{' {
+		out = ScrubGoTypes(p)
+	} else {
+		lines := bytes.Split(p, []byte("\n"))
+		for i, l := range lines {
+			if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok {
+				lines[i] = append([]byte("data: "), ScrubGoTypes(d)...)
+			}
+		}
+		out = bytes.Join(lines, []byte("\n"))
+	}
+	if _, err := s.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Unwrap lets http.ResponseController flush the stream.
+func (s *scrubResponse) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func bearer(r *http.Request) (string, bool) {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")

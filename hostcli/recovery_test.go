@@ -1,0 +1,94 @@
+package hostcli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+)
+
+// TestPluginRecovery: no mistake with the plugin library loses work or
+// locks the user out.
+func TestPluginRecovery(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hello := write("hello.json", helloPlugin)
+	other := write("other.json", strings.Replace(helloPlugin, "Says hello", "Someone else's plugin", 1))
+	second := write("second.json", strings.Replace(helloPlugin, "Hello Tools", "Second", 1))
+
+	// A file import records the absolute path, whatever the working
+	// folder was: `plugin update` runs from anywhere.
+	t.Chdir(dir)
+	if out, errOut, code := run(t, "plugin", "import", "hello.json"); code != ExitOK || !strings.Contains(out, "from "+hello) {
+		t.Fatalf("import of a relative path: %d %q %q, want the absolute path %s recorded", code, out, errOut, hello)
+	}
+	run(t, "plugin", "import", second)
+
+	t.Run("same id from elsewhere asks", func(t *testing.T) {
+		out, errOut, code := runStdin(t, "", "plugin", "import", other)
+		if code != ExitDeclined || !strings.Contains(errOut, `already has a plugin "hello-tools", from `+hello) || !strings.Contains(errOut, "version 2 of that plugin") {
+			t.Fatalf("import over an unrelated plugin without an answer: %d %q %q", code, out, errOut)
+		}
+		if out, _, _ := run(t, "plugin", "show", "hello-tools"); strings.Contains(out, "Someone else's") {
+			t.Fatal("the declined import changed the plugin")
+		}
+		if out, errOut, code := runStdin(t, "yes\n", "plugin", "import", other); code != ExitOK || !strings.Contains(out, "library version 2") {
+			t.Fatalf("import confirmed: %d %q %q", code, out, errOut)
+		}
+	})
+
+	t.Run("uninstall of a plugin not installed", func(t *testing.T) {
+		run(t, "agent", "add", "alice")
+		out, errOut, code := run(t, "plugin", "uninstall", "second", "--agent", "alice")
+		if code != ExitError || !strings.Contains(errOut, "plugin second is not installed for alice") {
+			t.Fatalf("uninstall: %d %q %q", code, out, errOut)
+		}
+	})
+
+	t.Run("damaged library file", func(t *testing.T) {
+		lib := filepath.Join(home, "plugins", "hello-tools.json")
+		if _, err := os.Stat(lib); err != nil {
+			// Find it wherever the library lives.
+			m, _ := filepath.Glob(filepath.Join(home, "*", "hello-tools.json"))
+			if len(m) != 1 {
+				t.Fatalf("library file of hello-tools not found: %v", err)
+			}
+			lib = m[0]
+		}
+		if err := os.WriteFile(lib, []byte(`{"id": "hello-tools", "vers`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run(t, "plugin", "list")
+		if code != ExitError || !strings.Contains(out, "second") || !strings.Contains(out, "hello-tools  (DAMAGED: `plugin remove hello-tools` deletes it") || !strings.Contains(errOut, "damaged library file") {
+			t.Fatalf("list with a damaged file: %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		// Importing it again replaces it, keeping the damaged file aside.
+		if out, errOut, code := run(t, "plugin", "import", hello); code != ExitOK || !strings.Contains(out, "library version 1") {
+			t.Fatalf("re-import over the damaged file: %d %q %q", code, out, errOut)
+		}
+		if _, err := os.Stat(lib + ".damaged"); err != nil {
+			t.Errorf("the damaged file was not kept aside: %v", err)
+		}
+		if _, _, code := run(t, "plugin", "list"); code != ExitOK {
+			t.Fatalf("list after the re-import: %d", code)
+		}
+		// Or remove it.
+		os.WriteFile(lib, []byte("{"), 0o600)
+		if out, errOut, code := run(t, "plugin", "remove", "hello-tools"); code != ExitOK {
+			t.Fatalf("remove of the damaged file: %d %q %q", code, out, errOut)
+		}
+		if out, _, code := run(t, "plugin", "list"); code != ExitOK || strings.Contains(out, "hello-tools") || !strings.Contains(out, "second") {
+			t.Fatalf("list after removing the damaged file: %d %q", code, out)
+		}
+	})
+}
