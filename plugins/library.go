@@ -147,7 +147,7 @@ func (l *Library) Get(id string) (*Entry, error) {
 }
 
 // ErrDamaged is wrapped by DamagedError.
-var ErrDamaged = errors.New("damaged library file")
+var ErrDamaged = agentproto.Class(agentproto.ErrInvalid, "damaged library file")
 
 // DamagedError: a library file that can't be read as a plugin. It can
 // still be removed, and importing the plugin again replaces it.

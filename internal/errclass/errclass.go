@@ -67,6 +67,7 @@ var Sentinels = []Sentinel{
 	{"inference.ErrUpstream", inference.ErrUpstream, agentproto.ErrUpstream},
 	{"internal/filelock.ErrLocked", filelock.ErrLocked, agentproto.ErrBusy},
 	{"netpolicy.ErrInvalid", netpolicy.ErrInvalid, agentproto.ErrInvalid},
+	{"plugins.ErrDamaged", plugins.ErrDamaged, agentproto.ErrInvalid},
 	{"plugins.ErrExists", plugins.ErrExists, agentproto.ErrExists},
 	{"plugins.ErrImport", plugins.ErrImport, agentproto.ErrUpstream},
 	{"plugins.ErrInvalid", plugins.ErrInvalid, agentproto.ErrInvalid},
