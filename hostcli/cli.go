@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -204,7 +205,8 @@ func (c *cli) gui() int {
 }
 
 func (c *cli) fail(err error) int {
-	fmt.Fprintln(c.err, "osaurus-sandbox:", err)
+	// A known error is a sentence with the fix, the raw text below it.
+	fmt.Fprintln(c.err, "osaurus-sandbox:", explain.Text(err))
 	// Host errors carry their class (agentproto.Class): sandbox.ErrNotRunning
 	// is one of agentproto.ErrUnavailable.
 	if errors.Is(err, agentproto.ErrUnavailable) {
