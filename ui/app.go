@@ -195,7 +195,7 @@ func Run(o Options) error {
 	} else {
 		w.Win.SetCloseIntercept(quit)
 	}
-	if o.AutoStart {
+	if autoStart(o.AutoStart, o.Backend.Status()) {
 		w.Container.run("Start", o.Backend.Start)
 	}
 	w.Win.ShowAndRun()
@@ -207,6 +207,12 @@ func Run(o Options) error {
 	w.Close()
 	stopVM()
 	return nil
+}
+
+// autoStart says whether opening the window starts the VM: never on a
+// first run, which waits for the first-run view's button.
+func autoStart(setting bool, st sandbox.Status) bool {
+	return setting && st.State != sandbox.NotProvisioned
 }
 
 // trayState is the tray menu's first line.
