@@ -76,6 +76,7 @@ type Host struct {
 	lib       *tools.PluginRegistry // nil when the library can't open
 	mem       *memory.Store         // nil: memory is unavailable
 	events    *events.Store         // nil: no event log
+	activity  *ActivityLog          // each agent's last tool call
 	env       *tools.Env
 	bridge    *bridge.Server
 	*ToolHost // agents' tools, commands, plugins, removal: over env
@@ -123,7 +124,9 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
 	})
-	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem}
+	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
+	h.onClose(h.activity.Wait)
+	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Activity: h.activity}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,

@@ -17,7 +17,7 @@ func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 		logf("mcp: not serving HTTP: %v", err)
 		return func() {}
 	}
-	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Registry: h.reg, Version: h.version, Events: h.events})
+	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Invoker: recordingInvoker{h.env, h.activity, "http"}, Registry: h.reg, Version: h.version, Events: h.events})
 	ctx, cancel := context.WithCancel(ctx)
 	// Installs made elsewhere (the CLI, the bridge's plugin create) reach
 	// this server's sessions as tools/list_changed.

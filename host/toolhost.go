@@ -30,6 +30,8 @@ type ToolHost struct {
 	Running func(ctx context.Context) (*agentproto.Client, error)
 	// Memory is the agents' memory store (nil when it can't open).
 	Memory *memory.Store
+	// Activity records each agent's last tool call (nil: not recorded).
+	Activity *ActivityLog
 }
 
 // Exec runs a command in the running VM.
@@ -70,6 +72,9 @@ func (h *ToolHost) RunTool(ctx context.Context, agentID, tool string, args json.
 	a, err := h.Registry.Get(agentID)
 	if err != nil {
 		return envelope.Failf(tool, envelope.ToolNotFound, "agent %s: %v; its tools are gone", agentID, err)
+	}
+	if h.Activity != nil {
+		h.Activity.Record(a.ID, tool, "stdio")
 	}
 	return h.Env.RunTool(ctx, a, tool, args)
 }
