@@ -16,7 +16,6 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 // agentsTab lists agents and edits the selected one.
@@ -49,6 +48,7 @@ type agentsTab struct {
 	Regenerate *widget.Button
 	Status     *widget.Label
 	Memory     *memoryPanel
+	Connect    *connectView
 
 	items    []agents.Agent
 	selected string // agent id
@@ -125,6 +125,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.newSecretsView()
 	t.newLogView()
 	t.Memory = newMemoryPanel(win)
+	t.Connect = newConnectView(t)
 	t.refresh()
 	return t
 }
@@ -140,6 +141,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 			widget.NewFormItem("CPU weight", t.CPUWeight)),
 		t.Usage,
 		container.NewHBox(t.SaveAgent, t.RemoveBtn),
+		t.Connect.content(),
 		widget.NewLabel("MCP: Claude Desktop (claude_desktop_config.json)"), t.Desktop,
 		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
@@ -178,6 +180,7 @@ func (t *agentsTab) showSelected() {
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
 		t.Usage.SetText("")
+		t.Connect.show(nil)
 		t.showSecrets(nil)
 		t.showLog(nil)
 		t.Memory.show("")
@@ -204,9 +207,10 @@ func (t *agentsTab) showSelected() {
 		}
 	}
 	t.showUsage(a)
-	token, _ := t.reg.Token(a.ID)
-	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
+	// With the env block naming the data folder, as `agent show` prints.
+	c := t.Connect.server(a)
 	t.Desktop.SetText(c.ClaudeDesktop())
+	t.Connect.show(&a)
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
 	t.showSecrets(&a)
 	t.showLog(&a)

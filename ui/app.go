@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/store/events"
@@ -50,6 +51,8 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Agents.Connect.dataDir = b.DataDir()
+	w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
 	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Events = newEventsView(do)
 	items := []*container.TabItem{
@@ -69,6 +72,15 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		container.NewTabItem("Events", w.Events.content()),
 	)
 	w.Tabs = container.NewAppTabs(items...)
+	// The Agents tab's connection state and last call are read when it
+	// shows, not polled (and not the editor: unsaved edits stay).
+	w.Tabs.OnSelected = func(ti *container.TabItem) {
+		if ti.Text == "Agents" {
+			if a, err := reg.Get(w.Agents.selected); err == nil {
+				w.Agents.Connect.show(&a)
+			}
+		}
+	}
 	ctx, stopFollow := context.WithCancel(context.Background())
 	if w.Plugins != nil {
 		go w.Plugins.follow(ctx)
