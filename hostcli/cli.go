@@ -57,6 +57,8 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent add NAME        add an agent (autonomous exec off)
   agent list [--json]   list agents
   agent show NAME       settings, and the config for Claude Desktop and Claude Code
+  agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run]
+                        add the agent to the client's config file (shown first, backed up)
   agent set NAME KEY VALUE
                         change a setting: enabled, maxCommandsPerTurn, backgroundProcesses, ...
   agent remove NAME [--purge [--yes]]
