@@ -12,6 +12,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -80,10 +81,13 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t := &agentsTab{reg: reg, win: win, exe: exe, do: do}
 	t.List = widget.NewList(
 		func() int { return len(t.items) },
-		func() fyne.CanvasObject { return widget.NewLabel("agent name") },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("agent name")
+			l.Wrapping = fyne.TextWrapWord // a long name wraps, never cut
+			return l
+		},
 		func(i widget.ListItemID, o fyne.CanvasObject) {
-			a := t.items[i]
-			o.(*widget.Label).SetText(fmt.Sprintf("%s  (agent-%s)", a.Name, a.Slug))
+			o.(*widget.Label).SetText(itemText(t.items[i]))
 		})
 	t.List.OnSelected = func(i widget.ListItemID) { t.selectAgent(t.items[i].ID) }
 	t.NewName = widget.NewEntry()
@@ -91,6 +95,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.Add = widget.NewButton("Add", t.onAdd)
 
 	t.Name = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	t.Name.Wrapping = fyne.TextWrapWord
 	t.Enabled = widget.NewCheck("Autonomous exec (write, exec and install tools)", nil)
 	t.MaxCmds = widget.NewEntry()
 	t.Background = widget.NewCheck("Background processes", nil)
@@ -150,7 +155,8 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		t.logContent(),
 		t.Memory.content(),
 	)
-	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
+	list := container.New(&widthWatch{onWidth: func(float32) { t.sizeRows() }}, t.List)
+	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, list)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
 	split.Offset = 0.3
 	return split
@@ -160,8 +166,52 @@ func (t *agentsTab) content() fyne.CanvasObject {
 func (t *agentsTab) refresh() {
 	t.reg.Reload()
 	t.items = t.reg.List()
+	t.sizeRows()
 	t.List.Refresh()
 	t.showSelected()
+}
+
+func itemText(a agents.Agent) string { return fmt.Sprintf("%s  (agent-%s)", a.Name, a.Slug) }
+
+// sizeRows gives each row the height its wrapped name needs at the
+// list's width.
+func (t *agentsTab) sizeRows() {
+	w := t.List.Size().Width - 2*theme.Padding() - theme.ScrollBarSize()
+	if w <= 0 {
+		return
+	}
+	for i, a := range t.items {
+		l := widget.NewLabel(itemText(a))
+		l.Wrapping = fyne.TextWrapWord
+		l.Resize(fyne.NewSize(w, l.MinSize().Height))
+		t.List.SetItemHeight(i, l.MinSize().Height)
+	}
+}
+
+// widthWatch lays out its one object over its whole area and reports
+// width changes (the agents list re-measures its wrapped names).
+type widthWatch struct {
+	width   float32
+	onWidth func(float32)
+}
+
+func (w *widthWatch) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	for _, o := range objs {
+		o.Resize(size)
+		o.Move(fyne.NewPos(0, 0))
+	}
+	if size.Width != w.width {
+		w.width = size.Width
+		w.onWidth(size.Width)
+	}
+}
+
+func (w *widthWatch) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	var s fyne.Size
+	for _, o := range objs {
+		s = s.Max(o.MinSize())
+	}
+	return s
 }
 
 func (t *agentsTab) selectAgent(id string) {

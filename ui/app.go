@@ -52,6 +52,13 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Agents.Connect.dataDir = b.DataDir()
+	w.Container.Glance.names = func() map[string]string {
+		m := map[string]string{}
+		for _, a := range reg.List() {
+			m[a.User()] = a.Name
+		}
+		return m
+	}
 	w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
 	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Events = newEventsView(do)
@@ -93,6 +100,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
 	go w.Container.followConsole(ctx)
+	go w.Container.followGlance(ctx)
 	go w.Tasks.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w

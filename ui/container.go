@@ -46,6 +46,9 @@ type containerTab struct {
 	Start     *widget.Button
 	Stop      *widget.Button
 
+	// Glance is the running VM's use at the top of the tab.
+	Glance     *glance
+	glanceWake chan struct{}
 	// First is the first-run view, shown while nothing is provisioned.
 	First     *firstRun
 	firstCard *widget.Card
@@ -89,7 +92,8 @@ func choices(lo, hi int) []string {
 }
 
 func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab {
-	t := &containerTab{b: b, win: win, do: do, shown: make(chan struct{}, 1), now: time.Now}
+	t := &containerTab{b: b, win: win, do: do, shown: make(chan struct{}, 1), glanceWake: make(chan struct{}, 1), now: time.Now}
+	t.Glance = newGlance()
 	t.State = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	t.Details = widget.NewLabel("")
 	t.Progress = widget.NewProgressBar()
@@ -140,7 +144,7 @@ func (t *containerTab) content() fyne.CanvasObject {
 	resources.Append("", t.AutoStart)
 	return container.NewVScroll(container.NewVBox(
 		widget.NewCard("Container", "", container.NewVBox(
-			t.State, t.Details,
+			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
 			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
 			t.Phase, t.Progress,
 		)),
@@ -160,9 +164,18 @@ func (t *containerTab) show(st sandbox.Status) {
 	t.since, t.state = st.Since, st.State
 	provisioning := t.cancel != nil
 	t.mu.Unlock()
-	select {
-	case t.shown <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{t.shown, t.glanceWake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	if st.State == sandbox.Running {
+		t.Glance.VM.Show()
+		t.Glance.Agents.Show()
+	} else {
+		t.Glance.VM.Hide()
+		t.Glance.Agents.Hide()
 	}
 	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))
