@@ -136,21 +136,32 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 }
 
 func (t *agentsTab) content() fyne.CanvasObject {
-	editor := container.NewVBox(
-		t.Name, t.Enabled,
-		widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
-		t.Background, t.PluginOK,
-		widget.NewForm(widget.NewFormItem("Network", t.Network),
-			widget.NewFormItem("Max processes", t.MaxProcs),
-			widget.NewFormItem("Memory (MB)", t.MemoryMB),
-			widget.NewFormItem("CPU weight", t.CPUWeight)),
-		t.Usage,
-		container.NewHBox(t.SaveAgent, t.RemoveBtn),
-		t.Connect.content(),
-		widget.NewLabel("MCP: Claude Desktop (claude_desktop_config.json)"), t.Desktop,
-		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
+	// Grouped: who the agent is and how clients reach it first, then
+	// what it may do, its limits, and the rest.
+	snippets := widget.NewAccordion(widget.NewAccordionItem("Config snippets and token", container.NewVBox(
+		widget.NewLabel("Claude Desktop (claude_desktop_config.json)"), t.Desktop,
+		widget.NewLabel("Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
+	)))
+	editor := container.NewVBox(
+		t.Name,
+		t.Connect.content(),
+		widget.NewCard("Permissions", "", container.NewVBox(
+			t.Enabled,
+			widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
+			t.Background, t.PluginOK,
+			widget.NewForm(widget.NewFormItem("Network", t.Network)),
+		)),
+		widget.NewCard("Limits in the VM", "", container.NewVBox(
+			widget.NewForm(
+				widget.NewFormItem("Max processes", t.MaxProcs),
+				widget.NewFormItem("Memory (MB)", t.MemoryMB),
+				widget.NewFormItem("CPU weight", t.CPUWeight)),
+			t.Usage,
+		)),
+		container.NewHBox(t.SaveAgent, t.RemoveBtn),
 		t.Status,
+		snippets,
 		t.secretsContent(),
 		t.logContent(),
 		t.Memory.content(),
