@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -69,6 +72,7 @@ type containerTab struct {
 	Remove *widget.Button
 
 	Console *widget.Entry
+	body    *fyne.Container // the tab's column, laid out again when a part's height changes
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // the provision in progress
@@ -96,6 +100,7 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Glance = newGlance()
 	t.State = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	t.Details = widget.NewLabel("")
+	t.Details.Wrapping = fyne.TextWrapWord
 	t.Progress = widget.NewProgressBar()
 	t.Phase = widget.NewLabel("")
 	t.Provision = widget.NewButton("Provision", t.onProvision)
@@ -142,7 +147,7 @@ func (t *containerTab) content() fyne.CanvasObject {
 	}
 	resources.Append("Image manifest", t.Image)
 	resources.Append("", t.AutoStart)
-	return container.NewVScroll(container.NewVBox(
+	t.body = container.NewVBox(
 		widget.NewCard("Container", "", container.NewVBox(
 			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
 			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
@@ -155,7 +160,8 @@ func (t *containerTab) content() fyne.CanvasObject {
 		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
 		widget.NewCard("Danger Zone", "Your workspace, output and agents' homes are always kept.", container.NewHBox(t.Reset, t.Remove)),
 		widget.NewCard("Console", "", t.Console),
-	))
+	)
+	return container.NewVScroll(t.body)
 }
 
 // show renders a status; call on the UI goroutine.
@@ -251,13 +257,28 @@ func details(st sandbox.Status) string {
 	case st.State == sandbox.Running:
 		return fmt.Sprintf("Up %s · %s (%s) · %s guest", uptime(time.Since(st.Since)), st.Driver, accelName(st.Accel), st.Distro)
 	case st.State == sandbox.NotProvisioned && st.Reason != "":
-		return st.Reason + ". " + notProvisionedHint
+		return reasonText(st.Reason) + " " + notProvisionedHint
 	case st.State == sandbox.NotProvisioned:
 		return notProvisionedHint
 	case st.Reason != "":
-		return st.Reason
+		return reasonText(st.Reason)
 	}
 	return ""
+}
+
+// reasonText is the owner's reason for a state as a sentence: a known
+// error with its fix, else the reason capitalised and ended.
+func reasonText(r string) string {
+	s := explain.Error(errors.New(r)).Short()
+	if s == "" {
+		return ""
+	}
+	r0, n := utf8.DecodeRuneInString(s)
+	s = string(unicode.ToUpper(r0)) + s[n:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
 }
 
 // notProvisionedHint says what to do next when nothing is provisioned.

@@ -64,6 +64,7 @@ type firstRun struct {
 	Image   *widget.RadioGroup
 	URL     *widget.Entry
 	Browse  *widget.Button
+	urlRow  *fyne.Container
 	Accel   *widget.Select
 	Plan    *widget.Label
 	SetUp   *widget.Button
@@ -114,10 +115,8 @@ func newFirstRun(t *containerTab) *firstRun {
 	f.details = widget.NewAccordion(widget.NewAccordionItem("Details", f.Detail))
 	f.details.Hide()
 
-	form := widget.NewForm(
-		widget.NewFormItem("Image", f.Image),
-		widget.NewFormItem("", container.NewBorder(nil, nil, nil, f.Browse, f.URL)),
-	)
+	f.urlRow = container.NewBorder(nil, nil, nil, f.Browse, f.URL)
+	form := widget.NewForm(widget.NewFormItem("Image", container.NewVBox(f.Image, f.urlRow)))
 	if runtime.GOOS == "linux" { // vz picks its own on macOS
 		form.Append("Accelerator", f.Accel)
 	}
@@ -148,17 +147,17 @@ func (f *firstRun) load() {
 func (f *firstRun) onImage() {
 	switch f.Image.Selected {
 	case imageURL:
-		f.URL.Show()
+		f.urlRow.Show()
 		f.URL.SetPlaceHolder("https://example.org/guest/manifest.json")
 		f.Browse.Hide()
 	case imageFile:
-		f.URL.Show()
+		f.urlRow.Show()
 		f.URL.SetPlaceHolder("/path/to/manifest.json")
 		f.Browse.Show()
 	default:
-		f.URL.Hide()
-		f.Browse.Hide()
+		f.urlRow.Hide()
 	}
+	f.relayout()
 	if f.planned {
 		f.replan()
 	}
@@ -224,6 +223,7 @@ func (f *firstRun) replan() {
 			f.mu.Unlock()
 			if current {
 				f.Plan.SetText(text)
+				f.relayout()
 			}
 		})
 	}()
@@ -234,7 +234,7 @@ func planText(p imagePlan, root string) string {
 	var b strings.Builder
 	var total int64
 	known := true
-	fmt.Fprintf(&b, "Downloads a %s image for %s:\n", titleCase(p.Distro), p.Arch)
+	fmt.Fprintf(&b, "Downloads the %s image for %s:\n", titleCase(p.Distro), p.Arch)
 	for _, d := range p.Downloads {
 		size := "size unknown"
 		if d.Size >= 0 {
@@ -330,6 +330,7 @@ func (f *firstRun) onSetUp() {
 // showFailure shows err as a sentence with the fix, the raw error under
 // Details; nil clears it.
 func (f *firstRun) showFailure(err error) {
+	defer f.relayout()
 	if err == nil {
 		f.Failure.SetText("")
 		f.Detail.SetText("")
@@ -341,5 +342,15 @@ func (f *firstRun) showFailure(err error) {
 	if ex.Known() {
 		f.Detail.SetText(ex.Detail)
 		f.details.Show()
+	}
+}
+
+// relayout lays the view out again after a part shows or hides.
+func (f *firstRun) relayout() {
+	if f.Box != nil {
+		f.Box.Refresh()
+	}
+	if f.t.body != nil {
+		f.t.body.Refresh() // the tab's layout: the view's height changed
 	}
 }
