@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"image"
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestWindowScreenshots(t *testing.T) {
 	}
 	styled := func(w *Window) {
 		lockedDo(func() {
-			fyne.CurrentApp().Settings().SetTheme(theme.LightTheme())
+			fyne.CurrentApp().Settings().SetTheme(lightTheme{theme.DefaultTheme()})
 			w.Win.Resize(fyne.NewSize(900, 760))
 		})
 	}
@@ -76,6 +77,14 @@ func TestWindowScreenshots(t *testing.T) {
 		t.Fatalf("status %q", w2.Agents.Status.Text)
 	}
 	save(w2, "connected.png")
+}
+
+// lightTheme is the default theme in its light variant, whatever the
+// test app's settings say.
+type lightTheme struct{ fyne.Theme }
+
+func (l lightTheme) Color(n fyne.ThemeColorName, _ fyne.ThemeVariant) color.Color {
+	return l.Theme.Color(n, theme.VariantLight)
 }
 
 // uniform reports whether every sampled pixel has the same colour.
