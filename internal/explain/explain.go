@@ -174,7 +174,7 @@ func htmlPage(_ error, msg string) (string, string, bool) {
 
 // httpStatus: provision/download's StatusError and similar "HTTP status"
 // texts.
-var statusCode = regexp.MustCompile(`(?:HTTP status|status code:?|HTTP) (\d{3})`)
+var statusCode = regexp.MustCompile(`(?:HTTP status|status code:?|HTTP|GET \S+:) (\d{3})\b`)
 
 func httpStatus(_ error, msg string) (string, string, bool) {
 	m := statusCode.FindStringSubmatch(msg)

@@ -42,6 +42,7 @@ func TestError(t *testing.T) {
 		{"html page", errors.New("manifest: invalid character '<' looking for beginning of value"), []string{"web page instead of the data", "Wi-Fi login"}, false},
 		{"html body", errors.New("inference: 502: <!DOCTYPE html><html><body>Bad gateway</body></html>"), []string{"web page instead"}, false},
 		{"404", errors.New("GET https://mirror.example/x.tar.gz: unexpected HTTP status 404 Not Found"), []string{"no file at that address (mirror.example) (HTTP 404)", "imageManifest"}, false},
+		{"manifest 404", errors.New("image manifest https://img.example/m.json: GET https://img.example/m.json: 404 Not Found"), []string{"no file at that address (img.example) (HTTP 404)"}, false},
 		{"503", errors.New("GET https://mirror.example/x: unexpected HTTP status 503 Service Unavailable"), []string{"problem of its own", "later"}, false},
 		{"dns typed", &net.OpError{Op: "dial", Err: &net.DNSError{Name: "dl-cdn.example.org", Err: "no such host", IsNotFound: true}}, []string{"The name dl-cdn.example.org couldn't be looked up", "online"}, false},
 		{"dns text", errors.New(`Get "https://x.example/": dial tcp: lookup x.example on 127.0.0.53:53: no such host`), []string{"The name x.example couldn't be looked up"}, false},
