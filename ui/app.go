@@ -59,6 +59,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		}
 		return m
 	}
+	w.Container.show(b.Status()) // with the agents' names
 	w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
 	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Events = newEventsView(do)
@@ -82,6 +83,9 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	// The Agents tab's connection state and last call are read when it
 	// shows, not polled (and not the editor: unsaved edits stay).
 	w.Tabs.OnSelected = func(ti *container.TabItem) {
+		if ti.Text == "Container" {
+			w.Container.show(b.Status()) // agents added meanwhile
+		}
 		if ti.Text == "Agents" {
 			if a, err := reg.Get(w.Agents.selected); err == nil {
 				w.Agents.Connect.show(&a)

@@ -176,12 +176,11 @@ func (t *containerTab) show(st sandbox.Status) {
 		default:
 		}
 	}
-	if st.State == sandbox.Running {
-		t.Glance.VM.Show()
-		t.Glance.Agents.Show()
-	} else {
-		t.Glance.VM.Hide()
-		t.Glance.Agents.Hide()
+	// Always two lines, so the tab's layout is the same in every state;
+	// while the VM runs followGlance fills in its use.
+	if st.State != sandbox.Running {
+		t.Glance.VM.SetText(fmt.Sprintf("VM: %s CPUs, %s GB · not running", t.CPUs.Selected, t.Memory.Selected))
+		t.Glance.Agents.SetText(t.Glance.agentNames())
 	}
 	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))

@@ -198,6 +198,9 @@ func (f *firstRun) replan() {
 		f.Plan.SetText("Enter the image's manifest, then press Enter to see what it downloads.")
 		return
 	}
+	if f.plan == nil {
+		return
+	}
 	u := m
 	if u == "" {
 		u = provision.DefaultManifestURL()

@@ -12,23 +12,31 @@ import (
 )
 
 // The window's tests never reach an image's servers: the first-run view
-// describes a fixed image.
-func init() {
-	defaultPlan = func(_ context.Context, u string) (imagePlan, error) {
-		if strings.Contains(u, "broken") {
-			return imagePlan{}, errors.New(`Get "https://broken.example/m.json": dial tcp: lookup broken.example on 127.0.0.53:53: no such host`)
-		}
-		return imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{
-			{URL: "https://dl.example.org/alpine-netboot-3.24.2-x86_64.tar.gz", Size: 40 << 20},
-			{URL: "https://dl.example.org/alpine-minirootfs-3.24.2-x86_64.tar.gz", Size: 4 << 20},
-		}}, nil
+// describes nothing (no background work racing other tests' reads), or,
+// in the tests that look at it, a fixed image.
+func init() { defaultPlan = nil }
+
+// withPlan makes the windows the test opens describe a fixed image.
+func withPlan(t *testing.T) {
+	defaultPlan = fakePlan
+	t.Cleanup(func() { defaultPlan = nil })
+}
+
+func fakePlan(_ context.Context, u string) (imagePlan, error) {
+	if strings.Contains(u, "broken") {
+		return imagePlan{}, errors.New(`Get "https://broken.example/m.json": dial tcp: lookup broken.example on 127.0.0.53:53: no such host`)
 	}
+	return imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{
+		{URL: "https://dl.example.org/alpine-netboot-3.24.2-x86_64.tar.gz", Size: 40 << 20},
+		{URL: "https://dl.example.org/alpine-minirootfs-3.24.2-x86_64.tar.gz", Size: 4 << 20},
+	}}, nil
 }
 
 // A fresh data folder shows what setting up downloads, how much and where,
 // and nothing runs before the button; the image and accelerator chosen
 // are saved, then the VM is provisioned and started.
 func TestFirstRunSetsUpWithOneButton(t *testing.T) {
+	withPlan(t)
 	f := newFake(t)
 	w, _ := newTestWindow(t, f)
 	c := w.Container
@@ -82,6 +90,7 @@ func TestFirstRunSetsUpWithOneButton(t *testing.T) {
 // A failed set-up says what went wrong and what to do, the raw error kept
 // under Details, and the button works again.
 func TestFirstRunFailureIsASentence(t *testing.T) {
+	withPlan(t)
 	f := newFake(t)
 	f.provErr = errors.New(`provision: Get "https://dl.example.org/a.tar.gz": tls: failed to verify certificate: x509: certificate signed by unknown authority`)
 	w, _ := newTestWindow(t, f)

@@ -54,6 +54,19 @@ func newGlance() *glance {
 	return g
 }
 
+// agentNames is the agents line while the VM doesn't run.
+func (g *glance) agentNames() string {
+	var names []string
+	for _, n := range g.names() {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "Agents: none yet; add one in the Agents tab."
+	}
+	sort.Strings(names)
+	return "Agents: " + strings.Join(names, ", ")
+}
+
 // sample returns the two lines for a running VM with pid, and the
 // agents' use (nil when unknown); call off the UI goroutine.
 func (g *glance) sample(now time.Time, st sandbox.Status, cpus, memGB int, usage *agentproto.UsageResponse) (vm, ag string) {

@@ -42,11 +42,12 @@ func TestStatusAtAGlance(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := w.Container.Glance
-	if g.VM.Visible() {
-		t.Fatal("the glance shows with the VM stopped")
+	lockedDo(func() { w.Container.show(f.Status()) })
+	if g.VM.Text != "VM: 2 CPUs, 2 GB · not running" || g.Agents.Text != "Agents: Data Analyst, bob" {
+		t.Fatalf("stopped: %q / %q", g.VM.Text, g.Agents.Text)
 	}
 	f.set(sandbox.Status{State: sandbox.Running, Since: time.Now(), Pid: os.Getpid()})
-	eventually(t, "the glance", func() bool { return strings.Contains(g.Agents.Text, "Data Analyst") })
+	eventually(t, "the glance", func() bool { return strings.Contains(g.VM.Text, "memory in use") && strings.Contains(g.Agents.Text, "processes") })
 	var vm, ag string
 	lockedDo(func() { vm, ag = g.VM.Text, g.Agents.Text })
 	if !strings.HasPrefix(vm, "VM: 2 CPUs, 2 GB") || !strings.Contains(vm, "memory in use") {

@@ -48,6 +48,7 @@ func TestWindowScreenshots(t *testing.T) {
 		})
 	}
 
+	withPlan(t)
 	f := newFake(t)
 	w, _ := newTestWindow(t, f)
 	styled(w)
