@@ -47,7 +47,9 @@ func TestStatusAtAGlance(t *testing.T) {
 		t.Fatalf("stopped: %q / %q", g.VM.Text, g.Agents.Text)
 	}
 	f.set(sandbox.Status{State: sandbox.Running, Since: time.Now(), Pid: os.Getpid()})
-	eventually(t, "the glance", func() bool { return strings.Contains(g.VM.Text, "memory in use") && strings.Contains(g.Agents.Text, "processes") })
+	eventually(t, "the glance", func() bool {
+		return strings.Contains(g.VM.Text, "memory in use") && strings.Contains(g.Agents.Text, "processes")
+	})
 	var vm, ag string
 	lockedDo(func() { vm, ag = g.VM.Text, g.Agents.Text })
 	if !strings.HasPrefix(vm, "VM: 2 CPUs, 2 GB") || !strings.Contains(vm, "memory in use") {
