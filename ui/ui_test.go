@@ -122,6 +122,9 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 	lockedDo(func() {
 		w = newWindow(a, b, reg, lockedDo)
 		w.Win.Resize(fyne.NewSize(900, 760))
+		// Connect reads and writes MCP clients' files under a home of
+		// the test's own, never the developer's.
+		w.Agents.Connect.home = t.TempDir()
 	})
 	t.Cleanup(w.Close)
 	return w, reg
