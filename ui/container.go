@@ -207,8 +207,10 @@ func (t *containerTab) show(st sandbox.Status) {
 	// The bar only means something while provisioning.
 	if st.State == sandbox.Provisioning {
 		t.Progress.Show()
+		t.Phase.Show()
 	} else {
 		t.Progress.Hide()
+		t.Phase.Hide() // an empty row otherwise
 	}
 	if p := st.Progress; p != nil {
 		t.Phase.SetText(fmt.Sprintf("%s: %s%s", p.Phase, bytesText(p.Done, p.Total), t.timeLeft(*p)))
