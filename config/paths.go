@@ -65,6 +65,10 @@ func (p Paths) PluginsDir() string { return filepath.Join(p.Root, "plugins") }
 // agent's installed plugins (agents/<id>/sandbox-plugins/installed.json).
 func (p Paths) AgentStateDir() string { return filepath.Join(p.Root, "agents") }
 
+// AgentActivity is when each agent last called a tool, written by the
+// owner, read by the window's Agents tab.
+func (p Paths) AgentActivity() string { return filepath.Join(p.AgentStateDir(), "activity.json") }
+
 // AgentHomes holds the agents' homes on the host (the guest's
 // /workspace/agents/<slug>).
 func (p Paths) AgentHomes() string { return filepath.Join(p.Workspace(), "agents") }

@@ -76,6 +76,7 @@ type Host struct {
 	lib       *tools.PluginRegistry // nil when the library can't open
 	mem       *memory.Store         // nil: memory is unavailable
 	events    *events.Store         // nil: no event log
+	activity  *ActivityLog          // each agent's last tool call
 	env       *tools.Env
 	bridge    *bridge.Server
 	*ToolHost // agents' tools, commands, plugins, removal: over env
@@ -130,7 +131,9 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		Reviewer: Reviewer{Paths: o.Paths, Events: h.events, Secrets: h.secrets, Logf: h.logf},
 		Exposer:  h.ports,
 	})
-	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Ports: h.ports}
+	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
+	h.onClose(h.activity.Wait)
+	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Activity: h.activity, Ports: h.ports}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,

@@ -27,7 +27,7 @@ func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	h.mcpURL = "http://" + addr + mcpserver.Path
-	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Registry: h.reg, Version: h.version, Events: h.events})
+	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Invoker: recordingInvoker{h.env, h.activity, "http"}, Registry: h.reg, Version: h.version, Events: h.events})
 	ctx, cancel := context.WithCancel(ctx)
 	// Installs made elsewhere (the CLI, the bridge's plugin create) reach
 	// this server's sessions as tools/list_changed.

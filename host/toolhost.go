@@ -33,6 +33,8 @@ type ToolHost struct {
 	// Ports, when set, holds the agents' previews; removing an agent
 	// closes its own.
 	Ports *Ports
+	// Activity records each agent's last tool call (nil: not recorded).
+	Activity *ActivityLog
 }
 
 // Exec runs a command in the running VM.
@@ -73,6 +75,9 @@ func (h *ToolHost) RunTool(ctx context.Context, agentID, tool string, args json.
 	a, err := h.Registry.Get(agentID)
 	if err != nil {
 		return envelope.Failf(tool, envelope.ToolNotFound, "agent %s: %v; its tools are gone", agentID, err)
+	}
+	if h.Activity != nil {
+		h.Activity.Record(a.ID, tool, "stdio")
 	}
 	return h.Env.RunTool(ctx, a, tool, args)
 }

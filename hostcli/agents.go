@@ -35,6 +35,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge [--yes]]
+  osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
 keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
@@ -109,6 +110,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return ExitOK
 	case sub == "show" && len(args) == 1:
 		return c.agentShow(ctx, reg, args[0])
+	case sub == "connect":
+		return c.agentConnect(ctx, reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":

@@ -20,6 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
@@ -56,6 +57,8 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent add NAME        add an agent (autonomous exec off)
   agent list [--json]   list agents
   agent show NAME       settings, and the config for Claude Desktop and Claude Code
+  agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run]
+                        add the agent to the client's config file (shown first, backed up)
   agent set NAME KEY VALUE
                         change a setting: enabled, maxCommandsPerTurn, backgroundProcesses, ...
   agent remove NAME [--purge [--yes]]
@@ -252,7 +255,8 @@ func (c *cli) gui() int {
 }
 
 func (c *cli) fail(err error) int {
-	fmt.Fprintln(c.err, "osaurus-sandbox:", err)
+	// A known error is a sentence with the fix, the raw text below it.
+	fmt.Fprintln(c.err, "osaurus-sandbox:", explain.Text(err))
 	return exitCode(err)
 }
 

@@ -12,11 +12,11 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
 
 // agentsTab lists agents and edits the selected one.
@@ -49,6 +49,7 @@ type agentsTab struct {
 	Regenerate *widget.Button
 	Status     *widget.Label
 	Memory     *memoryPanel
+	Connect    *connectView
 
 	items    []agents.Agent
 	selected string // agent id
@@ -80,10 +81,13 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t := &agentsTab{reg: reg, win: win, exe: exe, do: do}
 	t.List = widget.NewList(
 		func() int { return len(t.items) },
-		func() fyne.CanvasObject { return widget.NewLabel("agent name") },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("agent name")
+			l.Wrapping = fyne.TextWrapWord // a long name wraps, never cut
+			return l
+		},
 		func(i widget.ListItemID, o fyne.CanvasObject) {
-			a := t.items[i]
-			o.(*widget.Label).SetText(fmt.Sprintf("%s  (agent-%s)", a.Name, a.Slug))
+			o.(*widget.Label).SetText(itemText(t.items[i]))
 		})
 	t.List.OnSelected = func(i widget.ListItemID) { t.selectAgent(t.items[i].ID) }
 	t.NewName = widget.NewEntry()
@@ -91,6 +95,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.Add = widget.NewButton("Add", t.onAdd)
 
 	t.Name = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	t.Name.Wrapping = fyne.TextWrapWord
 	t.Enabled = widget.NewCheck("Autonomous exec (write, exec and install tools)", nil)
 	t.MaxCmds = widget.NewEntry()
 	t.Background = widget.NewCheck("Background processes", nil)
@@ -125,30 +130,44 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.newSecretsView()
 	t.newLogView()
 	t.Memory = newMemoryPanel(win)
+	t.Connect = newConnectView(t)
 	t.refresh()
 	return t
 }
 
 func (t *agentsTab) content() fyne.CanvasObject {
-	editor := container.NewVBox(
-		t.Name, t.Enabled,
-		widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
-		t.Background, t.PluginOK,
-		widget.NewForm(widget.NewFormItem("Network", t.Network),
-			widget.NewFormItem("Max processes", t.MaxProcs),
-			widget.NewFormItem("Memory (MB)", t.MemoryMB),
-			widget.NewFormItem("CPU weight", t.CPUWeight)),
-		t.Usage,
-		container.NewHBox(t.SaveAgent, t.RemoveBtn),
-		widget.NewLabel("MCP: Claude Desktop (claude_desktop_config.json)"), t.Desktop,
-		widget.NewLabel("MCP: Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
+	// Grouped: who the agent is and how clients reach it first, then
+	// what it may do, its limits, and the rest.
+	snippets := widget.NewAccordion(widget.NewAccordionItem("Config snippets and token", container.NewVBox(
+		widget.NewLabel("Claude Desktop (claude_desktop_config.json)"), t.Desktop,
+		widget.NewLabel("Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
+	)))
+	editor := container.NewVBox(
+		t.Name,
+		t.Connect.content(),
+		widget.NewCard("Permissions", "", container.NewVBox(
+			t.Enabled,
+			widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
+			t.Background, t.PluginOK,
+			widget.NewForm(widget.NewFormItem("Network", t.Network)),
+		)),
+		widget.NewCard("Limits in the VM", "", container.NewVBox(
+			widget.NewForm(
+				widget.NewFormItem("Max processes", t.MaxProcs),
+				widget.NewFormItem("Memory (MB)", t.MemoryMB),
+				widget.NewFormItem("CPU weight", t.CPUWeight)),
+			t.Usage,
+		)),
+		container.NewHBox(t.SaveAgent, t.RemoveBtn),
 		t.Status,
+		snippets,
 		t.secretsContent(),
 		t.logContent(),
 		t.Memory.content(),
 	)
-	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, t.List)
+	list := container.New(&widthWatch{onWidth: func(float32) { t.sizeRows() }}, t.List)
+	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, list)
 	split := container.NewHSplit(left, container.NewVScroll(editor))
 	split.Offset = 0.3
 	return split
@@ -158,8 +177,52 @@ func (t *agentsTab) content() fyne.CanvasObject {
 func (t *agentsTab) refresh() {
 	t.reg.Reload()
 	t.items = t.reg.List()
+	t.sizeRows()
 	t.List.Refresh()
 	t.showSelected()
+}
+
+func itemText(a agents.Agent) string { return fmt.Sprintf("%s  (agent-%s)", a.Name, a.Slug) }
+
+// sizeRows gives each row the height its wrapped name needs at the
+// list's width.
+func (t *agentsTab) sizeRows() {
+	w := t.List.Size().Width - 2*theme.Padding() - theme.ScrollBarSize()
+	if w <= 0 {
+		return
+	}
+	for i, a := range t.items {
+		l := widget.NewLabel(itemText(a))
+		l.Wrapping = fyne.TextWrapWord
+		l.Resize(fyne.NewSize(w, l.MinSize().Height))
+		t.List.SetItemHeight(i, l.MinSize().Height)
+	}
+}
+
+// widthWatch lays out its one object over its whole area and reports
+// width changes (the agents list re-measures its wrapped names).
+type widthWatch struct {
+	width   float32
+	onWidth func(float32)
+}
+
+func (w *widthWatch) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	for _, o := range objs {
+		o.Resize(size)
+		o.Move(fyne.NewPos(0, 0))
+	}
+	if size.Width != w.width {
+		w.width = size.Width
+		w.onWidth(size.Width)
+	}
+}
+
+func (w *widthWatch) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	var s fyne.Size
+	for _, o := range objs {
+		s = s.Max(o.MinSize())
+	}
+	return s
 }
 
 func (t *agentsTab) selectAgent(id string) {
@@ -178,6 +241,7 @@ func (t *agentsTab) showSelected() {
 		t.Desktop.SetText("")
 		t.CodeHTTP.SetText("")
 		t.Usage.SetText("")
+		t.Connect.show(nil)
 		t.showSecrets(nil)
 		t.showLog(nil)
 		t.Memory.show("")
@@ -204,9 +268,10 @@ func (t *agentsTab) showSelected() {
 		}
 	}
 	t.showUsage(a)
-	token, _ := t.reg.Token(a.ID)
-	c := mcpserver.Client{Exe: t.exe, Agent: a, Token: token}
+	// With the env block naming the data folder, as `agent show` prints.
+	c := t.Connect.server(a)
 	t.Desktop.SetText(c.ClaudeDesktop())
+	t.Connect.show(&a)
 	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
 	t.showSecrets(&a)
 	t.showLog(&a)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/store/events"
@@ -50,6 +51,16 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Agents.Connect.dataDir = b.DataDir()
+	w.Container.Glance.names = func() map[string]string {
+		m := map[string]string{}
+		for _, a := range reg.List() {
+			m[a.User()] = a.Name
+		}
+		return m
+	}
+	w.Container.show(b.Status()) // with the agents' names
+	w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
 	w.Tasks = newTasksTab(b, w.Win, do)
 	w.Events = newEventsView(do)
 	items := []*container.TabItem{
@@ -69,6 +80,18 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		container.NewTabItem("Events", w.Events.content()),
 	)
 	w.Tabs = container.NewAppTabs(items...)
+	// The Agents tab's connection state and last call are read when it
+	// shows, not polled (and not the editor: unsaved edits stay).
+	w.Tabs.OnSelected = func(ti *container.TabItem) {
+		if ti.Text == "Container" {
+			w.Container.show(b.Status()) // agents added meanwhile
+		}
+		if ti.Text == "Agents" {
+			if a, err := reg.Get(w.Agents.selected); err == nil {
+				w.Agents.Connect.show(&a)
+			}
+		}
+	}
 	ctx, stopFollow := context.WithCancel(context.Background())
 	if w.Plugins != nil {
 		go w.Plugins.follow(ctx)
@@ -81,6 +104,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Win.SetContent(w.Tabs)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
 	go w.Container.followConsole(ctx)
+	go w.Container.followGlance(ctx)
 	go w.Tasks.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w
@@ -195,7 +219,7 @@ func Run(o Options) error {
 	} else {
 		w.Win.SetCloseIntercept(quit)
 	}
-	if o.AutoStart {
+	if autoStart(o.AutoStart, o.Backend.Status()) {
 		w.Container.run("Start", o.Backend.Start)
 	}
 	w.Win.ShowAndRun()
@@ -207,6 +231,12 @@ func Run(o Options) error {
 	w.Close()
 	stopVM()
 	return nil
+}
+
+// autoStart says whether opening the window starts the VM: never on a
+// first run, which waits for the first-run view's button.
+func autoStart(setting bool, st sandbox.Status) bool {
+	return setting && st.State != sandbox.NotProvisioned
 }
 
 // trayState is the tray menu's first line.

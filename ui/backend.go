@@ -33,6 +33,8 @@ type Backend interface {
 	SaveSettings(config.Sandbox) error
 	// ConsoleLog is the guest console's log file.
 	ConsoleLog() string
+	// DataDir is the data folder, named in the first-run view.
+	DataDir() string
 	// Owner says who owns the VM: "app" for this process, else the kind
 	// of the process that does ("serve", "background").
 	Owner() string
@@ -51,6 +53,8 @@ func (s settingsFile) SaveSettings(cfg config.Sandbox) error {
 }
 
 func (s settingsFile) ConsoleLog() string { return s.paths.ConsoleLog() }
+
+func (s settingsFile) DataDir() string { return s.paths.Root }
 
 // Controlled is the Backend over an api.Controller: the manager this
 // process owns (host.Host, reached directly, no socket) or another

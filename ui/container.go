@@ -2,13 +2,17 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -17,7 +21,9 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
@@ -43,9 +49,18 @@ type containerTab struct {
 	Start     *widget.Button
 	Stop      *widget.Button
 
+	// Glance is the running VM's use at the top of the tab.
+	Glance     *glance
+	glanceWake chan struct{}
+	// First is the first-run view, shown while nothing is provisioned.
+	First     *firstRun
+	firstCard *widget.Card
+
 	CPUs      *widget.Select
 	Memory    *widget.Select
 	Network   *widget.Select
+	Accel     *widget.Select
+	Image     *widget.Entry // imageManifest; empty is the built-in image
 	AutoStart *widget.Check
 	Save      *widget.Button
 	Saved     *widget.Label
@@ -57,11 +72,16 @@ type containerTab struct {
 	Remove *widget.Button
 
 	Console *widget.Entry
+	body    *fyne.Container // the tab's column, laid out again when a part's height changes
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // the provision in progress
 	since  time.Time
 	state  sandbox.State
+	// rate is where the current download phase started, for the time
+	// left; now is the clock (tests set it).
+	rate rateStart
+	now  func() time.Time
 	// shown wakes followConsole after a status is shown, to time the
 	// next change of the uptime.
 	shown chan struct{}
@@ -76,9 +96,11 @@ func choices(lo, hi int) []string {
 }
 
 func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab {
-	t := &containerTab{b: b, win: win, do: do, shown: make(chan struct{}, 1)}
+	t := &containerTab{b: b, win: win, do: do, shown: make(chan struct{}, 1), glanceWake: make(chan struct{}, 1), now: time.Now}
+	t.Glance = newGlance()
 	t.State = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	t.Details = widget.NewLabel("")
+	t.Details.Wrapping = fyne.TextWrapWord
 	t.Progress = widget.NewProgressBar()
 	t.Phase = widget.NewLabel("")
 	t.Provision = widget.NewButton("Provision", t.onProvision)
@@ -89,6 +111,9 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.CPUs = widget.NewSelect(choices(1, 8), nil)
 	t.Memory = widget.NewSelect(choices(1, 8), nil)
 	t.Network = widget.NewSelect([]string{"outbound", "none"}, nil)
+	t.Accel = widget.NewSelect([]string{"auto", "kvm", "tcg"}, nil)
+	t.Image = widget.NewEntry()
+	t.Image.SetPlaceHolder("built-in image (" + provision.DefaultManifestURL() + ")")
 	t.AutoStart = widget.NewCheck("Start the VM when the app starts", nil)
 	t.Save = widget.NewButton("Save", t.onSave)
 	t.Saved = widget.NewLabel("")
@@ -105,6 +130,8 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Console = widget.NewMultiLineEntry()
 	t.Console.Wrapping = fyne.TextWrapOff
 	t.Console.SetMinRowsVisible(8)
+	t.First = newFirstRun(t)
+	t.firstCard = widget.NewCard("Set up the sandbox", "", t.First.Box)
 	t.show(b.Status())
 	return t
 }
@@ -114,21 +141,27 @@ func (t *containerTab) content() fyne.CanvasObject {
 		widget.NewFormItem("CPUs", t.CPUs),
 		widget.NewFormItem("Memory (GB)", t.Memory),
 		widget.NewFormItem("Network", t.Network),
-		widget.NewFormItem("", t.AutoStart),
 	)
-	return container.NewVScroll(container.NewVBox(
+	if runtime.GOOS == "linux" { // vz picks its own on macOS
+		resources.Append("Accelerator", t.Accel)
+	}
+	resources.Append("Image manifest", t.Image)
+	resources.Append("", t.AutoStart)
+	t.body = container.NewVBox(
 		widget.NewCard("Container", "", container.NewVBox(
-			t.State, t.Details,
+			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
 			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
 			t.Phase, t.Progress,
 		)),
-		widget.NewCard("Resources", "Changes to CPUs, memory and network take effect after a restart.", container.NewVBox(
+		t.firstCard,
+		widget.NewCard("Resources", "Changes to CPUs, memory, network and the accelerator take effect after a restart; a new image after Reset.", container.NewVBox(
 			resources, container.NewHBox(t.Save, t.Saved),
 		)),
 		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
 		widget.NewCard("Danger Zone", "Your workspace, output and agents' homes are always kept.", container.NewHBox(t.Reset, t.Remove)),
 		widget.NewCard("Console", "", t.Console),
-	))
+	)
+	return container.NewVScroll(t.body)
 }
 
 // show renders a status; call on the UI goroutine.
@@ -137,26 +170,50 @@ func (t *containerTab) show(st sandbox.Status) {
 	t.since, t.state = st.Since, st.State
 	provisioning := t.cancel != nil
 	t.mu.Unlock()
-	select {
-	case t.shown <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{t.shown, t.glanceWake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	// Always two lines, so the tab's layout is the same in every state;
+	// while the VM runs followGlance fills in its use.
+	if st.State != sandbox.Running {
+		t.Glance.VM.SetText(fmt.Sprintf("VM: %s CPUs, %s GB · not running", t.CPUs.Selected, t.Memory.Selected))
+		t.Glance.Agents.SetText(t.Glance.agentNames())
 	}
 	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))
 	busy := st.State == sandbox.Starting || st.State == sandbox.Stopping || st.State == sandbox.Provisioning
+	none := st.State == sandbox.NotProvisioned
 	setEnabled(t.Provision, !busy && st.State != sandbox.Running)
 	setEnabled(t.Cancel, provisioning && st.State == sandbox.Provisioning)
-	setEnabled(t.Start, !busy && st.State != sandbox.Running)
+	setEnabled(t.Start, !busy && st.State != sandbox.Running && !none)
 	setEnabled(t.Stop, st.State == sandbox.Running)
 	setEnabled(t.RunDiag, st.State == sandbox.Running)
+	// Nothing to reset or remove before the first provision.
+	setEnabled(t.Reset, !busy && !none)
+	setEnabled(t.Remove, !busy && !none)
+	if st.State == sandbox.Stopped || st.State == sandbox.Running {
+		t.First.active = false // provisioned, here or elsewhere
+	}
+	if none || t.First.active {
+		t.firstCard.Show()
+		t.First.shown()
+		setEnabled(t.First.SetUp, !busy && st.State != sandbox.Running && !provisioning)
+	} else {
+		t.firstCard.Hide()
+	}
 	// The bar only means something while provisioning.
 	if st.State == sandbox.Provisioning {
 		t.Progress.Show()
+		t.Phase.Show()
 	} else {
 		t.Progress.Hide()
+		t.Phase.Hide() // an empty row otherwise
 	}
 	if p := st.Progress; p != nil {
-		t.Phase.SetText(fmt.Sprintf("%s: %s", p.Phase, bytesText(p.Done, p.Total)))
+		t.Phase.SetText(fmt.Sprintf("%s: %s%s", p.Phase, bytesText(p.Done, p.Total), t.timeLeft(*p)))
 		if p.Total > 0 {
 			t.Progress.SetValue(float64(p.Done) / float64(p.Total))
 		}
@@ -200,11 +257,33 @@ func details(st sandbox.Status) string {
 		return fmt.Sprintf("The guest has not answered since %s; it is restarted if it stays so. %s", st.Unresponsive.Format(time.TimeOnly), st.Reason)
 	case st.State == sandbox.Running:
 		return fmt.Sprintf("Up %s · %s (%s) · %s guest", uptime(time.Since(st.Since)), st.Driver, accelName(st.Accel), st.Distro)
+	case st.State == sandbox.NotProvisioned && st.Reason != "":
+		return reasonText(st.Reason) + " " + notProvisionedHint
+	case st.State == sandbox.NotProvisioned:
+		return notProvisionedHint
 	case st.Reason != "":
-		return st.Reason
+		return reasonText(st.Reason)
 	}
 	return ""
 }
+
+// reasonText is the owner's reason for a state as a sentence: a known
+// error with its fix, else the reason capitalised and ended.
+func reasonText(r string) string {
+	s := explain.Error(errors.New(r)).Short()
+	if s == "" {
+		return ""
+	}
+	r0, n := utf8.DecodeRuneInString(s)
+	s = string(unicode.ToUpper(r0)) + s[n:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+// notProvisionedHint says what to do next when nothing is provisioned.
+const notProvisionedHint = "Nothing is provisioned yet: pick the image below and press Download and Start (or run `osaurus-sandbox provision`)."
 
 // uptime is d in whole minutes: the window redraws it once a minute, not
 // every second (an idle window should cost nothing).
@@ -237,24 +316,69 @@ func (t *containerTab) run(what string, op func(context.Context) error) {
 }
 
 func (t *containerTab) onProvision() {
+	t.provision(func(err error) {
+		if err != nil {
+			showError(t.win, "Provisioning failed", err)
+		}
+	})
+}
+
+// provision runs a cancellable provision and calls done on the UI
+// goroutine with its error (nil when it was cancelled). Call on the UI
+// goroutine.
+func (t *containerTab) provision(done func(error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.mu.Lock()
 	t.cancel = cancel
+	t.rate = rateStart{}
 	t.mu.Unlock()
-	t.show(t.b.Status()) // a button's callback runs on the UI goroutine already
+	t.show(t.b.Status())
 	go func() {
 		err := t.b.Provision(ctx)
 		t.mu.Lock()
 		t.cancel = nil
 		t.mu.Unlock()
+		if ctx.Err() != nil {
+			err = nil
+		}
 		t.do(func() {
-			if err != nil && ctx.Err() == nil {
-				showError(t.win, "Provisioning failed", err)
-			}
 			t.show(t.b.Status())
+			done(err)
 		})
 		cancel()
 	}()
+}
+
+// rateStart is where a download phase's measurement began.
+type rateStart struct {
+	phase string
+	at    time.Time
+	done  int64
+}
+
+// timeLeft is " · about 2m left" from the phase's rate so far, or ""
+// before a rate can be told (the first two seconds, or no total).
+func (t *containerTab) timeLeft(p sandbox.Progress) string {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rate.phase != p.Phase || p.Done < t.rate.done {
+		t.rate = rateStart{phase: p.Phase, at: now, done: p.Done}
+		return ""
+	}
+	el := now.Sub(t.rate.at)
+	if p.Total <= 0 || el < 2*time.Second || p.Done <= t.rate.done {
+		return ""
+	}
+	perSec := float64(p.Done-t.rate.done) / el.Seconds()
+	left := time.Duration(float64(p.Total-p.Done)/perSec) * time.Second
+	switch {
+	case left < 10*time.Second:
+		return " · a few seconds left"
+	case left < time.Minute:
+		return fmt.Sprintf(" · about %ds left", int(left.Round(10*time.Second)/time.Second))
+	}
+	return " · about " + strings.TrimSuffix(left.Round(time.Minute).String(), "0s") + " left"
 }
 
 func (t *containerTab) onCancel() {
@@ -275,6 +399,8 @@ func (t *containerTab) loadSettings() {
 	t.CPUs.SetSelected(strconv.Itoa(cfg.CPUs))
 	t.Memory.SetSelected(strconv.Itoa(cfg.MemoryGB))
 	t.Network.SetSelected(cfg.Network)
+	t.Accel.SetSelected(cfg.Accel)
+	t.Image.SetText(cfg.ImageManifest)
 	t.AutoStart.SetChecked(cfg.AutoStart)
 }
 
@@ -285,7 +411,7 @@ func (t *containerTab) onSave() {
 		return
 	}
 	next := old
-	for _, kv := range [][2]string{{"cpus", t.CPUs.Selected}, {"memoryGB", t.Memory.Selected}, {"network", t.Network.Selected}, {"autoStart", strconv.FormatBool(t.AutoStart.Checked)}} {
+	for _, kv := range [][2]string{{"cpus", t.CPUs.Selected}, {"memoryGB", t.Memory.Selected}, {"network", t.Network.Selected}, {"accel", t.Accel.Selected}, {"imageManifest", strings.TrimSpace(t.Image.Text)}, {"autoStart", strconv.FormatBool(t.AutoStart.Checked)}} {
 		if next, err = next.Set(kv[0], kv[1]); err != nil {
 			t.Saved.SetText(err.Error())
 			showError(t.win, "Invalid setting", err)
@@ -420,6 +546,8 @@ func tail(path string, n int64) string {
 	return string(b)
 }
 
+// showError shows err as a sentence with the fix when it is a known one
+// (internal/explain), the raw error below it.
 func showError(win fyne.Window, title string, err error) {
-	dialog.ShowError(fmt.Errorf("%s: %w", title, err), win)
+	dialog.ShowError(fmt.Errorf("%s: %s", title, explain.Text(err)), win)
 }

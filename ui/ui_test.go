@@ -29,6 +29,7 @@ type fakeBackend struct {
 	subs    []func(sandbox.Status)
 	calls   []string
 	provGo  chan struct{} // released by the test to finish a provision
+	provErr error         // when set, Provision fails with it at once
 	results []diagnostics.Result
 }
 
@@ -64,6 +65,10 @@ func (f *fakeBackend) Subscribe(fn func(sandbox.Status)) func() {
 }
 func (f *fakeBackend) Provision(ctx context.Context) error {
 	f.record("provision")
+	if f.provErr != nil {
+		f.set(sandbox.Status{State: sandbox.NotProvisioned, Reason: "provisioning failed"})
+		return f.provErr
+	}
 	f.set(sandbox.Status{State: sandbox.Provisioning, Progress: &sandbox.Progress{Phase: "rootfs", Done: 25 << 20, Total: 100 << 20}})
 	select {
 	case <-f.provGo:
@@ -117,6 +122,9 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 	lockedDo(func() {
 		w = newWindow(a, b, reg, lockedDo)
 		w.Win.Resize(fyne.NewSize(900, 760))
+		// Connect reads and writes MCP clients' files under a home of
+		// the test's own, never the developer's.
+		w.Agents.Connect.home = t.TempDir()
 	})
 	t.Cleanup(w.Close)
 	return w, reg

@@ -1,0 +1,189 @@
+package connect
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+)
+
+func server() mcpserver.Client {
+	return mcpserver.Client{Exe: "/opt/osaurus-sandbox", Env: map[string]string{"OSAURUS_SANDBOX_HOME": "/data/sb"},
+		Agent: agents.Agent{Slug: "alice"}, Token: "tok"}
+}
+
+func lookup(t *testing.T, id string) Client {
+	t.Helper()
+	c, err := Lookup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func read(t *testing.T, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, data)
+	}
+	return v
+}
+
+// Each client's file gets the entry in its own format, with the env block
+// naming the data folder, at its documented place under HOME.
+func TestConnectWritesEachClientsFormat(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, tc := range []struct {
+		id, rel, key, typ string
+	}{
+		{"claude-code", ".claude.json", "mcpServers", "stdio"},
+		{"cursor", ".cursor/mcp.json", "mcpServers", ""},
+		{"vscode", ".config/Code/User/mcp.json", "servers", "stdio"},
+		{"claude-desktop", ".config/Claude/claude_desktop_config.json", "mcpServers", ""},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			if strings.Contains(tc.rel, ".config") && runtime.GOOS == "darwin" {
+				t.Skip("the Linux location; macOS's is under Library/Application Support")
+			}
+			home := t.TempDir()
+			c := lookup(t, tc.id)
+			ch, err := Plan(c, home, server())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Path != filepath.Join(home, tc.rel) || ch.Before != nil || !strings.Contains(ch.Describe(), "Creates "+ch.Path) {
+				t.Fatalf("plan %s: %s", ch.Path, ch.Describe())
+			}
+			if _, err := Apply(ch); err != nil {
+				t.Fatal(err)
+			}
+			e := read(t, ch.Path)[tc.key].(map[string]any)["osaurus-sandbox-alice"].(map[string]any)
+			if e["command"] != "/opt/osaurus-sandbox" || e["env"].(map[string]any)["OSAURUS_SANDBOX_HOME"] != "/data/sb" ||
+				jsonText(e["args"]) != `["mcp","--agent","alice"]` {
+				t.Fatalf("entry %v", e)
+			}
+			if typ, _ := e["type"].(string); typ != tc.typ {
+				t.Fatalf("type %q, want %q", typ, tc.typ)
+			}
+			if st, _ := os.Stat(ch.Path); st.Mode().Perm() != 0o600 {
+				t.Fatalf("a new file's mode %v", st.Mode())
+			}
+			if !Connected(c, home, "osaurus-sandbox-alice") || Connected(c, home, "osaurus-sandbox-bob") {
+				t.Fatal("Connected doesn't read the file")
+			}
+		})
+	}
+}
+
+func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// A file with other servers and settings keeps them, in their order; the
+// old file is backed up; a second Connect changes nothing.
+func TestConnectMergesAndBacksUp(t *testing.T) {
+	home := t.TempDir()
+	c := lookup(t, "claude-code")
+	path := c.Path(home)
+	orig := `{"numStartups": 12, "mcpServers": {"github": {"type": "http", "url": "https://api.example/mcp"}, "osaurus-sandbox-alice": {"command": "/old/path"}}, "projects": {"/src": {"allowedTools": []}}}`
+	if err := os.WriteFile(path, []byte(orig), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := Plan(c, home, server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ch.Describe()
+	if ch.Replaces == nil || !strings.Contains(d, "Replaces osaurus-sandbox-alice") || !strings.Contains(d, "Kept as they are: github") || !strings.Contains(d, "/opt/osaurus-sandbox") {
+		t.Fatalf("describe:\n%s", d)
+	}
+	backup, err := Apply(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(backup); string(b) != orig {
+		t.Fatalf("backup %q holds %q", backup, b)
+	}
+	after, _ := os.ReadFile(path)
+	if i, j, k := strings.Index(string(after), "numStartups"), strings.Index(string(after), "mcpServers"), strings.Index(string(after), "projects"); !(i < j && j < k) {
+		t.Fatalf("the file's order changed:\n%s", after)
+	}
+	v := read(t, path)
+	if v["numStartups"].(float64) != 12 || v["mcpServers"].(map[string]any)["github"].(map[string]any)["url"] != "https://api.example/mcp" || v["projects"] == nil {
+		t.Fatalf("other content lost: %s", after)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v, want the old file's 0640", st.Mode())
+	}
+	again, err := Plan(c, home, server())
+	if err != nil || !again.Unchanged || !strings.Contains(again.Describe(), "nothing to change") {
+		t.Fatalf("second plan: %v %s", err, again.Describe())
+	}
+	if b, err := Apply(again); err != nil || b != "" {
+		t.Fatalf("an unchanged apply wrote a backup %q: %v", b, err)
+	}
+}
+
+// What can't be merged safely is left alone, with the entry to add by
+// hand; a file changed after the preview is not overwritten; a linked
+// file is written where it lives.
+func TestConnectRefusesWhatItCantMerge(t *testing.T) {
+	home := t.TempDir()
+	c := lookup(t, "cursor")
+	path := c.Path(home)
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	jsonc := "{\n  // my servers\n  \"mcpServers\": {}\n}\n"
+	os.WriteFile(path, []byte(jsonc), 0o600)
+	if _, err := Plan(c, home, server()); !errors.Is(err, ErrNotPlainJSON) || !strings.Contains(err.Error(), "osaurus-sandbox-alice") {
+		t.Fatalf("a file with comments: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != jsonc {
+		t.Fatal("the file was touched")
+	}
+
+	os.WriteFile(path, []byte(`{"mcpServers": {}}`), 0o600)
+	ch, err := Plan(c, home, server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, []byte(`{"mcpServers": {"new": {"command": "x"}}}`), 0o600)
+	if _, err := Apply(ch); !errors.Is(err, ErrChanged) {
+		t.Fatalf("apply over a changed file: %v", err)
+	}
+	if v := read(t, path); v["mcpServers"].(map[string]any)["new"] == nil {
+		t.Fatal("the newer file was overwritten")
+	}
+
+	real := filepath.Join(home, "dotfiles", "mcp.json")
+	os.MkdirAll(filepath.Dir(real), 0o700)
+	os.WriteFile(real, []byte(`{}`), 0o600)
+	os.Remove(path)
+	if err := os.Symlink(real, path); err != nil {
+		t.Fatal(err)
+	}
+	ch, err = Plan(c, home, server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ch); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(path); fi.Mode()&os.ModeSymlink == 0 || !Connected(c, home, "osaurus-sandbox-alice") {
+		t.Fatal("the link was replaced or the target not written")
+	}
+	if _, err := Lookup("zed"); !errors.Is(err, ErrUnknownClient) || !strings.Contains(err.Error(), "claude-desktop") {
+		t.Fatalf("unknown client: %v", err)
+	}
+	if s := Snippets(server()); !strings.Contains(s, `"OSAURUS_SANDBOX_HOME": "/data/sb"`) || !strings.Contains(s, "Bearer tok") {
+		t.Fatalf("snippets:\n%s", s)
+	}
+}

@@ -1,0 +1,183 @@
+package ui
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
+)
+
+// connectView is the Agents tab's Connect: pick an MCP client, see the
+// change to its config file, confirm; and whether clients are set up and
+// when the agent last called a tool.
+type connectView struct {
+	t *agentsTab
+	// home is the user's home, where the clients keep their files (tests
+	// point it at a temporary folder); dataDir is named in the entries'
+	// env block so a custom data folder works; activity is the owner's
+	// record of last calls.
+	home, dataDir, activity string
+	now                     func() time.Time
+
+	Client  *widget.Select
+	Connect *widget.Button
+	State   *widget.Label
+	// The open confirmation, its change text and button, for tests.
+	Dialog  dialog.Dialog
+	Preview *widget.Entry
+	Confirm *widget.Button
+}
+
+func newConnectView(t *agentsTab) *connectView {
+	home, _ := os.UserHomeDir()
+	v := &connectView{t: t, home: home, now: time.Now}
+	var names []string
+	for _, c := range connect.Clients {
+		names = append(names, c.Name)
+	}
+	v.Client = widget.NewSelect(names, nil)
+	v.Client.SetSelected(names[0])
+	v.Connect = widget.NewButton("Connect…", v.onConnect)
+	v.Connect.Importance = widget.HighImportance
+	v.State = widget.NewLabel("")
+	v.State.Wrapping = fyne.TextWrapWord
+	return v
+}
+
+func (v *connectView) content() fyne.CanvasObject {
+	return widget.NewCard("Connect an MCP client", "Adds this agent to the client's own config file, after showing the change.",
+		container.NewVBox(container.NewBorder(nil, nil, nil, v.Connect, v.Client), v.State))
+}
+
+// server is how a client reaches agent a: the stdio server, with the
+// data folder in its env block.
+func (v *connectView) server(a agents.Agent) mcpserver.Client {
+	tok, _ := v.t.reg.Token(a.ID)
+	s := mcpserver.Client{Exe: v.t.exe, Agent: a, Token: tok}
+	if v.dataDir != "" {
+		s.Env = map[string]string{config.HomeEnv: v.dataDir}
+	}
+	return s
+}
+
+func (v *connectView) client() connect.Client {
+	for _, c := range connect.Clients {
+		if c.Name == v.Client.Selected {
+			return c
+		}
+	}
+	return connect.Clients[0]
+}
+
+// show fills the state line for agent a (nil: none selected).
+func (v *connectView) show(a *agents.Agent) {
+	if a == nil {
+		v.State.SetText("")
+		v.Connect.Disable()
+		return
+	}
+	v.Connect.Enable()
+	name := v.server(*a).ServerName()
+	var set []string
+	for _, c := range connect.Clients {
+		if connect.Connected(c, v.home, name) {
+			set = append(set, c.Name)
+		}
+	}
+	s := "Set up in: none yet."
+	if len(set) > 0 {
+		s = "Set up in: " + strings.Join(set, ", ") + "."
+	}
+	act, err := api.ReadActivity(v.activity)
+	switch last, ok := act[a.ID]; {
+	case v.activity == "" || err != nil:
+	case !ok:
+		s += " No client has called a tool yet."
+	default:
+		s += fmt.Sprintf(" Last tool call: %s, %s (over %s).", last.Tool, ago(v.now().Sub(last.LastCall)), last.Via)
+	}
+	v.State.SetText(s)
+}
+
+// ago is d in words: "just now", "5 minutes ago", "3 hours ago".
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < 2*time.Minute:
+		return "a minute ago"
+	case d < time.Hour:
+		return fmt.Sprintf("%d minutes ago", int(d/time.Minute))
+	case d < 2*time.Hour:
+		return "an hour ago"
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d hours ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+}
+
+func (v *connectView) onConnect() {
+	a, err := v.t.reg.Get(v.t.selected)
+	if err != nil {
+		return
+	}
+	c, s := v.client(), v.server(a)
+	v.Preview = widget.NewMultiLineEntry()
+	v.Preview.Wrapping = fyne.TextWrapWord
+	v.Preview.SetMinRowsVisible(12)
+	if !c.HasFile() {
+		v.Preview.SetText(connect.Snippets(s))
+		copyBtn := widget.NewButton("Copy", func() { v.t.copy(v.Preview.Text) })
+		d := dialog.NewCustom("Connect "+a.Name, "Close", container.NewBorder(nil, copyBtn, nil, nil, v.Preview), v.t.win)
+		d.Resize(fyne.NewSize(640, 480))
+		v.Dialog, v.Confirm = d, copyBtn
+		d.Show()
+		return
+	}
+	ch, err := connect.Plan(c, v.home, s)
+	if err != nil {
+		showError(v.t.win, "Connecting "+c.Name, err)
+		return
+	}
+	v.Preview.SetText(ch.Describe())
+	if ch.Unchanged {
+		d := dialog.NewCustom("Connect "+a.Name+" to "+c.Name, "Close", v.Preview, v.t.win)
+		d.Resize(fyne.NewSize(640, 360))
+		v.Dialog, v.Confirm = d, nil
+		d.Show()
+		return
+	}
+	var d *dialog.CustomDialog
+	v.Confirm = widget.NewButton("Write", func() {
+		d.Hide()
+		v.Dialog = nil
+		backup, err := connect.Apply(ch)
+		if err != nil {
+			showError(v.t.win, "Connecting "+c.Name, err)
+			return
+		}
+		msg := fmt.Sprintf("Connected %s to %s: wrote %s", a.Name, c.Name, ch.Path)
+		if backup != "" {
+			msg += " (the old file is in " + backup + ")"
+		}
+		v.t.Status.SetText(msg + ".")
+		v.show(&a)
+	})
+	v.Confirm.Importance = widget.HighImportance
+	cancel := widget.NewButton("Cancel", func() { d.Hide(); v.Dialog = nil })
+	d = dialog.NewCustomWithoutButtons("Connect "+a.Name+" to "+c.Name, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
+	d.Resize(fyne.NewSize(640, 420))
+	v.Dialog = d
+	d.Show()
+}
