@@ -34,6 +34,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/limit"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 	"github.com/osaurus/osaurus-sandbox/vm"
 	"github.com/osaurus/osaurus-sandbox/vm/vz/core"
@@ -118,6 +119,9 @@ var Sentinels = []Sentinel{
 	{"tools.ErrPluginTaken", tools.ErrPluginTaken, agentproto.ErrExists},
 	{"tools.ErrSecretDenied", tools.ErrSecretDenied, agentproto.ErrPermission},
 	{"tools/limit.ErrLimited", limit.ErrLimited, agentproto.ErrBusy},
+	{"tools/mcpserver/connect.ErrChanged", connect.ErrChanged, agentproto.ErrBusy},
+	{"tools/mcpserver/connect.ErrNotPlainJSON", connect.ErrNotPlainJSON, agentproto.ErrUnsupported},
+	{"tools/mcpserver/connect.ErrUnknownClient", connect.ErrUnknownClient, agentproto.ErrInvalid},
 	{"tools/mcpserver.ErrNotLoopback", mcpserver.ErrNotLoopback, agentproto.ErrInvalid},
 	{"tools/runner.ErrBusy", runner.ErrBusy, agentproto.ErrBusy},
 	{"tools/runner.ErrEmptyTask", runner.ErrEmptyTask, agentproto.ErrInvalid},

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 )
@@ -59,7 +60,7 @@ var Clients = []Client{
 }
 
 // ErrUnknownClient: no client has that id.
-var ErrUnknownClient = errors.New("unknown MCP client")
+var ErrUnknownClient = agentproto.Class(agentproto.ErrInvalid, "unknown MCP client")
 
 // Lookup finds a client by id.
 func Lookup(id string) (Client, error) {
@@ -134,7 +135,7 @@ type Change struct {
 
 // ErrNotPlainJSON: the file isn't a JSON object this package can merge
 // into without losing anything (comments, a syntax error).
-var ErrNotPlainJSON = errors.New("not a plain JSON object")
+var ErrNotPlainJSON = agentproto.Class(agentproto.ErrUnsupported, "not a plain JSON object")
 
 // Plan reads the client's config file under home and works out the
 // change that adds (or replaces) s's entry.
@@ -233,7 +234,7 @@ func (ch Change) Describe() string {
 }
 
 // ErrChanged: the file changed between Plan and Apply.
-var ErrChanged = errors.New("the file changed since the change was shown")
+var ErrChanged = agentproto.Class(agentproto.ErrBusy, "the file changed since the change was shown")
 
 // Apply writes the change: the old file is copied beside it first
 // (NAME.bak-TIME, returned), then the new one replaces it atomically with
