@@ -474,6 +474,9 @@ func (s *Service) Usage(ctx context.Context, req *agentproto.UsageRequest) (*age
 	resp := &agentproto.UsageResponse{Users: []agentproto.UserUsage{}}
 	for _, u := range users {
 		if st, ok := s.cfg.Cgroups.usage(u); ok {
+			if t := account.ActiveTmps(); t != nil {
+				st.TmpBytes = t.Used(u)
+			}
 			resp.Users = append(resp.Users, st)
 		}
 	}

@@ -15,16 +15,36 @@ func TestTmpSize(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		lim  *agentproto.Limits
-		want int
+		want int64
 	}{
-		{"no limits from the host", nil, agentproto.DefaultMemoryMB / 2},
-		{"disk quota below half the memory", &agentproto.Limits{MemoryMB: 1024, DiskMB: 100}, 100},
-		{"disk quota above half the memory", &agentproto.Limits{MemoryMB: 1024, DiskMB: 10000}, 512},
-		{"no disk quota sent", &agentproto.Limits{MemoryMB: 256}, 128},
-		{"tiny quota", &agentproto.Limits{DiskMB: 1}, 1},
+		{"no limits from the host", nil, agentproto.DefaultMemoryMB << 20 / 2},
+		// Decimal MB, as diskGB is: the host adds the area to the home
+		// in bytes.
+		{"disk quota below half the memory", &agentproto.Limits{MemoryMB: 1024, DiskMB: 100}, 100e6},
+		{"disk quota above half the memory", &agentproto.Limits{MemoryMB: 1024, DiskMB: 10000}, 512 << 20},
+		{"no disk quota sent", &agentproto.Limits{MemoryMB: 256}, 128 << 20},
+		{"tiny quota", &agentproto.Limits{DiskMB: 1}, 1 << 20},
 	} {
-		if got := tmpSizeMB(c.lim); got != c.want {
-			t.Errorf("%s: %d MB, want %d", c.name, got, c.want)
+		if got := tmpSize(c.lim); got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTmpCap checks the host's cap: it lowers the area's size, never
+// under the floor, and no cap leaves the full size.
+func TestTmpCap(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		full, cap, want int64
+	}{
+		{"no cap", 50e6, 0, 50e6},
+		{"cap under the quota (the home holds the rest)", 50e6, 10e6, 10e6},
+		{"cap over the size", 50e6, 80e6, 50e6},
+		{"cap under the floor", 50e6, 1, 1 << 20},
+	} {
+		if got := capped(c.full, c.cap); got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.name, got, c.want)
 		}
 	}
 }
