@@ -1,6 +1,10 @@
 package datadir
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
@@ -58,4 +62,40 @@ func InstalledSecrets(p config.Paths) func(agent, pluginID string) []string {
 		}
 		return nil
 	}
+}
+
+// ConfineOldPlugins confines the installations of every agent in list
+// that were made before imported recipes were confined
+// (plugins.Installed.ConfineOld), so none keeps its agent's network; the
+// owner runs it at start. report hears each plugin changed. A library
+// that does not open leaves every origin unknown: those confine too.
+func ConfineOldPlugins(ctx context.Context, p config.Paths, list []agents.Agent, report func(a agents.Agent, pluginID string)) error {
+	lib, _ := plugins.OpenLibrary(p.PluginsDir())
+	origin := func(id string, version int) (plugins.Origin, bool) {
+		if lib == nil {
+			return plugins.Origin{}, false
+		}
+		e, err := lib.Get(id)
+		if err != nil {
+			return plugins.Origin{}, false
+		}
+		for _, v := range e.Versions {
+			if v.Number == version {
+				return v.Origin, true
+			}
+		}
+		return plugins.Origin{}, false
+	}
+	store, allow := plugins.NewInstalled(p.AgentStateDir()), SetupAllowlist(p)
+	var errs []error
+	for _, a := range list {
+		ids, err := store.ConfineOld(ctx, a.ID, origin, allow)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", a.Name, err))
+		}
+		for _, id := range ids {
+			report(a, id)
+		}
+	}
+	return errors.Join(errs...)
 }
