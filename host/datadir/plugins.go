@@ -42,26 +42,46 @@ func ReviewImport(pl *plugins.Plugin, o plugins.Origin, cfg config.Sandbox) plug
 // agent, declares; none when either is unknown.
 func InstalledSecrets(p config.Paths) func(agent, pluginID string) []string {
 	return func(agent, pluginID string) []string {
-		reg, err := agents.Open(p.AgentsJSON())
-		if err != nil {
-			return nil
-		}
-		for _, a := range reg.List() {
-			if a.Slug != agent { // the guest names the agent by its user, agent-<slug>
-				continue
-			}
-			ps, err := plugins.NewInstalled(p.AgentStateDir()).Installed(a.ID)
-			if err != nil {
-				return nil
-			}
-			for _, pl := range ps {
-				if pl.ID() == pluginID {
-					return pl.Secrets
-				}
-			}
+		if pl := installedRecipe(p, agent, pluginID); pl != nil {
+			return pl.Secrets
 		}
 		return nil
 	}
+}
+
+// InstalledInference is the bridge's PluginInference for a data dir:
+// whether the plugin pluginID, as installed for the agent whose slug is
+// agent, declares permissions.inference; false when either is unknown.
+func InstalledInference(p config.Paths) func(agent, pluginID string) bool {
+	return func(agent, pluginID string) bool {
+		pl := installedRecipe(p, agent, pluginID)
+		return pl != nil && pl.Permissions != nil && pl.Permissions.Inference
+	}
+}
+
+// installedRecipe is the plugin pluginID as installed for the agent
+// whose slug is agent (the guest names the agent by its user,
+// agent-<slug>); nil when either is unknown.
+func installedRecipe(p config.Paths, agent, pluginID string) *plugins.Plugin {
+	reg, err := agents.Open(p.AgentsJSON())
+	if err != nil {
+		return nil
+	}
+	for _, a := range reg.List() {
+		if a.Slug != agent {
+			continue
+		}
+		ps, err := plugins.NewInstalled(p.AgentStateDir()).Installed(a.ID)
+		if err != nil {
+			return nil
+		}
+		for _, pl := range ps {
+			if pl.ID() == pluginID {
+				return pl
+			}
+		}
+	}
+	return nil
 }
 
 // ConfineOldPlugins confines the installations of every agent in list
