@@ -23,6 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
+	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
@@ -85,7 +86,10 @@ func TestImportedRecipeConfined(t *testing.T) {
 			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
 		}},
 	})
-	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI})
+	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI,
+		Config: &bridge.ConfigStore{Dir: paths.BridgeConfigDir()}, PluginInference: datadir.InstalledInference(paths),
+		// No model server: an allowed call answers 503, a refused one 403.
+		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{}, nil }}})
 	t.Cleanup(func() { br.Close() })
 	br.Attach(ctx, g)
 	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
@@ -268,6 +272,35 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 		}
 	})
 
+	t.Run("config and inference follow the plugin attribution", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "scoped.json")
+		if err := os.WriteFile(file, []byte(scopedRecipe), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cli.ok("plugin", "import", file, "--yes")
+		cli.ok("plugin", "install", "scoped", "--agent", a.Slug, "--yes")
+		if out, ok := stdout("scoped_set", `{}`); !ok {
+			t.Fatalf("the plugin's config set: %q", out)
+		}
+		// The agent's own command writes the same key, and tries the
+		// plugin's scope by name.
+		out, _ := stdout("sandbox_exec", `{"command":"osaurus-host config set endpoint agent-value; osaurus-host config get scoped/endpoint; echo rc=$?; osaurus-host config get endpoint"}`)
+		if strings.Contains(out, "plugin-value") || !strings.Contains(out, "agent-value") {
+			t.Errorf("the agent's own command reached the plugin's config: %q", out)
+		}
+		if out, _ := stdout("scoped_get", `{}`); strings.TrimSpace(out) != "plugin-value" {
+			t.Errorf("the plugin reads %q after the agent's write, want its own plugin-value", out)
+		}
+		// No permissions.inference: refused (exit 4), where the agent's
+		// own command gets through to the missing model server (exit 6).
+		if out, _ := stdout("scoped_chat", `{}`); !strings.Contains(out, "rc=4") || !strings.Contains(out, "does not declare") {
+			t.Errorf("the plugin's inference call: %q", out)
+		}
+		if out, _ := stdout("sandbox_exec", `{"command":"osaurus-host inference chat -m hi; echo rc=$?"}`); !strings.Contains(out, "rc=6") {
+			t.Errorf("the agent's own inference call: %q", out)
+		}
+	})
+
 	t.Run("a plugin tool that times out", func(t *testing.T) {
 		const key = "hk-timeout-secret-9931"
 		setSecret("HANG_KEY", key)
@@ -338,6 +371,18 @@ const hangRecipe = `{
   "permissions": {"network": "none"},
   "tools": [
     {"id": "wait", "description": "Echoes its key, then hangs", "run": "echo \"key=$HANG_KEY\"; echo \"err=$HANG_KEY\" >&2; (setsid sleep 600 >/dev/null 2>&1 &); sleep 600"}
+  ]
+}`
+
+// scopedRecipe keeps a config value and asks for inference without
+// declaring it.
+const scopedRecipe = `{
+  "name": "Scoped", "description": "Keeps its config", "version": "1.0.0",
+  "permissions": {"network": "none"},
+  "tools": [
+    {"id": "set", "description": "Sets its endpoint", "run": "osaurus-host config set endpoint plugin-value"},
+    {"id": "get", "description": "Reads its endpoint", "run": "osaurus-host config get endpoint"},
+    {"id": "chat", "description": "Asks the model", "run": "osaurus-host inference chat -m hi 2>&1; echo rc=$?"}
   ]
 }`
 
