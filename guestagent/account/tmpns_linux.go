@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
+	"github.com/osaurus/osaurus-sandbox/guestagent/osthread"
 )
 
 // Private temporary directories.
@@ -245,20 +245,8 @@ func makeTmpNS(a *Account, area string, size int64) (int, error) {
 			return -1, err
 		}
 	}
-	type result struct {
-		fd  int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread leaves the root namespace for good: it is never
-		// unlocked, so the runtime destroys it when this goroutine ends.
-		runtime.LockOSThread()
-		fd, err := buildTmpNS(area)
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	return r.fd, r.err
+	// The thread leaves the root namespace for good: a throwaway one.
+	return osthread.Throwaway(func() (int, error) { return buildTmpNS(area) })
 }
 
 // buildTmpNS runs on a thread of its own: it moves the thread into a new
@@ -363,32 +351,16 @@ func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func()
 		return network.SpawnIn(ns, fork)
 	}
 	return func() (int, error) {
-		type result struct {
-			pid int
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		return osthread.Throwaway(func() (int, error) {
 			if err := enterAgent(a); err != nil {
-				ch <- result{0, err}
-				return
+				return 0, err
 			}
-			if int(ns) > 0 {
-				if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
-					ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", network.ErrNetPolicy, err)}
-					return
-				}
+			// The thread dies after the fork: namespace and filter are
+			// the child's.
+			if err := network.PrepareFork(ns); err != nil {
+				return 0, err
 			}
-			// This thread dies after the fork: the filter is the child's.
-			if err := network.ApplyAgentFilter(); err != nil {
-				ch <- result{0, err}
-				return
-			}
-			pid, err := fork()
-			ch <- result{pid, err}
-		}()
-		r := <-ch
-		return r.pid, r.err
+			return fork()
+		})
 	}
 }
