@@ -18,6 +18,12 @@ import (
 // Interval is how often the Monitor measures and enforces.
 const Interval = time.Second
 
+// TmpHeadroom is what an agent's temporary files can't take of what its
+// files on the host leave of its quota: the small writes every command
+// makes to the home (the first command's dotfiles, shell history) would
+// otherwise push an agent whose /tmp is full over its quota at once.
+const TmpHeadroom = 1 << 20
+
 // WriteEvery is the longest the UsageFile goes unwritten while a Monitor
 // runs, so a reader can tell a live measure from a stale one.
 const WriteEvery = 5 * time.Second
@@ -110,8 +116,9 @@ func (m *Monitor) Round(ctx context.Context) Report {
 		if t := tmp[a.User()]; t > 0 {
 			r.Tmp[a.Slug] = t
 		}
-		// Whatever the files leave; at least a byte, as 0 means no cap.
-		r.caps[a.User()] = max(a.DiskQuota()-files, 1)
+		// Whatever the files leave but the headroom; at least a byte,
+		// as 0 means no cap.
+		r.caps[a.User()] = max(a.DiskQuota()-files-TmpHeadroom, 1)
 		switch {
 		case used > a.DiskQuota():
 			var inTmp string

@@ -156,16 +156,17 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 	if out, ok := stdout("sandbox_exec", `{"command":"curl -sS --max-time 8 -o /dev/null -w code=%{http_code} http://192.0.2.30/agent-own"}`); !ok || out != "code=404" {
 		t.Fatalf("the agent's own command to the VM's server: %q", out)
 	}
-	setSecret := func(name, value string) {
-		cmd := exec.Command(bin, "secret", "set", a.Slug, name)
+	setSecret := func(t *testing.T, slug, name, value string) {
+		t.Helper()
+		cmd := exec.Command(bin, "secret", "set", slug, name)
 		cmd.Env = append(os.Environ(), config.HomeEnv+"="+paths.Root)
 		cmd.Stdin = strings.NewReader(value)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("secret set %s: %v\n%s", name, err, out)
 		}
 	}
-	setSecret("WEATHER_KEY", "wk-declared-4711")
-	setSecret("OTHER_SECRET", "pw-other-0815")
+	setSecret(t, a.Slug, "WEATHER_KEY", "wk-declared-4711")
+	setSecret(t, a.Slug, "OTHER_SECRET", "pw-other-0815")
 
 	file := filepath.Join(t.TempDir(), "exfil.json")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(exfilRecipe, "HOSTPORT", fmt.Sprint(hostPort))), 0o644); err != nil {
@@ -242,6 +243,8 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 		if old, err = reg.Update(old.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
 			t.Fatal(err)
 		}
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
+		setSecret(t, old.Slug, "WEATHER_KEY", "wk-old-install-5150")
 		cli.ok("plugin", "install", "exfil", "--agent", old.Slug, "--yes")
 		e, err := lib.Get("exfil")
 		if err != nil {
@@ -273,6 +276,7 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 	})
 
 	t.Run("config and inference follow the plugin attribution", func(t *testing.T) {
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
 		file := filepath.Join(t.TempDir(), "scoped.json")
 		if err := os.WriteFile(file, []byte(scopedRecipe), 0o644); err != nil {
 			t.Fatal(err)
@@ -303,7 +307,8 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 
 	t.Run("a plugin tool that times out", func(t *testing.T) {
 		const key = "hk-timeout-secret-9931"
-		setSecret("HANG_KEY", key)
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
+		setSecret(t, a.Slug, "HANG_KEY", key)
 		file := filepath.Join(t.TempDir(), "hang.json")
 		if err := os.WriteFile(file, []byte(hangRecipe), 0o644); err != nil {
 			t.Fatal(err)

@@ -135,12 +135,15 @@ func tmpSize(lim *agentproto.Limits) int64 {
 	return max(size, minTmpBytes)
 }
 
-// capped is full under cap (0: none), never under the floor.
+// capped is full under cap (0: none), in whole pages rounded down (the
+// kernel rounds a tmpfs size up, which would let the area pass the
+// quota by a page), never under the floor.
 func capped(full, cap int64) int64 {
 	if cap > 0 && cap < full {
 		full = cap
 	}
-	return max(full, minTmpBytes)
+	page := int64(os.Getpagesize())
+	return max(full/page*page, minTmpBytes)
 }
 
 // ensure makes a's namespace, or brings its size to lim's. A nil lim

@@ -3,6 +3,7 @@
 package account
 
 import (
+	"os"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -34,14 +35,19 @@ func TestTmpSize(t *testing.T) {
 // TestTmpCap checks the host's cap: it lowers the area's size, never
 // under the floor, and no cap leaves the full size.
 func TestTmpCap(t *testing.T) {
+	page := int64(os.Getpagesize())
 	for _, c := range []struct {
 		name            string
 		full, cap, want int64
 	}{
-		{"no cap", 50e6, 0, 50e6},
-		{"cap under the quota (the home holds the rest)", 50e6, 10e6, 10e6},
-		{"cap over the size", 50e6, 80e6, 50e6},
-		{"cap under the floor", 50e6, 1, 1 << 20},
+		{"no cap", 50 << 20, 0, 50 << 20},
+		{"cap under the quota (the home holds the rest)", 50 << 20, 10 << 20, 10 << 20},
+		{"cap over the size", 50 << 20, 80 << 20, 50 << 20},
+		{"cap under the floor", 50 << 20, 1, 1 << 20},
+		// The kernel rounds a size up to pages: rounded down here, the
+		// area never passes what the quota leaves.
+		{"a size in no whole pages", 50e6, 0, 50e6 / page * page},
+		{"a cap in no whole pages", 50e6, 10e6 + 1, 10e6 / page * page},
 	} {
 		if got := capped(c.full, c.cap); got != c.want {
 			t.Errorf("%s: %d bytes, want %d", c.name, got, c.want)
