@@ -139,7 +139,8 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+	// A hundred commands a turn: every subtest below runs tools as this agent.
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled, a.AutonomousExec.MaxCommandsPerTurn = true, 100; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	stdout := func(name, args string) (string, bool) {
