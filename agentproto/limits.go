@@ -100,4 +100,8 @@ type UserUsage struct {
 	Limits      Limits `json:"limits"`    // in force
 	OOMKills    int64  `json:"oom_kills"` // memory.events oom_kill
 	PidsMax     int64  `json:"pids_max_events"`
+	// TmpBytes is what the user's private temporary files take (its
+	// tmpfs; 0 from a guest older than minor 7). The host counts it
+	// against the user's disk quota with its home.
+	TmpBytes int64 `json:"tmp_bytes,omitempty"`
 }

@@ -287,10 +287,17 @@ type UserDelRequest struct {
 // processes and makes exec, background starts and writes as the user fail
 // with ErrQuota and Reason until it is unblocked. The state lives in the
 // guest agent's memory, so the host sets it again on each new session.
+//
+// TmpMaxBytes, when above 0, caps the user's private temporary area (its
+// /tmp, /var/tmp, /dev/shm): the host sends what the user's disk quota
+// leaves after its files on the host, so both together stay within one
+// quota. The guest never shrinks an area under what it holds. 0 leaves
+// the cap as it is (a guest older than minor 7 ignores the field).
 type UserLimitRequest struct {
-	Name    string `json:"name"`
-	Blocked bool   `json:"blocked"`
-	Reason  string `json:"reason,omitempty"`
+	Name        string `json:"name"`
+	Blocked     bool   `json:"blocked"`
+	Reason      string `json:"reason,omitempty"`
+	TmpMaxBytes int64  `json:"tmp_max_bytes,omitempty"`
 }
 
 // MaxLimitReason bounds UserLimitRequest.Reason.

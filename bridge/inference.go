@@ -43,6 +43,17 @@ func (s *Server) inferenceChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	agent := agentOf(r)
+	// A plugin's command gets inference only when its recipe asks for it
+	// (permissions.inference); the agent's own commands have the agent's.
+	caller, _ := CallerOf(r.Context())
+	switch {
+	case caller.Unattributed:
+		writeError(w, http.StatusForbidden, unattributed("inference calls"))
+		return
+	case caller.Plugin != "" && (s.o.PluginInference == nil || !s.o.PluginInference(agent, caller.Plugin)):
+		writeError(w, http.StatusForbidden, fmt.Sprintf("the plugin %s does not declare \"permissions\": {\"inference\": true}: a plugin's commands get inference only when its recipe asks for it", caller.Plugin))
+		return
+	}
 	if !s.allow(w, agent, limit.ServiceInference) {
 		return
 	}

@@ -75,6 +75,10 @@ type Options struct {
 	// agent, declares: a plugin's command gets only those from the
 	// secrets route. Nil gives plugins' commands no secrets.
 	PluginSecrets func(agent, pluginID string) []string
+	// PluginInference reports whether the plugin pluginID, installed for
+	// agent, declares permissions.inference: a plugin's command gets the
+	// inference route only then. Nil gives plugins' commands none.
+	PluginInference func(agent, pluginID string) bool
 	// Rate is the shared limiter; bridge calls count as service "bridge".
 	Rate *limit.RateLimiter
 	// HostCLI returns osaurus-host for a guest architecture; Attach copies
@@ -302,7 +306,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 	caller, _ := CallerOf(r.Context())
 	switch {
 	case caller.Unattributed:
-		writeError(w, http.StatusForbidden, "secrets are not given to a process in a network namespace it made itself (unshare): the bridge can't tell the agent's commands from a plugin's there; read the secret from a command the sandbox started")
+		writeError(w, http.StatusForbidden, unattributed("secrets"))
 		return
 	case caller.Plugin != "":
 		var declared []string
@@ -322,12 +326,36 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"value": v})
 }
 
+// unattributed is the refusal of a route to a caller the guest could not
+// attribute to the agent's commands or to one of its plugins.
+func unattributed(what string) string {
+	return what + " are not given to a process in a network namespace it made itself (unshare): the bridge can't tell the agent's commands from a plugin's there; use them from a command the sandbox started"
+}
+
+// configScope is the plugin whose config scope the caller gets ("" for
+// the agent's own); false (answered) for a caller the guest could not
+// attribute. Like secrets: a plugin's commands run as their agent, so
+// only the guest's attribution keeps the agent's commands out of what a
+// plugin keeps (and a plugin out of its agent's).
+func configScope(w http.ResponseWriter, r *http.Request) (string, bool) {
+	caller, _ := CallerOf(r.Context())
+	if caller.Unattributed {
+		writeError(w, http.StatusForbidden, unattributed("config values"))
+		return "", false
+	}
+	return caller.Plugin, true
+}
+
 func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
 	if s.o.Config == nil {
 		writeError(w, http.StatusServiceUnavailable, "config storage is not available in this app")
 		return
 	}
-	v, ok, err := s.o.Config.Get(agentOf(r), r.PathValue("key"))
+	scope, ok := configScope(w, r)
+	if !ok {
+		return
+	}
+	v, ok, err := s.o.Config.GetIn(agentOf(r), scope, r.PathValue("key"))
 	switch {
 	case err != nil:
 		storeError(w, "config", err)
@@ -343,6 +371,10 @@ func (s *Server) setConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "config storage is not available in this app")
 		return
 	}
+	scope, ok := configScope(w, r)
+	if !ok {
+		return
+	}
 	var body struct {
 		Value *string `json:"value"`
 	}
@@ -353,7 +385,7 @@ func (s *Server) setConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `request body needs "value" (a string)`)
 		return
 	}
-	if err := s.o.Config.Set(agentOf(r), r.PathValue("key"), *body.Value); err != nil {
+	if err := s.o.Config.SetIn(agentOf(r), scope, r.PathValue("key"), *body.Value); err != nil {
 		var bad *BadKeyError
 		if errors.As(err, &bad) {
 			writeError(w, http.StatusBadRequest, err.Error())

@@ -1,8 +1,12 @@
 package bridge_test
 
 import (
+	"fmt"
+
 	"context"
 	"encoding/json"
+	"github.com/osaurus/osaurus-sandbox/inference"
+	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"io"
 	"net"
 	"net/http"
@@ -245,6 +249,109 @@ func TestSecretsOfPlugins(t *testing.T) {
 	r := id
 	r.Plugin = "weather"
 	if code, m := do(t, relay(t, s2, r), "GET", "/api/secrets/API_KEY", ""); code != 403 {
+		t.Fatalf("HTTP %d %v", code, m)
+	}
+}
+
+// TestConfigAndInferenceOfPlugins: the config and inference routes
+// follow the guest's attribution as the secrets route does. A plugin's
+// commands keep config in a scope of their own, which the agent's own
+// commands (and other plugins) can't read or overwrite, nor the plugin
+// its agent's; a plugin gets inference only when its recipe declares it;
+// a caller the guest could not attribute gets neither.
+func TestConfigAndInferenceOfPlugins(t *testing.T) {
+	model := scriptedmodel.Start(t, "127.0.0.1:0")
+	s := bridge.New(bridge.Options{
+		Config:    &bridge.ConfigStore{Dir: t.TempDir()},
+		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{URL: model.URL, Model: "m"}, nil }},
+		PluginInference: func(agent, plugin string) bool {
+			return agent == "alice" && plugin == "writer"
+		},
+	})
+	t.Cleanup(func() { s.Close() })
+	id := agentproto.BridgeRequest{UID: 1001, User: "agent-alice", Agent: "alice"}
+	as := func(plugin string, unattributed bool) *http.Client {
+		r := id
+		r.Plugin, r.Unattributed = plugin, unattributed
+		return relay(t, s, r)
+	}
+	agent, weather, other, unknown := as("", false), as("weather", false), as("writer", false), as("", true)
+	set := func(c *http.Client, value string) (int, map[string]any) {
+		return do(t, c, "POST", "/api/config/endpoint", `{"value":"`+value+`"}`)
+	}
+	get := func(c *http.Client) string {
+		code, m := do(t, c, "GET", "/api/config/endpoint", "")
+		if code != 200 {
+			t.Fatalf("config get: %d %v", code, m)
+		}
+		v, _ := m["value"].(string)
+		return v
+	}
+	if code, m := set(weather, "https://api.weather.example"); code != 200 {
+		t.Fatalf("the plugin's set: %d %v", code, m)
+	}
+	// The agent's own command writes the same key: its own scope.
+	if code, m := set(agent, "https://evil.example"); code != 200 {
+		t.Fatalf("the agent's set: %d %v", code, m)
+	}
+	if got := get(weather); got != "https://api.weather.example" {
+		t.Errorf("the plugin reads %q: the agent's command overwrote the plugin's value", got)
+	}
+	if got := get(agent); got != "https://evil.example" {
+		t.Errorf("the agent reads %q, want its own value", got)
+	}
+	if got := get(other); got != "" {
+		t.Errorf("another plugin reads %q from the weather plugin's scope", got)
+	}
+	// No key an agent names reaches a plugin's scope.
+	for _, key := range []string{"weather%2Fendpoint", "weather/endpoint", "..%2Fweather%2Fendpoint"} {
+		code, m := do(t, agent, "GET", "/api/config/"+key, "")
+		if v, _ := m["value"].(string); v == "https://api.weather.example" {
+			t.Errorf("the agent read the plugin's value through %q: %d %v", key, code, m)
+		}
+	}
+	if code, m := set(unknown, "x"); code != 403 || !strings.Contains(fmt.Sprint(m["error"]), "network namespace") {
+		t.Errorf("config set from a namespace the agent made: %d %v", code, m)
+	}
+	if code, m := do(t, unknown, "GET", "/api/config/endpoint", ""); code != 403 {
+		t.Errorf("config get from a namespace the agent made: %d %v", code, m)
+	}
+
+	chat := `{"messages":[{"role":"user","content":"hello"}]}`
+	for _, tc := range []struct {
+		name string
+		c    *http.Client
+		want int
+		text string
+	}{
+		{"the agent's own command", agent, 200, "ok"},
+		{"a plugin declaring inference", other, 200, "ok"},
+		{"a plugin not declaring it", weather, 403, "does not declare"},
+		{"a namespace the agent made", unknown, 403, "network namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == 200 {
+				model.Play(scriptedmodel.Turn{Content: "ok"})
+			}
+			code, m := do(t, tc.c, "POST", "/api/inference/chat", chat)
+			got, _ := m["content"].(string)
+			if got == "" {
+				got, _ = m["error"].(string)
+			}
+			if code != tc.want || !strings.Contains(got, tc.text) {
+				t.Fatalf("HTTP %d %v, want %d with %q", code, m, tc.want, tc.text)
+			}
+		})
+	}
+	if n := len(model.Requests()); n != 2 {
+		t.Errorf("the model server got %d requests, want the 2 allowed", n)
+	}
+	// Without the lookup, plugins get no inference.
+	s2 := bridge.New(bridge.Options{Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{URL: model.URL, Model: "m"}, nil }}})
+	t.Cleanup(func() { s2.Close() })
+	r := id
+	r.Plugin = "writer"
+	if code, m := do(t, relay(t, s2, r), "POST", "/api/inference/chat", chat); code != 403 {
 		t.Fatalf("HTTP %d %v", code, m)
 	}
 }

@@ -63,13 +63,41 @@ func (c *ConfigStore) load(agent string) (map[string]string, error) {
 	return m, nil
 }
 
+// pluginRE is a plugin id as the guest names a plugin's caller.
+var pluginRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// scopedKey is where key is kept for plugin (the agent's own scope when
+// plugin is empty): a plugin's values live under "<plugin>/", which no
+// key a caller names can reach, since keys have no '/'.
+func scopedKey(plugin, key string) (string, error) {
+	if !keyRE.MatchString(key) {
+		return "", &BadKeyError{What: "config key", Value: key}
+	}
+	if plugin == "" {
+		return key, nil
+	}
+	if !pluginRE.MatchString(plugin) {
+		return "", &BadKeyError{What: "plugin id", Value: plugin, Fix: "a plugin id is lower-case letters, digits and '-'"}
+	}
+	return plugin + "/" + key, nil
+}
+
 // Get returns an agent's config value and whether it is set.
 func (c *ConfigStore) Get(agent, key string) (string, bool, error) {
+	return c.GetIn(agent, "", key)
+}
+
+// GetIn returns a config value of the agent's plugin (of the agent
+// itself when plugin is empty). Each plugin's commands have a scope of
+// their own, so an agent's commands can't read or change what its
+// plugins keep, nor one plugin another's.
+func (c *ConfigStore) GetIn(agent, plugin, key string) (string, bool, error) {
 	if err := checkAgent(agent); err != nil {
 		return "", false, err
 	}
-	if !keyRE.MatchString(key) {
-		return "", false, &BadKeyError{What: "config key", Value: key}
+	key, err := scopedKey(plugin, key)
+	if err != nil {
+		return "", false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,11 +112,19 @@ func (c *ConfigStore) Get(agent, key string) (string, bool, error) {
 // Set stores an agent's config value, within MaxConfigValue,
 // MaxConfigKeys and MaxConfigBytes (a *LimitError otherwise).
 func (c *ConfigStore) Set(agent, key, value string) error {
+	return c.SetIn(agent, "", key, value)
+}
+
+// SetIn stores a config value of the agent's plugin (of the agent itself
+// when plugin is empty; see GetIn). The plugins' values count against
+// their agent's bounds.
+func (c *ConfigStore) SetIn(agent, plugin, key, value string) error {
 	if err := checkAgent(agent); err != nil {
 		return err
 	}
-	if !keyRE.MatchString(key) {
-		return &BadKeyError{What: "config key", Value: key}
+	key, err := scopedKey(plugin, key)
+	if err != nil {
+		return err
 	}
 	if len(value) > MaxConfigValue {
 		return tooLarge("the config value is %d bytes, over the limit of %d bytes per value (MaxConfigValue); keep large data in a file in your home", len(value), MaxConfigValue)

@@ -18,6 +18,12 @@ import (
 // Interval is how often the Monitor measures and enforces.
 const Interval = time.Second
 
+// TmpHeadroom is what an agent's temporary files can't take of what its
+// files on the host leave of its quota: the small writes every command
+// makes to the home (the first command's dotfiles, shell history) would
+// otherwise push an agent whose /tmp is full over its quota at once.
+const TmpHeadroom = 1 << 20
+
 // WriteEvery is the longest the UsageFile goes unwritten while a Monitor
 // runs, so a reader can tell a live measure from a stale one.
 const WriteEvery = 5 * time.Second
@@ -26,6 +32,13 @@ const WriteEvery = 5 * time.Second
 // and blocks in the guest (processes killed, exec and writes refused) each
 // agent over its diskGB quota, and every agent while the host's free space
 // is under the floor. It unblocks them when they are back under.
+//
+// One quota holds an agent's files on the host and its private temporary
+// files in the guest (a tmpfs) together: the guest reports the latter
+// with the agents' usage, and the Monitor caps each agent's tmpfs at what
+// its quota leaves after its files on the host, so the kernel stops a
+// write to /tmp at the quota (ENOSPC) and a write to the home over it is
+// blocked within a round or two, as before.
 type Monitor struct {
 	Tracker  *Tracker
 	Registry *agents.Registry
@@ -43,6 +56,7 @@ type Monitor struct {
 
 	guest   *agentproto.Client
 	applied map[string]string // user → reason the guest has
+	caps    map[string]int64  // user → temporary-area cap the guest has
 	written Report
 }
 
@@ -51,8 +65,11 @@ type Report struct {
 	Time     time.Time         `json:"time"`
 	HostFree int64             `json:"hostFreeBytes"`
 	Floor    int64             `json:"hostFreeFloorBytes"`
-	Agents   map[string]int64  `json:"agents"`            // slug → bytes
+	Agents   map[string]int64  `json:"agents"`            // slug → bytes, temporary files included
+	Tmp      map[string]int64  `json:"tmp,omitempty"`     // slug → bytes of temporary files in the guest
 	Blocked  map[string]string `json:"blocked,omitempty"` // slug → reason
+
+	caps map[string]int64 // user → the cap on its temporary area
 }
 
 // Run enforces until ctx ends.
@@ -78,7 +95,11 @@ func (m *Monitor) Round(ctx context.Context) Report {
 		m.logf("disk quota: %v", err)
 	}
 	m.Tracker.Refresh()
-	r := Report{Time: time.Now().UTC().Truncate(time.Second), Agents: map[string]int64{}, Blocked: map[string]string{}}
+	r := Report{Time: time.Now().UTC().Truncate(time.Second), Agents: map[string]int64{}, Tmp: map[string]int64{},
+		Blocked: map[string]string{}, caps: map[string]int64{}}
+	g := m.session()
+	list := m.Registry.List()
+	tmp := m.tmpUsage(ctx, g, list)
 	free, ferr := int64(-1), error(nil)
 	if m.Free != nil {
 		free, ferr = m.Free()
@@ -88,15 +109,26 @@ func (m *Monitor) Round(ctx context.Context) Report {
 	}
 	r.HostFree = free
 	underFloor := ferr == nil && free >= 0 && free < r.Floor
-	for _, a := range m.Registry.List() {
-		used := m.Tracker.Usage(a.Slug, a.UID)
+	for _, a := range list {
+		files := m.Tracker.Usage(a.Slug, a.UID)
+		used := files + tmp[a.User()]
 		r.Agents[a.Slug] = used
+		if t := tmp[a.User()]; t > 0 {
+			r.Tmp[a.Slug] = t
+		}
+		// Whatever the files leave but the headroom; at least a byte,
+		// as 0 means no cap.
+		r.caps[a.User()] = max(a.DiskQuota()-files-TmpHeadroom, 1)
 		switch {
 		case used > a.DiskQuota():
-			r.Blocked[a.Slug] = fmt.Sprintf("agent %s uses %s of its %s quota (diskGB %g). "+
+			var inTmp string
+			if t := tmp[a.User()]; t > 0 {
+				inTmp = fmt.Sprintf(" (%s of it temporary files in /tmp, /var/tmp and /dev/shm)", human(t))
+			}
+			r.Blocked[a.Slug] = fmt.Sprintf("agent %s uses %s%s of its %s quota (diskGB %g). "+
 				"Its commands were stopped and new commands and writes are refused until it is back under. "+
 				"Fix: delete files (sandbox_delete still works, or delete them on the host), or raise it with `osaurus-sandbox agent set %s diskGB N`",
-				a.Name, human(used), human(a.DiskQuota()), float64(a.DiskQuota())/1e9, a.Slug)
+				a.Name, human(used), inTmp, human(a.DiskQuota()), float64(a.DiskQuota())/1e9, a.Slug)
 		case underFloor:
 			r.Blocked[a.Slug] = fmt.Sprintf("the host's disk is almost full: %s free, under the %s floor (hostFreeFloorGB). "+
 				"Every agent's commands were stopped and writes are refused until space is freed. "+
@@ -104,7 +136,7 @@ func (m *Monitor) Round(ctx context.Context) Report {
 				human(free), human(r.Floor))
 		}
 	}
-	m.apply(ctx, r)
+	m.apply(ctx, g, r)
 	if m.UsageFile != "" && m.changed(r) {
 		if b, err := json.MarshalIndent(r, "", "  "); err == nil {
 			if err := atomicfile.WriteFile(m.UsageFile, append(b, '\n'), 0o644); err != nil {
@@ -132,19 +164,55 @@ func (m *Monitor) changed(r Report) bool {
 	return false
 }
 
-// apply sends the blocks that changed, and all of them to a new guest
-// session (a restarted VM forgot them).
-func (m *Monitor) apply(ctx context.Context, r Report) {
+// session is the guest's session, nil when none runs; a new session
+// gets every block and cap again (a restarted VM forgot them).
+func (m *Monitor) session() *agentproto.Client {
 	if m.Guest == nil {
-		return
+		return nil
 	}
 	g, err := m.Guest()
 	if err != nil {
-		m.guest, m.applied = nil, nil
-		return
+		m.guest, m.applied, m.caps = nil, nil, nil
+		return nil
 	}
 	if g != m.guest {
-		m.guest, m.applied = g, map[string]string{}
+		m.guest, m.applied, m.caps = g, map[string]string{}, map[string]int64{}
+	}
+	return g
+}
+
+// tmpUsage asks the guest what the agents' temporary files take (user →
+// bytes); nothing without a guest, or from one that does not say.
+func (m *Monitor) tmpUsage(ctx context.Context, g *agentproto.Client, list []agents.Agent) map[string]int64 {
+	out := map[string]int64{}
+	if g == nil || len(list) == 0 {
+		return out
+	}
+	users := make([]string, 0, len(list))
+	for _, a := range list {
+		users = append(users, a.User())
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := g.Usage(cctx, agentproto.UsageRequest{Users: users})
+	if err != nil {
+		if !errors.Is(err, agentproto.ErrUnsupported) {
+			m.logf("disk quota: temporary files: %v", err)
+		}
+		return out
+	}
+	for _, u := range resp.Users {
+		if u.TmpBytes > 0 {
+			out[u.User] = u.TmpBytes
+		}
+	}
+	return out
+}
+
+// apply sends the blocks and temporary-area caps that changed.
+func (m *Monitor) apply(ctx context.Context, g *agentproto.Client, r Report) {
+	if g == nil {
+		return
 	}
 	want := map[string]string{}
 	for slug, reason := range r.Blocked {
@@ -152,11 +220,17 @@ func (m *Monitor) apply(ctx context.Context, r Report) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// One request says all the host wants of a user: block or not, and
+	// the cap.
+	send := func(user string) error {
+		reason, blocked := want[user]
+		return g.UserLimit(cctx, agentproto.UserLimitRequest{Name: user, Blocked: blocked, Reason: reason, TmpMaxBytes: r.caps[user]})
+	}
 	for user, reason := range want {
-		if m.applied[user] == reason {
+		if m.applied[user] == reason && m.caps[user] == r.caps[user] {
 			continue
 		}
-		err := g.UserLimit(cctx, agentproto.UserLimitRequest{Name: user, Blocked: true, Reason: reason})
+		err := send(user)
 		if errors.Is(err, agentproto.ErrNoSuchUser) {
 			continue // no processes yet; retried next round
 		}
@@ -164,19 +238,34 @@ func (m *Monitor) apply(ctx context.Context, r Report) {
 			m.logf("disk quota: blocking %s: %v", user, err)
 			continue
 		}
-		m.logf("disk quota: blocked %s: %s", user, reason)
-		m.applied[user] = reason
+		if m.applied[user] != reason {
+			m.logf("disk quota: blocked %s: %s", user, reason)
+		}
+		m.applied[user], m.caps[user] = reason, r.caps[user]
 	}
 	for user := range m.applied {
 		if _, still := want[user]; still {
 			continue
 		}
-		if err := g.UserLimit(cctx, agentproto.UserLimitRequest{Name: user}); err != nil && !errors.Is(err, agentproto.ErrNoSuchUser) {
+		if err := send(user); err != nil && !errors.Is(err, agentproto.ErrNoSuchUser) {
 			m.logf("disk quota: unblocking %s: %v", user, err)
 			continue
 		}
 		m.logf("disk quota: unblocked %s", user)
 		delete(m.applied, user)
+		m.caps[user] = r.caps[user]
+	}
+	// Caps of users neither blocked nor just unblocked. A user the guest
+	// does not know yet gets its cap when it is made: it is kept by name.
+	for user, c := range r.caps {
+		if _, blocked := want[user]; blocked || m.caps[user] == c {
+			continue
+		}
+		if err := send(user); err != nil {
+			m.logf("disk quota: capping %s's temporary files: %v", user, err)
+			continue
+		}
+		m.caps[user] = c
 	}
 }
 

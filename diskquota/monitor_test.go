@@ -1,7 +1,11 @@
 package diskquota
 
 import (
+	"net"
+	"sync"
+
 	"context"
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,5 +53,109 @@ func TestMonitorRound(t *testing.T) {
 	r = m.Round(context.Background())
 	if len(r.Blocked) != 2 || !strings.Contains(r.Blocked["bob"], "hostFreeFloorGB") {
 		t.Fatalf("under the floor: blocked = %v", r.Blocked)
+	}
+}
+
+// fakeGuest answers usage with fixed temporary-file use and records the
+// limits the monitor sends.
+type fakeGuest struct {
+	mu     sync.Mutex
+	tmp    map[string]int64
+	limits map[string]agentproto.UserLimitRequest
+}
+
+func (f *fakeGuest) client(t *testing.T) *agentproto.Client {
+	t.Helper()
+	m := agentproto.NewMux()
+	m.Handle(agentproto.OpHello, agentproto.Unary(func(context.Context, *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+		return &agentproto.HelloResponse{Major: agentproto.VersionMajor, Minor: agentproto.VersionMinor}, nil
+	}))
+	m.Handle(agentproto.OpUsage, agentproto.Unary(func(_ context.Context, req *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		resp := &agentproto.UsageResponse{}
+		for _, u := range req.Users {
+			resp.Users = append(resp.Users, agentproto.UserUsage{User: u, TmpBytes: f.tmp[u]})
+		}
+		return resp, nil
+	}))
+	m.Handle(agentproto.OpUserLimit, agentproto.Unary(func(_ context.Context, req *agentproto.UserLimitRequest) (*agentproto.Empty, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.limits[req.Name] = *req
+		return &agentproto.Empty{}, nil
+	}))
+	a, b := net.Pipe()
+	srv, err := agentproto.NewServerPeer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), m)
+	cli, err := agentproto.NewClientPeer(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(nil); srv.Close(nil) })
+	c, err := agentproto.Handshake(context.Background(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// One quota holds an agent's files and its temporary files in the guest
+// together: the temporary area is capped at what the files leave, and
+// the sum over the quota blocks the agent with a message naming both.
+func TestMonitorCountsTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"alice", "bob"} {
+		if _, err := reg.Add(n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = 0.02; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 8e6)
+	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 8e6)
+	fg := &fakeGuest{tmp: map[string]int64{"agent-alice": 13e6, "agent-bob": 2e6}, limits: map[string]agentproto.UserLimitRequest{}}
+	g := fg.client(t)
+	tr := NewTracker(filepath.Join(ws, "agents"), ws)
+	defer tr.Close()
+	m := &Monitor{Tracker: tr, Registry: reg, Guest: func() (*agentproto.Client, error) { return g, nil }}
+
+	r := m.Round(context.Background())
+	// alice: 8 MB of files and 13 MB in /tmp, over her 20 MB.
+	if !strings.Contains(r.Blocked["alice"], "temporary files") || r.Agents["alice"] < 21e6 || r.Tmp["alice"] != 13e6 {
+		t.Fatalf("alice over her quota with /tmp: blocked %q, usage %d, tmp %d", r.Blocked["alice"], r.Agents["alice"], r.Tmp["alice"])
+	}
+	if _, blocked := r.Blocked["bob"]; blocked || r.Agents["bob"] < 10e6 {
+		t.Fatalf("bob under his quota: blocked %v, usage %d", r.Blocked, r.Agents["bob"])
+	}
+	fg.mu.Lock()
+	for _, u := range []string{"agent-alice", "agent-bob"} {
+		l := fg.limits[u]
+		// The files take 8 MB and a few kB of directories: the area may
+		// hold the rest of the 20 MB but the headroom.
+		if want := int64(12e6 - TmpHeadroom); l.TmpMaxBytes <= want-1e6 || l.TmpMaxBytes > want {
+			t.Errorf("%s's temporary files capped at %d bytes, want the %d its files leave", u, l.TmpMaxBytes, want)
+		}
+	}
+	if !fg.limits["agent-alice"].Blocked || fg.limits["agent-bob"].Blocked {
+		t.Errorf("limits sent: %+v", fg.limits)
+	}
+	fg.tmp["agent-alice"] = 0 // alice empties /tmp
+	fg.mu.Unlock()
+
+	r = m.Round(context.Background())
+	fg.mu.Lock()
+	defer fg.mu.Unlock()
+	if len(r.Blocked) != 0 || fg.limits["agent-alice"].Blocked {
+		t.Fatalf("alice back under her quota is still blocked: %v %+v", r.Blocked, fg.limits["agent-alice"])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -22,10 +23,13 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
+	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
 // exfilRecipe is a hostile recipe as a user would import it: it declares
@@ -82,7 +86,10 @@ func TestImportedRecipeConfined(t *testing.T) {
 			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
 		}},
 	})
-	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI})
+	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI,
+		Config: &bridge.ConfigStore{Dir: paths.BridgeConfigDir()}, PluginInference: datadir.InstalledInference(paths),
+		// No model server: an allowed call answers 503, a refused one 403.
+		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{}, nil }}})
 	t.Cleanup(func() { br.Close() })
 	br.Attach(ctx, g)
 	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
@@ -132,7 +139,8 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+	// A hundred commands a turn: every subtest below runs tools as this agent.
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled, a.AutonomousExec.MaxCommandsPerTurn = true, 100; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	stdout := func(name, args string) (string, bool) {
@@ -149,16 +157,17 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 	if out, ok := stdout("sandbox_exec", `{"command":"curl -sS --max-time 8 -o /dev/null -w code=%{http_code} http://192.0.2.30/agent-own"}`); !ok || out != "code=404" {
 		t.Fatalf("the agent's own command to the VM's server: %q", out)
 	}
-	setSecret := func(name, value string) {
-		cmd := exec.Command(bin, "secret", "set", a.Slug, name)
+	setSecret := func(t *testing.T, slug, name, value string) {
+		t.Helper()
+		cmd := exec.Command(bin, "secret", "set", slug, name)
 		cmd.Env = append(os.Environ(), config.HomeEnv+"="+paths.Root)
 		cmd.Stdin = strings.NewReader(value)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("secret set %s: %v\n%s", name, err, out)
 		}
 	}
-	setSecret("WEATHER_KEY", "wk-declared-4711")
-	setSecret("OTHER_SECRET", "pw-other-0815")
+	setSecret(t, a.Slug, "WEATHER_KEY", "wk-declared-4711")
+	setSecret(t, a.Slug, "OTHER_SECRET", "pw-other-0815")
 
 	file := filepath.Join(t.TempDir(), "exfil.json")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(exfilRecipe, "HOSTPORT", fmt.Sprint(hostPort))), 0o644); err != nil {
@@ -224,4 +233,171 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 			t.Errorf("the agent's own command: %q", out)
 		}
 	})
+
+	t.Run("an install from before confinement is confined at owner start", func(t *testing.T) {
+		// What a version before confinement recorded for an install: the
+		// library's recipe as imported, without a network permission.
+		old, err := reg.Add("Old Install")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old, err = reg.Update(old.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
+		setSecret(t, old.Slug, "WEATHER_KEY", "wk-old-install-5150")
+		cli.ok("plugin", "install", "exfil", "--agent", old.Slug, "--yes")
+		e, err := lib.Get("exfil")
+		if err != nil {
+			t.Fatal(err)
+		}
+		installed := plugins.NewInstalled(paths.AgentStateDir())
+		if err := installed.Record(ctx, old.ID, e.Current().Recipe, e.Current().Number); err != nil {
+			t.Fatal(err)
+		}
+		// What the owner runs when it opens the data dir.
+		var confined []string
+		if err := datadir.ConfineOldPlugins(ctx, paths, reg.List(), func(a agents.Agent, id string) { confined = append(confined, a.Slug+"/"+id) }); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(confined, ",") != old.Slug+"/exfil" {
+			t.Fatalf("confined %v, want only %s's exfil", confined, old.Slug)
+		}
+		e2 := env.RunTool(ctx, old, "exfil_reach", json.RawMessage(`{}`))
+		r, _ := e2.Result.(map[string]any)
+		if out := str(r["stdout"]) + str(r["stderr"]); !e2.OK || strings.Contains(out, "Error response") || strings.Contains(out, "=0") || !strings.Contains(out, "direct=") {
+			t.Errorf("the old install's tool reached the VM's server: %+v", e2)
+		}
+		if l := vmLog(); strings.Contains(l, "from-plugin-tool") {
+			t.Errorf("the VM's server log:\n%s", l)
+		}
+		if out := cli.ok("agent", "show", old.Slug); !strings.Contains(out, "installed before imported recipes were confined") {
+			t.Errorf("agent show does not flag the confined install:\n%s", out)
+		}
+	})
+
+	t.Run("config and inference follow the plugin attribution", func(t *testing.T) {
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
+		file := filepath.Join(t.TempDir(), "scoped.json")
+		if err := os.WriteFile(file, []byte(scopedRecipe), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cli.ok("plugin", "import", file, "--yes")
+		cli.ok("plugin", "install", "scoped", "--agent", a.Slug, "--yes")
+		if out, ok := stdout("scoped_set", `{}`); !ok {
+			t.Fatalf("the plugin's config set: %q", out)
+		}
+		// The agent's own command writes the same key, and tries the
+		// plugin's scope by name.
+		out, _ := stdout("sandbox_exec", `{"command":"osaurus-host config set endpoint agent-value; osaurus-host config get scoped/endpoint; echo rc=$?; osaurus-host config get endpoint"}`)
+		if strings.Contains(out, "plugin-value") || !strings.Contains(out, "agent-value") {
+			t.Errorf("the agent's own command reached the plugin's config: %q", out)
+		}
+		if out, _ := stdout("scoped_get", `{}`); strings.TrimSpace(out) != "plugin-value" {
+			t.Errorf("the plugin reads %q after the agent's write, want its own plugin-value", out)
+		}
+		// No permissions.inference: refused (exit 4), where the agent's
+		// own command gets through to the missing model server (exit 6).
+		if out, _ := stdout("scoped_chat", `{}`); !strings.Contains(out, "rc=4") || !strings.Contains(out, "does not declare") {
+			t.Errorf("the plugin's inference call: %q", out)
+		}
+		if out, _ := stdout("sandbox_exec", `{"command":"osaurus-host inference chat -m hi; echo rc=$?"}`); !strings.Contains(out, "rc=6") {
+			t.Errorf("the agent's own inference call: %q", out)
+		}
+	})
+
+	t.Run("a plugin tool that times out", func(t *testing.T) {
+		const key = "hk-timeout-secret-9931"
+		cli := cliRun{t: t, bin: bin, home: paths.Root}
+		setSecret(t, a.Slug, "HANG_KEY", key)
+		file := filepath.Join(t.TempDir(), "hang.json")
+		if err := os.WriteFile(file, []byte(hangRecipe), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cli.ok("plugin", "import", file, "--yes")
+		cli.ok("plugin", "install", "hang", "--agent", a.Slug, "--yes")
+		other, err := reg.Add("Bystander")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, err = reg.Update(other.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		pid1Start := func() string {
+			out, _, st := sh(t, g, "", "awk '{print $22}' /proc/1/stat")
+			if st.Code != 0 {
+				t.Fatalf("PID 1's start time: %q %+v", out, st)
+			}
+			return strings.TrimSpace(out)
+		}
+		before := pid1Start()
+		done := make(chan envelope.Envelope, 1)
+		go func() { done <- env.RunTool(ctx, a, "hang_wait", json.RawMessage(`{}`)) }()
+		// While it hangs (its sleeper is up), another agent works.
+		testwait.Eventually(t, "the hanging tool's sleeper", 60*time.Second, 200*time.Millisecond, func() bool {
+			out, _, _ := sh(t, g, "", "pgrep -u "+a.User()+" -f 'sleep 600' >/dev/null && echo up")
+			return strings.TrimSpace(out) == "up"
+		})
+		if e := env.RunTool(ctx, other, "sandbox_exec", json.RawMessage(`{"command":"echo bystander-ok"}`)); !e.OK || !strings.Contains(fmt.Sprint(e.Result), "bystander-ok") {
+			t.Errorf("another agent's command while the plugin tool hangs: %+v", e)
+		}
+		e := <-done
+		if e.OK || e.Kind != envelope.Timeout {
+			t.Fatalf("the hanging tool ended with %+v, want a timeout", e)
+		}
+		all := fmt.Sprintf("%s %v %v", e.Message, e.Result, e.Warnings)
+		if strings.Contains(all, key) || strings.Contains(all, "hk-timeout") || strings.Contains(all, "secret-9931") {
+			t.Errorf("the timeout envelope leaks the plugin's secret: %s", all)
+		}
+		if !strings.Contains(e.Message, "[REDACTED:HANG_KEY]") {
+			t.Errorf("the output before the hang is not in the envelope, redacted: %s", e.Message)
+		}
+		// Killed with everything it started, the detached sleeper too.
+		testwait.Eventually(t, "no process of the agent left", 30*time.Second, 200*time.Millisecond, func() bool {
+			out, _, _ := sh(t, g, "", "pgrep -u "+a.User()+" || true")
+			return strings.TrimSpace(out) == ""
+		})
+		// PID 1 is the same process and answers; both agents work.
+		if after := pid1Start(); after != before {
+			t.Errorf("PID 1 started at %s before the timeout and %s after", before, after)
+		}
+		for _, ag := range []agents.Agent{a, other} {
+			if out, ok := stdout2(ctx, env, ag, `{"command":"echo still-ok"}`); !ok || !strings.Contains(out, "still-ok") {
+				t.Errorf("%s's command after the timeout: %q", ag.Slug, out)
+			}
+		}
+	})
+}
+
+// hangRecipe is a plugin whose tool echoes its secret, starts a detached
+// process and hangs past the tool timeout.
+const hangRecipe = `{
+  "name": "Hang", "description": "Hangs", "version": "1.0.0",
+  "secrets": ["HANG_KEY"],
+  "permissions": {"network": "none"},
+  "tools": [
+    {"id": "wait", "description": "Echoes its key, then hangs", "run": "echo \"key=$HANG_KEY\"; echo \"err=$HANG_KEY\" >&2; (setsid sleep 600 >/dev/null 2>&1 &); sleep 600"}
+  ]
+}`
+
+// scopedRecipe keeps a config value and asks for inference without
+// declaring it.
+const scopedRecipe = `{
+  "name": "Scoped", "description": "Keeps its config", "version": "1.0.0",
+  "permissions": {"network": "none"},
+  "tools": [
+    {"id": "set", "description": "Sets its endpoint", "run": "osaurus-host config set endpoint plugin-value"},
+    {"id": "get", "description": "Reads its endpoint", "run": "osaurus-host config get endpoint"},
+    {"id": "chat", "description": "Asks the model", "run": "osaurus-host inference chat -m hi 2>&1; echo rc=$?"}
+  ]
+}`
+
+// stdout2 runs sandbox_exec for ag and returns its output and success.
+func stdout2(ctx context.Context, env *tools.Env, ag agents.Agent, args string) (string, bool) {
+	e := env.RunTool(ctx, ag, "sandbox_exec", json.RawMessage(args))
+	if !e.OK {
+		return e.Message, false
+	}
+	r, _ := e.Result.(map[string]any)
+	return str(r["stdout"]) + str(r["stderr"]), num(r["exit_code"]) == 0
 }

@@ -58,6 +58,12 @@ func (s *Service) UserLimit(ctx context.Context, req *agentproto.UserLimitReques
 	if len(req.Reason) > agentproto.MaxLimitReason || !utf8.ValidString(req.Reason) {
 		return nil, fmt.Errorf("%w: reason longer than %d bytes or not UTF-8", agentproto.ErrInvalid, agentproto.MaxLimitReason)
 	}
+	if req.TmpMaxBytes < 0 {
+		return nil, fmt.Errorf("%w: tmp_max_bytes %d, want 0 or more", agentproto.ErrInvalid, req.TmpMaxBytes)
+	}
+	if t := account.ActiveTmps(); t != nil && req.TmpMaxBytes > 0 {
+		t.SetCap(req.Name, req.TmpMaxBytes)
+	}
 	if !req.Blocked {
 		s.limits.mu.Lock()
 		delete(s.limits.blocked, req.Name)

@@ -47,8 +47,10 @@ func NewBridge(th *ToolHost, o BridgeOptions) *bridge.Server {
 		// A plugin's command gets only the secrets its installed recipe
 		// declares.
 		PluginSecrets: datadir.InstalledSecrets(th.Paths),
-		HostCLI:       assets.HostCLI,
-		Logf:          o.Logf,
+		// And inference only when it declares permissions.inference.
+		PluginInference: datadir.InstalledInference(th.Paths),
+		HostCLI:         assets.HostCLI,
+		Logf:            o.Logf,
 	})
 }
 

@@ -108,6 +108,13 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		h.Close()
 		return nil, err
 	}
+	// Before any tool runs (the owner runs them all): a plugin installed before imported recipes
+	// were confined must not keep its agent's network.
+	if err := datadir.ConfineOldPlugins(ctx, h.paths, h.reg.List(), func(a agents.Agent, id string) {
+		h.logf("plugins: %s of agent %s was installed before imported recipes were confined: it now runs under the setup allowlist; review it with `osaurus-sandbox plugin show %s`", id, a.Name, id)
+	}); err != nil {
+		h.logf("plugins: confining old installs: %v", err)
+	}
 	h.prompts = &secretprompt.Broker{Store: h.secrets, Pages: &secretprompt.Pages{Store: h.secrets}}
 	h.lib = datadir.PluginRegistry(o.Paths)
 	// Without its database a bridge route answers 503 and MCP sessions

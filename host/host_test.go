@@ -1,8 +1,12 @@
 package host
 
 import (
+	"fmt"
+	"strings"
+
 	"context"
 	"errors"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"os"
 	"path/filepath"
 	"sync"
@@ -214,5 +218,71 @@ func TestRemoveAgentWithoutVM(t *testing.T) {
 	}
 	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("home after a purge: %v", err)
+	}
+}
+
+// An imported recipe installed by a version before confinement (its
+// record has no network permission) is confined when an owner opens the
+// data dir, as a fresh install would be, and flagged for review; the
+// user's own recipe keeps its agent's network.
+func TestOwnerConfinesOldPluginInstalls(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := config.Paths{Root: dir}
+	if err := os.MkdirAll(filepath.Dir(p.AgentsJSON()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agents.Open(p.AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := reg.Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := plugins.OpenLibrary(p.PluginsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := plugins.NewInstalled(p.AgentStateDir())
+	for _, c := range []struct{ name, kind string }{{"Fetched", plugins.OriginURL}, {"Mine", plugins.OriginEditor}} {
+		pl, err := plugins.DecodeBytes([]byte(`{"name":"` + c.name + `","description":"d","tools":[{"id":"t","description":"t","run":"curl example.com"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _, err := lib.Save(ctx, pl, plugins.Origin{Kind: c.kind, Location: "https://example.com/r.json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What an install before confinement recorded: the library's
+		// recipe as it is.
+		if err := store.Record(ctx, alice.ID, pl, e.Current().Number); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged []string
+	h, err := open(ctx, Options{Paths: p, Kind: "test", Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) },
+		Secrets: &secrets.Store{B: &memKeychain{m: map[string]string{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	list, err := store.List(alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := strings.Join(datadir.SetupAllowlist(p), ",")
+	if in := list["fetched"]; in.Recipe.Permissions == nil || in.Recipe.Permissions.Network == "" || in.Review == "" {
+		t.Errorf("the imported recipe after the owner opened: %+v (setup allowlist %s)", in, allow)
+	}
+	if in := list["mine"]; in.Recipe.NetworkPolicy().String() != "outbound" || in.Review != "" {
+		t.Errorf("the user's own recipe after the owner opened: %+v", in)
+	}
+	if !strings.Contains(strings.Join(logged, "\n"), "fetched of agent alice was installed before") {
+		t.Errorf("the owner did not say what it confined: %q", logged)
 	}
 }

@@ -140,14 +140,19 @@ func (c *cli) printNetworkInForce(a agents.Agent) {
 		return
 	}
 	fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
-	ps, err := plugins.NewInstalled(c.paths.AgentStateDir()).Installed(a.ID)
+	store := plugins.NewInstalled(c.paths.AgentStateDir())
+	ps, err := store.Installed(a.ID)
 	if err != nil {
 		fmt.Fprintf(c.out, "  plugins' network:     unknown (%v)\n", err)
 		return
 	}
+	ins, _ := store.List(a.ID)
 	for _, pl := range ps {
 		n := netpolicy.Narrow(p, pl.NetworkPolicy())
 		fmt.Fprintf(c.out, "  plugin %s runs with: %s\n", pl.ID(), n.Describe())
+		if r := ins[pl.ID()].Review; r != "" {
+			fmt.Fprintf(c.out, "    ⚑ %s\n", r)
+		}
 	}
 	fmt.Fprintln(c.out, "  refused connections:  osaurus-sandbox network log --agent "+a.Slug)
 }

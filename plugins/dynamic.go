@@ -157,9 +157,11 @@ func interpreted(argv0 string, args []string, depth int, add func(string), shell
 	add(argv0 + " (runs program text from its input)")
 }
 
-// shellCommands splits cmd into simple commands, each a list of words
-// with quotes undone, the way shellWords does; ; & | ( ) ` and line
-// ends separate commands, < and > only words.
+// shellCommands splits cmd into simple commands, each a list of words,
+// the way a POSIX shell splits words: quotes and backslashes undone,
+// arithmetic $((...)) one word; ; & | ( ) ` and line ends separate
+// commands, blanks, < and > only words. FindHosts reads the same words
+// (shellWords).
 func shellCommands(cmd string) [][]string {
 	var cmds [][]string
 	var words []string

@@ -91,3 +91,66 @@ func TestReview(t *testing.T) {
 		})
 	}
 }
+
+// TestConfineOld: an imported recipe installed before confinement, with
+// no permissions.network, ends up as a fresh install would be (the setup
+// allowlist) and flagged for review; the user's own recipe, one with a
+// permission, and one confined already are left as they are; a recipe
+// whose origin is lost is confined (fail closed); a second run changes
+// nothing.
+func TestConfineOld(t *testing.T) {
+	ctx := t.Context()
+	store := NewInstalled(t.TempDir())
+	allow := []string{"pypi.org"}
+	recipe := func(id, network string) *Plugin {
+		p := loadTestdata(t, "minimal.json")
+		p.Name = id
+		if network != "-" {
+			p.Permissions = &Permissions{Network: network}
+		}
+		return p
+	}
+	origins := map[string]string{"imported": OriginURL, "own": OriginEditor, "listed": OriginFile, "confined": OriginGitHub}
+	for id, network := range map[string]string{"imported": "-", "own": "-", "listed": "api.example.com", "confined": "pypi.org", "lost": "-"} {
+		if err := store.Record(ctx, "agent1", recipe(id, network), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	origin := func(id string, version int) (Origin, bool) {
+		k, ok := origins[id]
+		return Origin{Kind: k}, ok && version == 1
+	}
+	changed, err := store.ConfineOld(ctx, "agent1", origin, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(changed, ",") != "imported,lost" {
+		t.Fatalf("changed %v, want imported and lost", changed)
+	}
+	list, err := store.List("agent1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"imported": "pypi.org", "lost": "pypi.org", "own": "outbound", "listed": "api.example.com", "confined": "pypi.org"} {
+		in := list[id]
+		if got := in.Recipe.NetworkPolicy().String(); got != want {
+			t.Errorf("%s runs with %q, want %q", id, got, want)
+		}
+		if flagged := in.Review != ""; flagged != (id == "imported" || id == "lost") {
+			t.Errorf("%s flagged for review: %q", id, in.Review)
+		}
+	}
+	if r := list["imported"].Review; !strings.Contains(r, "setup allowlist") || !strings.Contains(r, "plugin show imported") {
+		t.Errorf("the review note does not say what changed and what to do: %q", r)
+	}
+	if again, err := store.ConfineOld(ctx, "agent1", origin, allow); err != nil || len(again) != 0 {
+		t.Fatalf("a second run changed %v (%v)", again, err)
+	}
+	// Installing again clears the flag.
+	if err := store.Record(ctx, "agent1", list["imported"].Recipe, 2); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ = store.List("agent1"); list["imported"].Review != "" {
+		t.Errorf("a new install kept the flag: %q", list["imported"].Review)
+	}
+}

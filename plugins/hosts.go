@@ -141,58 +141,14 @@ func FindHosts(cmd string, files map[string]string) []HostRef {
 	return out
 }
 
-// shellWords splits cmd the way a POSIX shell would split words, undoing
-// quotes and backslashes, with operators (; & | ( ) < > `) as separators.
-// Variable references are kept verbatim.
+// shellWords is every word of cmd in order: the words of each simple
+// command (shellCommands, the one tokenizer), quotes and backslashes
+// undone, variable references kept verbatim.
 func shellWords(cmd string) []string {
 	var words []string
-	var cur strings.Builder
-	inWord := false
-	flush := func() {
-		if inWord {
-			words = append(words, cur.String())
-		}
-		cur.Reset()
-		inWord = false
+	for _, c := range shellCommands(cmd) {
+		words = append(words, c...)
 	}
-	for i := 0; i < len(cmd); i++ {
-		c := cmd[i]
-		switch {
-		case c == '\\':
-			if i+1 < len(cmd) {
-				i++
-				if cmd[i] != '\n' { // backslash-newline joins lines
-					cur.WriteByte(cmd[i])
-					inWord = true
-				}
-			}
-		case c == '\'':
-			j := strings.IndexByte(cmd[i+1:], '\'')
-			if j < 0 {
-				j = len(cmd) - i - 1
-			}
-			cur.WriteString(cmd[i+1 : i+1+j])
-			inWord = true
-			i += j + 1
-		case c == '"':
-			inWord = true
-			for i++; i < len(cmd) && cmd[i] != '"'; i++ {
-				if cmd[i] == '\\' && i+1 < len(cmd) && strings.IndexByte("\"\\$`\n", cmd[i+1]) >= 0 {
-					i++
-					if cmd[i] == '\n' {
-						continue
-					}
-				}
-				cur.WriteByte(cmd[i])
-			}
-		case strings.IndexByte(" \t\n\r;&|()<>`", c) >= 0:
-			flush()
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	flush()
 	return words
 }
 

@@ -24,6 +24,11 @@ type Installation struct {
 	LibraryVersion int       `json:"libraryVersion"`
 	InstalledAt    time.Time `json:"installedAt"`
 	Recipe         *Plugin   `json:"recipe"`
+	// Review, when set, says why the user should look at the plugin
+	// again: it was installed by a version that did not confine imported
+	// recipes, and has been confined since (ConfineOld). Installing it
+	// again clears it.
+	Review string `json:"review,omitempty"`
 }
 
 type installedFile struct {
@@ -173,4 +178,54 @@ func (s *Installed) Agents(pluginID string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// OriginOf finds where a library version of a plugin came from; false
+// when the library does not have it.
+type OriginOf func(pluginID string, version int) (Origin, bool)
+
+// ConfineOld brings the agent's installations made before imported
+// recipes were confined to the state an install makes now: an imported
+// recipe without permissions.network gets the setup allowlist (Confine)
+// and is flagged with Review. A recipe whose origin the library no
+// longer knows counts as imported (fail closed). It returns the plugin
+// ids it changed and writes nothing when there are none.
+func (s *Installed) ConfineOld(ctx context.Context, agentID string, origin OriginOf, allowlist []string) ([]string, error) {
+	f, err := s.read(agentID)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]*Plugin{}
+	for id, in := range f.Plugins {
+		if in.Recipe == nil {
+			continue
+		}
+		o, ok := origin(id, in.LibraryVersion)
+		if !ok {
+			o = Origin{Kind: OriginFile}
+		}
+		if c := Confine(in.Recipe, o, allowlist); c != in.Recipe {
+			want[id] = c
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	var changed []string
+	err = s.update(ctx, agentID, func(f *installedFile) {
+		for id, c := range want {
+			in, ok := f.Plugins[id]
+			if !ok || in.Recipe == nil || in.Recipe.Permissions != nil && in.Recipe.Permissions.Network != "" {
+				continue // changed meanwhile by an install or an uninstall
+			}
+			in.Recipe = c
+			in.Review = "installed before imported recipes were confined: it asks for no network permission, " +
+				"so its setup and tools now get the setup allowlist (" + c.Permissions.Network + ") instead of the agent's network. " +
+				"Review what it gets with `osaurus-sandbox plugin show " + id + "` and install it again to accept it"
+			f.Plugins[id] = in
+			changed = append(changed, id)
+		}
+	})
+	sort.Strings(changed)
+	return changed, err
 }

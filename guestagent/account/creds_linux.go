@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/osthread"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,36 +56,19 @@ func RunAs[T any](a *Account, fn func() (T, error)) (T, error) {
 	if a.UID == 0 {
 		return fn()
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		defer func() {
-			if p := recover(); p != nil {
-				ch <- result{err: fmt.Errorf("%w: panic as user %s: %v", agentproto.ErrInternal, a.Name, p)}
-			}
-		}()
+	return osthread.Throwaway(func() (v T, err error) {
 		if unix.Gettid() == unix.Getpid() {
-			ch <- result{err: fmt.Errorf("%w: refusing to run as %s on the process's main thread", agentproto.ErrInternal, a.Name)}
-			return
+			return v, fmt.Errorf("%w: refusing to run as %s on the process's main thread", agentproto.ErrInternal, a.Name)
 		}
 		// The agent's mount namespace and umask, while still root.
 		if err := enterAgent(a); err != nil {
-			ch <- result{err: err}
-			return
+			return v, err
 		}
 		if err := setThreadFSCreds(a); err != nil {
-			ch <- result{err: err}
-			return
+			return v, err
 		}
-		v, err := fn()
-		ch <- result{v, err}
-	}()
-	r := <-ch
-	return r.v, r.err
+		return fn()
+	})
 }
 
 // setThreadFSCreds gives the calling thread a's file-system identity and

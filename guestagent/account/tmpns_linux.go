@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
+	"github.com/osaurus/osaurus-sandbox/guestagent/osthread"
 )
 
 // Private temporary directories.
@@ -60,20 +60,25 @@ var privateTmpDirs = []struct{ sub, target string }{
 // unless it says otherwise.
 const agentUmask = 0o077
 
-// minTmpMB is the smallest temporary area: tmpfs sizes are whole MB here.
-const minTmpMB = 1
+// minTmpBytes is the smallest temporary area.
+const minTmpBytes = 1 << 20
 
 // tmpNS is one agent's namespace.
 type tmpNS struct {
-	fd     int // the namespace; it lives as long as this is open
-	uid    int
-	sizeMB int
+	fd   int // the namespace; it lives as long as this is open
+	uid  int
+	full int64 // the size its limits give it
+	size int64 // the size in force: full, or less under a cap
 }
 
 // tmpTable holds the agents' namespaces.
 type tmpTable struct {
 	mu sync.Mutex
 	ns map[string]*tmpNS
+	// caps are the host's caps on agents' areas (user → bytes): what
+	// the agent's disk quota leaves after its files on the host, so its
+	// home and its temporary files together stay within one quota.
+	caps map[string]int64
 }
 
 // privateTmps is the table in force; nil (unit tests, a Service not
@@ -101,7 +106,7 @@ func EnablePrivateTmp() error {
 		}
 	}
 	privateTmps.mu.Lock()
-	privateTmps.t = &tmpTable{ns: map[string]*tmpNS{}}
+	privateTmps.t = &tmpTable{ns: map[string]*tmpNS{}, caps: map[string]int64{}}
 	privateTmps.mu.Unlock()
 	return nil
 }
@@ -114,25 +119,37 @@ func isMountPoint(p string) bool {
 	return st.Dev != parent.Dev
 }
 
-// tmpSizeMB is the size of an agent's temporary area: its disk quota, at
-// most half its memory (the pages are charged to its memory cgroup; the
-// other half stays for its processes).
-func tmpSizeMB(lim *agentproto.Limits) int {
+// tmpSize is the size in bytes of an agent's temporary area: its disk
+// quota (decimal MB, as diskGB is), at most half its memory (the pages
+// are charged to its memory cgroup; the other half stays for its
+// processes).
+func tmpSize(lim *agentproto.Limits) int64 {
 	l := agentproto.DefaultLimits()
 	if lim != nil {
 		l = lim.WithDefaults()
 	}
-	size := l.MemoryMB / 2
-	if l.DiskMB > 0 && l.DiskMB < size {
-		size = l.DiskMB
+	size := int64(l.MemoryMB) << 20 / 2
+	if disk := int64(l.DiskMB) * 1e6; disk > 0 && disk < size {
+		size = disk
 	}
-	return max(size, minTmpMB)
+	return max(size, minTmpBytes)
+}
+
+// capped is full under cap (0: none), in whole pages rounded down (the
+// kernel rounds a tmpfs size up, which would let the area pass the
+// quota by a page), never under the floor.
+func capped(full, cap int64) int64 {
+	if cap > 0 && cap < full {
+		full = cap
+	}
+	page := int64(os.Getpagesize())
+	return max(full/page*page, minTmpBytes)
 }
 
 // ensure makes a's namespace, or brings its size to lim's. A nil lim
 // keeps an existing namespace's size.
 func (t *tmpTable) Ensure(a *Account, lim *agentproto.Limits) error {
-	size := tmpSizeMB(lim)
+	full := tmpSize(lim)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.ns[a.Name]
@@ -142,34 +159,83 @@ func (t *tmpTable) Ensure(a *Account, lim *agentproto.Limits) error {
 	}
 	area := filepath.Join(privateTmpRoot, a.Name)
 	if n != nil {
-		if lim == nil || n.sizeMB == size {
-			return nil
+		if lim != nil {
+			n.full = full
 		}
-		// One superblock in both namespaces: the new size applies to the
-		// agent's view at once. Shrinking under what is in use fails:
-		// the old size then stays, and the agent is over its quota anyway.
-		if unix.Mount("", area, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.Itoa(size)+"m") == nil {
-			n.sizeMB = size
-		}
+		t.resizeLocked(a.Name, n)
 		return nil
 	}
+	size := capped(full, t.caps[a.Name])
 	fd, err := makeTmpNS(a, area, size)
 	if err != nil {
 		return fmt.Errorf("%w: private temporary directories for %s: %v", agentproto.ErrInternal, a.Name, err)
 	}
-	t.ns[a.Name] = &tmpNS{fd: fd, uid: a.UID, sizeMB: size}
+	t.ns[a.Name] = &tmpNS{fd: fd, uid: a.UID, full: full, size: size}
 	return nil
 }
 
+// resizeLocked brings n's area to its full size under the cap. One
+// superblock in both namespaces: the new size applies to the agent's
+// view at once. Never under what the area holds (the kernel refuses
+// that): an area the cap shrank under its contents stays as full as it
+// is, and the host counts it against the agent's quota.
+func (t *tmpTable) resizeLocked(name string, n *tmpNS) {
+	area := filepath.Join(privateTmpRoot, name)
+	size := capped(n.full, t.caps[name])
+	if used := areaUsed(area); used > size {
+		size = used
+	}
+	if size == n.size {
+		return
+	}
+	if unix.Mount("", area, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(size, 10)) == nil {
+		n.size = size
+	}
+}
+
+// SetCap caps name's area at capBytes (0: no cap), at once when it has
+// one and when it is made otherwise.
+func (t *tmpTable) SetCap(name string, capBytes int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if capBytes <= 0 {
+		delete(t.caps, name)
+	} else {
+		t.caps[name] = capBytes
+	}
+	if n := t.ns[name]; n != nil {
+		t.resizeLocked(name, n)
+	}
+}
+
+// Used is what name's temporary files take, in bytes (0 without an area).
+func (t *tmpTable) Used(name string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ns[name] == nil {
+		return 0
+	}
+	return areaUsed(filepath.Join(privateTmpRoot, name))
+}
+
+// areaUsed is the bytes in use on the tmpfs at area, rounded to pages.
+func areaUsed(area string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(area, &st) != nil || st.Type != unix.TMPFS_MAGIC {
+		return 0
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+
 // makeTmpNS mounts a's tmpfs on area and makes the namespace.
-func makeTmpNS(a *Account, area string, sizeMB int) (int, error) {
+func makeTmpNS(a *Account, area string, size int64) (int, error) {
 	if isMountPoint(area) {
 		unix.Unmount(area, unix.MNT_DETACH) // a previous user of the name
 	}
 	if err := os.MkdirAll(area, 0o700); err != nil {
 		return -1, err
 	}
-	opts := fmt.Sprintf("size=%dm,mode=0700,uid=%d,gid=%d", sizeMB, a.UID, a.GID)
+	opts := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, a.UID, a.GID)
 	if err := unix.Mount("osaurus-tmp-"+a.Name, area, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return -1, fmt.Errorf("mount tmpfs on %s: %w", area, err)
 	}
@@ -182,20 +248,8 @@ func makeTmpNS(a *Account, area string, sizeMB int) (int, error) {
 			return -1, err
 		}
 	}
-	type result struct {
-		fd  int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread leaves the root namespace for good: it is never
-		// unlocked, so the runtime destroys it when this goroutine ends.
-		runtime.LockOSThread()
-		fd, err := buildTmpNS(area)
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	return r.fd, r.err
+	// The thread leaves the root namespace for good: a throwaway one.
+	return osthread.Throwaway(func() (int, error) { return buildTmpNS(area) })
 }
 
 // buildTmpNS runs on a thread of its own: it moves the thread into a new
@@ -253,6 +307,7 @@ func (t *tmpTable) dropLocked(name string) {
 		unix.Close(n.fd)
 		delete(t.ns, name)
 	}
+	// The cap stays: the host sets it by name, and only when it changes.
 	area := filepath.Join(privateTmpRoot, name)
 	if isMountPoint(area) {
 		unix.Unmount(area, unix.MNT_DETACH)
@@ -301,32 +356,16 @@ func ForkAsAgent(a *Account, ns netns.NsHandle, fork func() (int, error)) func()
 		return network.SpawnIn(ns, fork)
 	}
 	return func() (int, error) {
-		type result struct {
-			pid int
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		return osthread.Throwaway(func() (int, error) {
 			if err := enterAgent(a); err != nil {
-				ch <- result{0, err}
-				return
+				return 0, err
 			}
-			if int(ns) > 0 {
-				if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
-					ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", network.ErrNetPolicy, err)}
-					return
-				}
+			// The thread dies after the fork: namespace and filter are
+			// the child's.
+			if err := network.PrepareFork(ns); err != nil {
+				return 0, err
 			}
-			// This thread dies after the fork: the filter is the child's.
-			if err := network.ApplyAgentFilter(); err != nil {
-				ch <- result{0, err}
-				return
-			}
-			pid, err := fork()
-			ch <- result{pid, err}
-		}()
-		r := <-ch
-		return r.pid, r.err
+			return fork()
+		})
 	}
 }

@@ -475,6 +475,9 @@ func (c *Cgroups) Usage(ctx context.Context, req *agentproto.UsageRequest) (*age
 	resp := &agentproto.UsageResponse{Users: []agentproto.UserUsage{}}
 	for _, u := range users {
 		if st, ok := c.usage(u); ok {
+			if t := account.ActiveTmps(); t != nil {
+				st.TmpBytes = t.Used(u)
+			}
 			resp.Users = append(resp.Users, st)
 		}
 	}

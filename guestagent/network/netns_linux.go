@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/guestagent/osthread"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
@@ -460,18 +460,7 @@ func u32Addr(v uint32) netip.Addr {
 // thread is ever left in the wrong namespace: the locked thread ends with
 // its goroutine.
 func newNetns() (netns.NsHandle, error) {
-	type result struct {
-		ns  netns.NsHandle
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with us
-		ns, err := netns.New()
-		ch <- result{ns, err}
-	}()
-	r := <-ch
-	return r.ns, r.err
+	return osthread.Throwaway(netns.New)
 }
 
 // link creates an's veth pair: the agent's end becomes eth0 in its
@@ -619,29 +608,27 @@ func resolvers(path string) []netip.Addr {
 	return out
 }
 
-// ForkInNetns runs fork (a ForkExec) on a thread that joined ns and
-// carries the agents' seccomp filter, so the child starts there, under it. The thread is locked and never unlocked: it ends
-// with its goroutine instead of going back to the pool in ns.
+// ForkInNetns runs fork (a ForkExec) on a throwaway thread that joined ns
+// and carries the agents' seccomp filter (PrepareFork), so the child
+// starts there, under it; the thread ends after the fork instead of
+// going back to the pool in ns.
 func ForkInNetns(ns netns.NsHandle, fork func() (int, error)) (int, error) {
-	type result struct {
-		pid int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
+	return osthread.Throwaway(func() (int, error) {
+		if err := PrepareFork(ns); err != nil {
+			return 0, err
+		}
+		return fork()
+	})
+}
+
+// PrepareFork readies the calling throwaway thread (osthread.Throwaway)
+// for forking an agent's process: it joins ns, when set, and takes the
+// agents' seccomp filter, which the child inherits.
+func PrepareFork(ns netns.NsHandle) error {
+	if int(ns) > 0 {
 		if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
-			ch <- result{0, fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)}
-			return
+			return fmt.Errorf("%w: joining the agent's network namespace: %v", ErrNetPolicy, err)
 		}
-		// This thread dies after the fork: the filter is the child's.
-		if err := ApplyAgentFilter(); err != nil {
-			ch <- result{0, err}
-			return
-		}
-		pid, err := fork()
-		ch <- result{pid, err}
-	}()
-	r := <-ch
-	return r.pid, r.err
+	}
+	return ApplyAgentFilter()
 }
