@@ -140,7 +140,10 @@ func (t *projectsTab) reload() {
 			}
 		}
 	}
-	t.List.UnselectAll()
+	// A refresh keeps the user's selection while it still names a project.
+	if t.selected >= len(t.list) {
+		t.List.UnselectAll()
+	}
 	t.List.Refresh()
 	if t.changed != nil {
 		t.changed()
