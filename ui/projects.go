@@ -26,6 +26,9 @@ type workTabs struct {
 	Projects *projectsTab
 	Changes  *changesView
 	Ports    *portsTab
+	// shown is what the tabs last read (signature); follow updates
+	// them only when it changes, not on every agent edit.
+	shown string
 }
 
 func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, do func(func())) *workTabs {
@@ -37,7 +40,26 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 	t.Changes = newChangesView(p, reg, win, do)
 	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
 	t.Ports = newPortsTab(a, b, p, win, do)
+	list, err := readPreviews(t.Ports.file)
+	t.shown = t.signature(list, err)
 	return t
+}
+
+// signature sums up what the tabs show: the project list, who is granted
+// what, and the previews.
+func (t *workTabs) signature(previews []preview, err error) string {
+	var b strings.Builder
+	pl, perr := projects.Load(t.Projects.paths.ProjectsJSON())
+	fmt.Fprintf(&b, "%v %v\n%v %v\n", pl, perr, previews, err)
+	if t.Projects.reg != nil {
+		// Only grants: an agent without projects shows in neither tab.
+		for _, a := range t.Projects.reg.List() {
+			if len(a.Projects) > 0 {
+				fmt.Fprintf(&b, "%s:%v\n", a.Slug, a.Projects)
+			}
+		}
+	}
+	return b.String()
 }
 
 func (t *workTabs) items() []*container.TabItem {
@@ -73,7 +95,10 @@ func (t *workTabs) follow(ctx context.Context) {
 		case <-wake:
 		}
 		list, err := readPreviews(t.Ports.file)
-		t.Changes.do(func() { t.Projects.reload(); t.Ports.show(list, err) })
+		if sig := t.signature(list, err); sig != t.shown {
+			t.shown = sig
+			t.Changes.do(func() { t.Projects.reload(); t.Ports.show(list, err) })
+		}
 	}
 }
 

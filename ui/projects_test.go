@@ -45,19 +45,23 @@ func TestProjectsAddAndRemove(t *testing.T) {
 	// A path that is no folder is refused, naming the field.
 	typeIn(pt.Path, filepath.Join(dir, "missing"))
 	tap(pt.Add)
-	if !strings.Contains(pt.Status.Text, "path:") || len(pt.list) != 0 {
-		t.Fatalf("missing folder: %q, %d projects", pt.Status.Text, len(pt.list))
-	}
+	lockedDo(func() {
+		if !strings.Contains(pt.Status.Text, "path:") || len(pt.list) != 0 {
+			t.Fatalf("missing folder: %q, %d projects", pt.Status.Text, len(pt.list))
+		}
+	})
 	lockedDo(func() { pt.Path.SetText(dir) })
 	typeIn(pt.Name, "web")
 	tap(pt.Add)
 	list, err := projects.Load(f.Paths().ProjectsJSON())
-	if err != nil || len(list) != 1 || list[0].Name != "web" || len(pt.list) != 1 {
-		t.Fatalf("after add: %+v %v (shown %d): %q", list, err, len(pt.list), pt.Status.Text)
-	}
-	if !strings.Contains(pt.Status.Text, "agent set AGENT projects web") {
-		t.Fatalf("add does not say how to grant: %q", pt.Status.Text)
-	}
+	lockedDo(func() {
+		if err != nil || len(list) != 1 || list[0].Name != "web" || len(pt.list) != 1 {
+			t.Fatalf("after add: %+v %v (shown %d): %q", list, err, len(pt.list), pt.Status.Text)
+		}
+		if !strings.Contains(pt.Status.Text, "agent set AGENT projects web") {
+			t.Fatalf("add does not say how to grant: %q", pt.Status.Text)
+		}
+	})
 
 	// A granted project stays until no agent has it.
 	a, err := reg.Add("alice")
@@ -70,17 +74,22 @@ func TestProjectsAddAndRemove(t *testing.T) {
 	eventually(t, "the grant shown", func() bool { return strings.Contains(pt.row(0), "agents: alice") })
 	lockedDo(func() { pt.List.Select(0) })
 	tap(pt.Remove)
-	if !strings.Contains(pt.Status.Text, "Not removed") || len(pt.list) != 1 {
-		t.Fatalf("removing a granted project: %q", pt.Status.Text)
-	}
+	lockedDo(func() {
+		if !strings.Contains(pt.Status.Text, "Not removed") || len(pt.list) != 1 {
+			t.Fatalf("removing a granted project: %q", pt.Status.Text)
+		}
+	})
 	if _, err := reg.Update(a.ID, func(a *agents.Agent) error { a.Projects = nil; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	lockedDo(func() { pt.List.Select(0) })
 	tap(pt.Remove)
-	if list, _ := projects.Load(f.Paths().ProjectsJSON()); len(list) != 0 || len(pt.list) != 0 {
-		t.Fatalf("after remove: %+v: %q", list, pt.Status.Text)
-	}
+	list, _ = projects.Load(f.Paths().ProjectsJSON())
+	lockedDo(func() {
+		if len(list) != 0 || len(pt.list) != 0 {
+			t.Fatalf("after remove: %+v: %q", list, pt.Status.Text)
+		}
+	})
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("removing the project touched the folder: %v", err)
 	}
@@ -163,25 +172,35 @@ func TestChangesReviewApplyDiscard(t *testing.T) {
 
 	// Marks: kind, the refused link (which can't be picked), the conflict.
 	link := rowFor(t, v, "link")
-	if !strings.Contains(link.Pick.Text, "refused") || !link.Pick.Disabled() {
-		t.Fatalf("link row %q, disabled %v", link.Pick.Text, link.Pick.Disabled())
+	rows := map[string]*changeRow{}
+	for _, p := range []string{"a.txt", "b.txt", "new.txt", "c.txt"} {
+		rows[p] = rowFor(t, v, p)
 	}
-	for path, want := range map[string]string{"a.txt": "M  a.txt", "b.txt": "D  b.txt", "new.txt": "A  new.txt", "c.txt": "changed in your folder too"} {
-		if r := rowFor(t, v, path); !strings.Contains(r.Pick.Text, want) {
-			t.Errorf("%s row %q, want %q", path, r.Pick.Text, want)
+	lockedDo(func() {
+		if !strings.Contains(link.Pick.Text, "refused") || !link.Pick.Disabled() {
+			t.Fatalf("link row %q, disabled %v", link.Pick.Text, link.Pick.Disabled())
 		}
-	}
-	tap(rowFor(t, v, "a.txt").Show)
-	if !strings.Contains(v.Diff.Text, "-line 2\n+line 2 by alice") {
-		t.Fatalf("a.txt diff:\n%s", v.Diff.Text)
-	}
+		for path, want := range map[string]string{"a.txt": "M  a.txt", "b.txt": "D  b.txt", "new.txt": "A  new.txt", "c.txt": "changed in your folder too"} {
+			if r := rows[path]; !strings.Contains(r.Pick.Text, want) {
+				t.Errorf("%s row %q, want %q", path, r.Pick.Text, want)
+			}
+		}
+	})
+	tap(rows["a.txt"].Show)
+	lockedDo(func() {
+		if !strings.Contains(v.Diff.Text, "-line 2\n+line 2 by alice") {
+			t.Fatalf("a.txt diff:\n%s", v.Diff.Text)
+		}
+	})
 
 	// Nothing picked: nothing to confirm. Declined: nothing written.
 	tap(v.Apply)
-	if !strings.Contains(v.Status.Text, "Check the files first") {
-		t.Fatalf("apply with nothing picked: %q", v.Status.Text)
-	}
-	tap(rowFor(t, v, "a.txt").Pick)
+	lockedDo(func() {
+		if !strings.Contains(v.Status.Text, "Check the files first") {
+			t.Fatalf("apply with nothing picked: %q", v.Status.Text)
+		}
+	})
+	tap(rows["a.txt"].Pick)
 	tap(v.Apply)
 	tapInOverlay(t, w.Win, "No")
 	if got := readFile(t, filepath.Join(dir, "a.txt")); got != "line 1\nline 2\n" {
@@ -190,9 +209,11 @@ func TestChangesReviewApplyDiscard(t *testing.T) {
 
 	// All picks everything but the link; c.txt is a conflict, not written.
 	tap(v.All)
-	if link.Pick.Checked {
-		t.Fatal("All picked the refused link")
-	}
+	lockedDo(func() {
+		if link.Pick.Checked {
+			t.Fatal("All picked the refused link")
+		}
+	})
 	tap(v.Apply)
 	tapInOverlay(t, w.Win, "Yes")
 	waitListed(t, v, "c.txt", "link")
@@ -204,9 +225,11 @@ func TestChangesReviewApplyDiscard(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "b.txt")); !os.IsNotExist(err) {
 		t.Errorf("applied deletion left b.txt: %v", err)
 	}
-	if !strings.Contains(v.Result.Text, "Not written, c.txt") {
-		t.Errorf("result %q does not name the conflict", v.Result.Text)
-	}
+	lockedDo(func() {
+		if !strings.Contains(v.Result.Text, "Not written, c.txt") {
+			t.Errorf("result %q does not name the conflict", v.Result.Text)
+		}
+	})
 
 	// Force writes the conflict; the link is still never applied.
 	lockedDo(func() { v.Force.SetChecked(true) })
@@ -272,9 +295,11 @@ func TestPortsOpenAndClose(t *testing.T) {
 	f := &portsFake{fakeBackend: newFake(t)}
 	w, _ := newTestWindow(t, f)
 	pt := w.Work.Ports
-	if len(pt.Rows) != 0 || !strings.Contains(pt.Status.Text, "No ports exposed") {
-		t.Fatalf("no previews: %d rows, %q", len(pt.Rows), pt.Status.Text)
-	}
+	lockedDo(func() {
+		if len(pt.Rows) != 0 || !strings.Contains(pt.Status.Text, "No ports exposed") {
+			t.Fatalf("no previews: %d rows, %q", len(pt.Rows), pt.Status.Text)
+		}
+	})
 	var opened []string
 	lockedDo(func() { pt.open = func(u *url.URL) error { opened = append(opened, u.String()); return nil } })
 	// The file changes while the window is open: the list follows. The
@@ -288,13 +313,17 @@ func TestPortsOpenAndClose(t *testing.T) {
 	eventually(t, "two previews", func() bool { return len(pt.Rows) == 2 })
 	var alice, bob *portRow
 	lockedDo(func() { alice, bob = pt.Rows[0], pt.Rows[1] })
-	if !strings.Contains(alice.Label.Text, "alice  port 8000  →  http://127.0.0.1:41001/") {
-		t.Fatalf("row %q", alice.Label.Text)
-	}
+	lockedDo(func() {
+		if !strings.Contains(alice.Label.Text, "alice  port 8000  →  http://127.0.0.1:41001/") {
+			t.Fatalf("row %q", alice.Label.Text)
+		}
+	})
 	tap(alice.Open)
-	if !slices.Equal(opened, []string{"http://127.0.0.1:41001/"}) {
-		t.Fatalf("opened %v", opened)
-	}
+	lockedDo(func() {
+		if !slices.Equal(opened, []string{"http://127.0.0.1:41001/"}) {
+			t.Fatalf("opened %v", opened)
+		}
+	})
 	tap(bob.Close)
 	eventually(t, "bob's closed", func() bool { return len(pt.Rows) == 1 && pt.Rows[0].Preview.Agent == "alice" })
 	f.mu.Lock()
