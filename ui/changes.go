@@ -160,7 +160,7 @@ func (v *changesView) show(cs *projects.ChangeSet, err error) {
 	case len(cs.Changes) == 0:
 		v.Status.SetText(fmt.Sprintf("%s has not changed %s.", cs.Agent, cs.Project))
 	default:
-		v.Status.SetText(fmt.Sprintf("%d changes by %s to %s (your folder: %s). Check the files to apply or discard.", len(cs.Changes), cs.Agent, cs.Project, cs.Source))
+		v.Status.SetText(fmt.Sprintf("%d changes by %s to %s. Check the files to apply or discard.", len(cs.Changes), cs.Agent, cs.Project))
 	}
 	if cs != nil {
 		for _, c := range cs.Changes {
@@ -285,6 +285,6 @@ func (v *changesView) content() fyne.CanvasObject {
 	top := container.NewVBox(bar, v.Status, v.Result)
 	bottom := container.NewVBox(v.Force, actions)
 	split := container.NewVSplit(container.NewVScroll(v.rows), container.NewScroll(v.Diff))
-	split.Offset = 0.35
+	split.Offset = 0.5
 	return container.NewBorder(top, bottom, nil, nil, split)
 }

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/test"
+
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -331,4 +334,22 @@ func TestPortsOpenAndClose(t *testing.T) {
 	if len(f.closed) != 1 || f.closed[0] != (api.ClosePortsRequest{Agent: "bob", Port: 3000}) {
 		t.Fatalf("close requests %+v", f.closed)
 	}
+}
+
+// The Changes view as the docs show it (docs/projects.md links the image).
+func TestChangesViewImage(t *testing.T) {
+	f := newFake(t)
+	w, reg := newTestWindow(t, f)
+	changesFixture(t, f, reg)
+	v := w.Work.Changes
+	eventually(t, "alice offered", func() bool { return slices.Contains(v.Agent.Options, "alice") })
+	lockedDo(func() { v.Agent.SetSelected("alice"); v.Project.SetSelected("web") })
+	waitListed(t, v, "a.txt", "b.txt", "c.txt", "link", "new.txt")
+	a := rowFor(t, v, "a.txt")
+	tap(a.Pick)
+	tap(a.Show)
+	lockedDo(func() {
+		w.Tabs.SelectIndex(slices.IndexFunc(w.Tabs.Items, func(i *container.TabItem) bool { return i.Text == "Changes" }))
+		test.AssertImageMatches(t, "changes_view.png", w.Win.Canvas().Capture())
+	})
 }
