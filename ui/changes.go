@@ -216,6 +216,9 @@ func (v *changesView) confirm(discard bool) {
 	agent, project := v.Agent.Selected, v.Project.Selected
 	force := v.Force.Checked
 	title, msg := "Apply changes", fmt.Sprintf("Write %d files of %s's view into %s?\n%s", len(paths), agent, v.cs.Source, pathList(paths))
+	if force {
+		msg += "\nForce is checked: files changed in your folder since the view was taken are overwritten."
+	}
 	if discard {
 		title, msg = "Discard changes", fmt.Sprintf("Throw away %s's changes to %d files of %s?\n%s", agent, len(paths), project, pathList(paths))
 	}
