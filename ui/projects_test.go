@@ -353,3 +353,44 @@ func TestChangesViewImage(t *testing.T) {
 		test.AssertImageMatches(t, "changes_view.png", w.Win.Canvas().Capture())
 	})
 }
+
+// plainCtl is an owner that can't close previews (an older one).
+type plainCtl struct{ api.Controller }
+
+func (plainCtl) Status(context.Context) (api.Status, error) { return api.Status{}, nil }
+func (plainCtl) Subscribe(func(api.Status)) func()          { return func() {} }
+
+// closerCtl can.
+type closerCtl struct {
+	plainCtl
+	got []api.ClosePortsRequest
+}
+
+func (c *closerCtl) ClosePorts(_ context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	c.got = append(c.got, req)
+	return api.ClosePortsResult{Closed: 1}, nil
+}
+
+// The window's Close reaches the owner through the Controller, as the
+// CLI's `ports close` does; an owner without it is a clear error.
+func TestControlledClosePorts(t *testing.T) {
+	ctx := context.Background()
+	cc := &closerCtl{}
+	b, err := NewBackend(ctx, cc, newFake(t).Paths())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	req := api.ClosePortsRequest{Agent: "alice", Port: 8000}
+	if r, err := b.ClosePorts(ctx, req); err != nil || r.Closed != 1 || len(cc.got) != 1 || cc.got[0] != req {
+		t.Fatalf("close: %+v %v, owner got %+v", r, err, cc.got)
+	}
+	old, err := NewBackend(ctx, plainCtl{}, newFake(t).Paths())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := old.ClosePorts(ctx, req); err == nil || !strings.Contains(err.Error(), "can't close previews") {
+		t.Fatalf("an owner without ClosePorts: %v", err)
+	}
+}
