@@ -34,6 +34,7 @@ type Window struct {
 	Network   *networkTab // nil when the backend has no refusal log
 	Plugins   *pluginsTab // nil when the backend has no plugin library
 	Tasks     *tasksTab
+	Work      *workTabs // Projects, Changes, Ports
 	Events    *eventsView
 	Tabs      *container.AppTabs
 	stop      func()
@@ -75,6 +76,8 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 			items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
 		}
 	}
+	w.Work = newWorkTabs(a, b, reg, w.Win, do)
+	items = append(items, w.Work.items()...)
 	items = append(items,
 		container.NewTabItem("Tasks", w.Tasks.content()),
 		container.NewTabItem("Events", w.Events.content()),
@@ -106,6 +109,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	go w.Container.followConsole(ctx)
 	go w.Container.followGlance(ctx)
 	go w.Tasks.follow(ctx)
+	go w.Work.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w
 }

@@ -1,0 +1,293 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
+// changesView shows what an agent changed in its view of a project, a
+// file at a time, and applies or discards the files the user picks, under
+// the CLI's rules: a file changed in the user's folder meanwhile is
+// refused unless Force is checked; links, devices and set-uid files are
+// listed as refused and can't be picked (Apply refuses them anyway).
+type changesView struct {
+	paths config.Paths
+	reg   *agents.Registry
+	win   fyne.Window
+	do    func(func())
+
+	Agent, Project          *widget.Select
+	Refresh, Apply, Discard *widget.Button
+	All, Force              *widget.Check
+	Files                   []*changeRow
+	Diff                    *widget.Label
+	Status                  *widget.Label
+	Result                  *widget.Label // what the last Apply or Discard did
+	rows                    *fyne.Container
+
+	cs *projects.ChangeSet
+	// busy counts loads and applies in flight (tests wait for 0).
+	busy int
+}
+
+// changeRow is one changed file: its mark, the check that picks it and
+// the button that shows its diff.
+type changeRow struct {
+	Change projects.Change
+	Pick   *widget.Check
+	Show   *widget.Button
+}
+
+func newChangesView(p config.Paths, reg *agents.Registry, win fyne.Window, do func(func())) *changesView {
+	v := &changesView{paths: p, reg: reg, win: win, do: do}
+	v.Agent = widget.NewSelect(nil, func(string) { v.Result.SetText(""); v.projectChoices(); v.load() })
+	v.Agent.PlaceHolder = "agent"
+	v.Project = widget.NewSelect(nil, func(string) { v.Result.SetText(""); v.load() })
+	v.Project.PlaceHolder = "project"
+	v.Refresh = widget.NewButton("Refresh", func() { v.refreshChoices(); v.load() })
+	v.Apply = widget.NewButton("Apply…", func() { v.confirm(false) })
+	v.Discard = widget.NewButton("Discard…", func() { v.confirm(true) })
+	v.All = widget.NewCheck("All", func(on bool) {
+		for _, r := range v.Files {
+			if !r.Pick.Disabled() {
+				r.Pick.SetChecked(on)
+			}
+		}
+	})
+	v.Force = widget.NewCheck("Also write files changed in your folder since the view was taken", nil)
+	v.Diff = widget.NewLabel("Select a file to see its diff.")
+	v.Diff.TextStyle = fyne.TextStyle{Monospace: true}
+	v.Status = wrapped("Pick an agent and one of its projects.")
+	v.Result = wrapped("")
+	v.rows = container.NewVBox()
+	v.refreshChoices()
+	return v
+}
+
+// refreshChoices lists the agents that hold projects, keeping the choice.
+func (v *changesView) refreshChoices() {
+	var names []string
+	if v.reg != nil {
+		for _, a := range v.reg.List() {
+			if len(a.Projects) > 0 {
+				names = append(names, a.Slug)
+			}
+		}
+	}
+	v.Agent.Options = names
+	if v.Agent.Selected != "" && !slices.Contains(names, v.Agent.Selected) {
+		v.Agent.ClearSelected()
+	}
+	v.Agent.Refresh()
+	v.projectChoices()
+}
+
+func (v *changesView) projectChoices() {
+	var names []string
+	if v.reg != nil && v.Agent.Selected != "" {
+		if a, err := v.reg.Get(v.Agent.Selected); err == nil {
+			names = a.Projects
+		}
+	}
+	v.Project.Options = names
+	if v.Project.Selected != "" && !slices.Contains(names, v.Project.Selected) {
+		v.Project.ClearSelected()
+	}
+	v.Project.Refresh()
+}
+
+// load computes the changes off the UI goroutine and shows them.
+func (v *changesView) load() {
+	agent, project := v.Agent.Selected, v.Project.Selected
+	if agent == "" || project == "" {
+		v.show(nil, nil)
+		return
+	}
+	v.busy++
+	go func() {
+		var cs *projects.ChangeSet
+		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		if err == nil {
+			cs, err = projects.Views{Paths: v.paths}.Changes(context.Background(), a, p)
+		}
+		v.do(func() {
+			v.busy--
+			if v.Agent.Selected == agent && v.Project.Selected == project {
+				v.show(cs, err)
+			}
+		})
+	}()
+}
+
+// mark is a change's line in the list.
+func mark(c projects.Change) string {
+	m := map[string]string{projects.Added: "A", projects.Modified: "M", projects.Deleted: "D"}[c.Kind]
+	if m == "" {
+		m = "?"
+	}
+	s := m + "  " + c.Path
+	switch {
+	case c.Refused != "":
+		s += "  (refused: " + c.Refused + "; never applied)"
+	case c.HostChanged:
+		s += "  (changed in your folder too: needs Force)"
+	}
+	return s
+}
+
+func (v *changesView) show(cs *projects.ChangeSet, err error) {
+	v.cs = cs
+	v.Files = nil
+	v.rows.Objects = nil
+	v.All.SetChecked(false)
+	v.Diff.SetText("Select a file to see its diff.")
+	switch {
+	case err != nil:
+		v.Status.SetText("Changes can't be read: " + err.Error())
+	case cs == nil:
+		v.Status.SetText("Pick an agent and one of its projects.")
+	case len(cs.Changes) == 0:
+		v.Status.SetText(fmt.Sprintf("%s has not changed %s.", cs.Agent, cs.Project))
+	default:
+		v.Status.SetText(fmt.Sprintf("%d changes by %s to %s. Check the files to apply or discard.", len(cs.Changes), cs.Agent, cs.Project))
+	}
+	if cs != nil {
+		for _, c := range cs.Changes {
+			r := &changeRow{Change: c, Pick: widget.NewCheck(mark(c), nil)}
+			if c.Refused != "" {
+				r.Pick.Disable()
+			}
+			r.Show = widget.NewButton("Diff", func() { v.Diff.SetText(diffText(c)) })
+			v.Files = append(v.Files, r)
+			v.rows.Add(container.NewBorder(nil, nil, nil, r.Show, r.Pick))
+		}
+	}
+	v.rows.Refresh()
+}
+
+// diffText is what the diff pane shows for c.
+func diffText(c projects.Change) string {
+	switch {
+	case c.Refused != "":
+		return fmt.Sprintf("%s: %s, refused (%s); it is never applied.", c.Path, c.Type, c.Refused)
+	case c.Diff != "":
+		return c.Diff
+	case c.Kind == projects.Deleted:
+		return c.Path + ": deleted by the agent."
+	case c.Binary:
+		old := "none"
+		if c.OldHash != "" {
+			old = fmt.Sprintf("%d bytes, sha256 %s", c.OldSize, c.OldHash)
+		}
+		return fmt.Sprintf("%s: binary or large, %d bytes, sha256 %s (was: %s)", c.Path, c.Size, c.Hash, old)
+	}
+	return c.Path + ": no textual difference."
+}
+
+// picked are the checked files' paths.
+func (v *changesView) picked() []string {
+	var out []string
+	for _, r := range v.Files {
+		if r.Pick.Checked && r.Change.Refused == "" {
+			out = append(out, r.Change.Path)
+		}
+	}
+	return out
+}
+
+// confirm asks before applying (or discarding) the picked files.
+func (v *changesView) confirm(discard bool) {
+	paths := v.picked()
+	if v.cs == nil || len(paths) == 0 {
+		v.Status.SetText("Check the files first (All checks every file that can be applied).")
+		return
+	}
+	agent, project := v.Agent.Selected, v.Project.Selected
+	force := v.Force.Checked
+	title, msg := "Apply changes", fmt.Sprintf("Write %d files of %s's view into %s?\n%s", len(paths), agent, v.cs.Source, pathList(paths))
+	if force {
+		msg += "\nForce is checked: files changed in your folder since the view was taken are overwritten."
+	}
+	if discard {
+		title, msg = "Discard changes", fmt.Sprintf("Throw away %s's changes to %d files of %s?\n%s", agent, len(paths), project, pathList(paths))
+	}
+	dialog.ShowConfirm(title, msg, func(ok bool) {
+		if ok {
+			v.run(agent, project, paths, discard, force)
+		}
+	}, v.win)
+}
+
+// pathList shows up to 10 paths.
+func pathList(paths []string) string {
+	if len(paths) > 10 {
+		return strings.Join(paths[:10], "\n") + fmt.Sprintf("\n… and %d more", len(paths)-10)
+	}
+	return strings.Join(paths, "\n")
+}
+
+func (v *changesView) run(agent, project string, paths []string, discard, force bool) {
+	v.busy++
+	go func() {
+		var r *projects.Result
+		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		if err == nil {
+			views := projects.Views{Paths: v.paths}
+			if discard {
+				r, err = views.Discard(context.Background(), a, p, paths)
+			} else {
+				r, err = views.Apply(context.Background(), a, p, projects.ApplyOptions{Paths: paths, Force: force})
+			}
+		}
+		v.do(func() {
+			v.busy--
+			v.Result.SetText(applyResultText(r, err, discard))
+			v.load()
+		})
+	}()
+}
+
+// resultText says what Apply or Discard did, and what it refused.
+func applyResultText(r *projects.Result, err error, discard bool) string {
+	verb := "Applied"
+	if discard {
+		verb = "Discarded"
+	}
+	var b strings.Builder
+	if r != nil {
+		if len(r.Done) > 0 {
+			fmt.Fprintf(&b, "%s: %s.", verb, strings.Join(r.Done, ", "))
+		}
+		for _, s := range r.Refused {
+			fmt.Fprintf(&b, " Refused %s: %s.", s.Path, s.Reason)
+		}
+		for _, s := range r.Conflict {
+			fmt.Fprintf(&b, " Not written, %s: %s (check Force to write it anyway).", s.Path, s.Reason)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(&b, " Failed: %v", err)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func (v *changesView) content() fyne.CanvasObject {
+	bar := container.NewHBox(v.Agent, v.Project, v.Refresh)
+	actions := container.NewHBox(v.All, v.Apply, v.Discard)
+	top := container.NewVBox(bar, v.Status, v.Result)
+	bottom := container.NewVBox(v.Force, actions)
+	split := container.NewVSplit(container.NewVScroll(v.rows), container.NewScroll(v.Diff))
+	split.Offset = 0.5
+	return container.NewBorder(top, bottom, nil, nil, split)
+}

@@ -1,0 +1,239 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
+// workTabs are the tabs of issue 22's workflow: the user's projects, the
+// agents' changes to them, and the ports agents expose. Like the CLI's
+// project, changes, apply and discard, the first two work on the data
+// folder's files (package projects); closing a port goes to the owner.
+type workTabs struct {
+	Projects *projectsTab
+	Changes  *changesView
+	Ports    *portsTab
+	// shown is what the tabs last read (signature); follow updates
+	// them only when it changes, not on every agent edit.
+	shown string
+}
+
+func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, do func(func())) *workTabs {
+	var p config.Paths
+	if ph, ok := b.(interface{ Paths() config.Paths }); ok {
+		p = ph.Paths()
+	}
+	t := &workTabs{}
+	t.Changes = newChangesView(p, reg, win, do)
+	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
+	t.Ports = newPortsTab(a, b, p, win, do)
+	list, err := readPreviews(t.Ports.file)
+	t.shown = t.signature(list, err)
+	return t
+}
+
+// signature sums up what the tabs show: the project list, who is granted
+// what, and the previews.
+func (t *workTabs) signature(previews []preview, err error) string {
+	var b strings.Builder
+	pl, perr := projects.Load(t.Projects.paths.ProjectsJSON())
+	fmt.Fprintf(&b, "%v %v\n%v %v\n", pl, perr, previews, err)
+	if t.Projects.reg != nil {
+		// Only grants: an agent without projects shows in neither tab.
+		for _, a := range t.Projects.reg.List() {
+			if len(a.Projects) > 0 {
+				fmt.Fprintf(&b, "%s:%v\n", a.Slug, a.Projects)
+			}
+		}
+	}
+	return b.String()
+}
+
+func (t *workTabs) items() []*container.TabItem {
+	return []*container.TabItem{
+		container.NewTabItem("Projects", t.Projects.content()),
+		container.NewTabItem("Changes", t.Changes.content()),
+		container.NewTabItem("Ports", t.Ports.content()),
+	}
+}
+
+// follow keeps the lists current until ctx ends: the project list (any
+// process may add one), the agents' grants and the owner's previews.
+func (t *workTabs) follow(ctx context.Context) {
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	if t.Projects.reg != nil {
+		// The registry calls back on the goroutine that changed it,
+		// maybe the UI's: only poke here.
+		defer t.Projects.reg.Subscribe(poke)()
+	}
+	w := filewatch.Watch(ctx, time.Second, filewatch.File(t.Projects.paths.ProjectsJSON()), filewatch.File(t.Ports.file))
+	defer w.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.C():
+		case <-wake:
+		}
+		list, err := readPreviews(t.Ports.file)
+		if sig := t.signature(list, err); sig != t.shown {
+			t.shown = sig
+			t.Changes.do(func() { t.Projects.reload(); t.Ports.show(list, err) })
+		}
+	}
+}
+
+// projectsTab lists the user's projects: add one by its folder's path,
+// remove one no agent is granted. Granting stays in `agent set`.
+type projectsTab struct {
+	paths   config.Paths
+	reg     *agents.Registry
+	changed func() // the list changed: the Changes view's choices follow
+
+	Path, Name  *widget.Entry
+	Add, Remove *widget.Button
+	List        *widget.List
+	Status      *widget.Label
+
+	list     []projects.Project
+	granted  map[string][]string // project → agents' slugs
+	selected int
+}
+
+func newProjectsTab(p config.Paths, reg *agents.Registry, changed func()) *projectsTab {
+	t := &projectsTab{paths: p, reg: reg, changed: changed, selected: -1}
+	t.Path, t.Name = widget.NewEntry(), widget.NewEntry()
+	t.Path.SetPlaceHolder("/path/to/your/folder")
+	t.Name.SetPlaceHolder("name (default: the folder's name)")
+	t.Add = widget.NewButton("Add project", t.onAdd)
+	t.Remove = widget.NewButton("Remove", t.onRemove)
+	t.Remove.Disable()
+	t.Status = wrapped("")
+	t.List = widget.NewList(
+		func() int { return len(t.list) },
+		func() fyne.CanvasObject { return widget.NewLabel("") },
+		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(t.row(i)) })
+	t.List.OnSelected = func(i widget.ListItemID) { t.selected = i; t.Remove.Enable() }
+	t.List.OnUnselected = func(widget.ListItemID) { t.selected = -1; t.Remove.Disable() }
+	t.reload()
+	return t
+}
+
+func (t *projectsTab) row(i int) string {
+	if i < 0 || i >= len(t.list) {
+		return ""
+	}
+	p := t.list[i]
+	who := "no agent yet"
+	if g := t.granted[p.Name]; len(g) > 0 {
+		who = "agents: " + strings.Join(g, ", ")
+	}
+	return fmt.Sprintf("%s — %s (%s)", p.Name, p.Path, who)
+}
+
+// reload reads the project list and who is granted what.
+func (t *projectsTab) reload() {
+	list, err := projects.Load(t.paths.ProjectsJSON())
+	if err != nil {
+		t.Status.SetText("The project list can't be read: " + err.Error())
+	}
+	t.list = list
+	t.granted = map[string][]string{}
+	if t.reg != nil {
+		for _, a := range t.reg.List() {
+			for _, n := range a.Projects {
+				t.granted[n] = append(t.granted[n], a.Slug)
+			}
+		}
+	}
+	// A refresh keeps the user's selection while it still names a project.
+	if t.selected >= len(t.list) {
+		t.List.UnselectAll()
+	}
+	t.List.Refresh()
+	if t.changed != nil {
+		t.changed()
+	}
+}
+
+func (t *projectsTab) onAdd() {
+	dir := strings.TrimSpace(t.Path.Text)
+	if dir == "" {
+		t.Status.SetText("Path: type the folder to add, e.g. /home/you/src/webapp.")
+		return
+	}
+	p, err := projects.Add(t.paths.ProjectsJSON(), dir, strings.TrimSpace(t.Name.Text), t.paths.Root)
+	if err != nil {
+		t.Status.SetText("Not added: " + err.Error())
+		return
+	}
+	t.Path.SetText("")
+	t.Name.SetText("")
+	t.reload()
+	t.Status.SetText(fmt.Sprintf("Added %s. Grant it to an agent with `osaurus-sandbox agent set AGENT projects %s`; the agent sees its own view at %s.",
+		p.Name, p.Name, projects.GuestDir(p.Name)))
+}
+
+func (t *projectsTab) onRemove() {
+	if t.selected < 0 || t.selected >= len(t.list) {
+		return
+	}
+	p := t.list[t.selected]
+	var granted []agents.Agent
+	if t.reg != nil {
+		granted = t.reg.List()
+	}
+	if err := projects.Remove(t.paths.ProjectsJSON(), p.Name, granted); err != nil {
+		t.Status.SetText("Not removed: " + err.Error())
+		return
+	}
+	t.reload()
+	t.Status.SetText("Removed " + p.Name + " (your folder is untouched).")
+}
+
+func (t *projectsTab) content() fyne.CanvasObject {
+	form := container.NewBorder(nil, nil, nil, t.Add, container.NewGridWithColumns(2, t.Path, t.Name))
+	top := container.NewVBox(
+		wrapped("A project is a folder of yours. Each agent granted it works on a view of its own; nothing reaches your folder until you apply it in Changes."),
+		form, t.Status)
+	return container.NewBorder(top, t.Remove, nil, nil, t.List)
+}
+
+// resolveGrant finds the agent and project of a Changes view, as the
+// CLI's changes, apply and discard do: the agent must hold a view of it.
+func resolveGrant(p config.Paths, reg *agents.Registry, agent, project string) (agents.Agent, projects.Project, error) {
+	if reg == nil {
+		return agents.Agent{}, projects.Project{}, errors.New("no agent registry")
+	}
+	a, err := reg.Get(agent)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	pr, err := projects.Get(p.ProjectsJSON(), project)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	if !slices.Contains(a.Projects, pr.Name) && !(projects.Views{Paths: p}).Has(a, pr.Name) {
+		return agents.Agent{}, projects.Project{}, fmt.Errorf("%w: %s has not been granted %q", projects.ErrNotGranted, a.Name, pr.Name)
+	}
+	return a, pr, nil
+}
