@@ -182,10 +182,13 @@ func (s *AgentServer) sync() {
 
 func toolOf(sp tools.Spec) *mcp.Tool {
 	return &mcp.Tool{
-		Name:        sp.Name,
-		Description: sp.Description,
-		InputSchema: sp.InputSchema,
+		Name:         sp.Name,
+		Title:        sp.Title,
+		Description:  sp.Description,
+		InputSchema:  sp.InputSchema,
+		OutputSchema: sp.OutputSchema,
 		Annotations: &mcp.ToolAnnotations{
+			Title:           sp.Title,
 			ReadOnlyHint:    sp.ReadOnly,
 			DestructiveHint: &sp.Destructive,
 			IdempotentHint:  sp.Idempotent,
@@ -214,7 +217,11 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 			}
 			env = s.cfg.Invoker.RunTool(ctx, *a, name, args)
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
+		// The envelope is both the text (for clients that read only text)
+		// and the structuredContent its outputSchema describes.
+		text := env.JSON()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+			StructuredContent: json.RawMessage(text), IsError: env.IsError()}, nil
 	}
 }
 

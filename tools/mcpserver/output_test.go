@@ -1,0 +1,273 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/tools"
+)
+
+// fileGuest is a guest with a few files in bob's home: enough for the
+// file tools to answer real results. Ops it doesn't serve panic (the
+// embedded nil Service), so a test notices a tool reaching for them.
+type fileGuest struct {
+	agentproto.Service
+	files map[string]string // path → content
+	dirs  map[string]bool
+}
+
+const bobHome = "/workspace/agents/bob"
+
+func newFileGuest() *fileGuest {
+	return &fileGuest{
+		files: map[string]string{bobHome + "/a.txt": "hello\n", bobHome + "/src/main.go": "package main\n", bobHome + "/big.txt": strings.Repeat("x", 5000)},
+		dirs:  map[string]bool{bobHome: true, bobHome + "/src": true},
+	}
+}
+
+func (f *fileGuest) Hello(context.Context, *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+	return &agentproto.HelloResponse{Major: agentproto.VersionMajor}, nil
+}
+
+func (f *fileGuest) UserAdd(_ context.Context, r *agentproto.UserAddRequest) (*agentproto.UserAddResponse, error) {
+	return &agentproto.UserAddResponse{Home: r.Home}, nil
+}
+
+func (f *fileGuest) Mkdir(context.Context, *agentproto.PathRequest) (*agentproto.Empty, error) {
+	return &agentproto.Empty{}, nil
+}
+
+func (f *fileGuest) Exec(_ context.Context, _ *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+	return agentproto.ExitStatus{Exited: true}, eio.Started(1)
+}
+
+var mtime = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+func (f *fileGuest) info(p string) (agentproto.FileInfo, bool) {
+	fi := agentproto.FileInfo{Path: p, Name: filepath.Base(p), ModTime: mtime, Mode: 0o644}
+	if s, ok := f.files[p]; ok {
+		fi.Type, fi.Size = "file", int64(len(s))
+		return fi, true
+	}
+	if f.dirs[p] {
+		fi.Type, fi.Mode = "dir", 0o755
+		return fi, true
+	}
+	return fi, false
+}
+
+func (f *fileGuest) Stat(_ context.Context, r *agentproto.PathRequest) (*agentproto.FileInfo, error) {
+	fi, ok := f.info(r.Path)
+	if !ok {
+		return nil, agentproto.ErrNotFound
+	}
+	return &fi, nil
+}
+
+func (f *fileGuest) ReadFile(_ context.Context, r *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
+	if f.dirs[r.Path] {
+		return nil, agentproto.ErrIsDir
+	}
+	s, ok := f.files[r.Path]
+	if !ok {
+		return nil, agentproto.ErrNotFound
+	}
+	resp := &agentproto.ReadFileResponse{Size: int64(len(s)), Data: []byte(s)}
+	if r.MaxBytes > 0 && int64(len(s)) > r.MaxBytes {
+		resp.Data, resp.Truncated = resp.Data[:r.MaxBytes], true
+	}
+	return resp, nil
+}
+
+func (f *fileGuest) List(_ context.Context, r *agentproto.ListRequest) (*agentproto.ListResponse, error) {
+	if !f.dirs[r.Path] {
+		return nil, agentproto.ErrNotDir
+	}
+	depth := max(r.MaxDepth, 1)
+	var all []string
+	for p := range f.files {
+		all = append(all, p)
+	}
+	for p := range f.dirs {
+		all = append(all, p)
+	}
+	resp := &agentproto.ListResponse{Entries: []agentproto.FileInfo{}}
+	slices.Sort(all)
+	for _, p := range all {
+		rel, ok := strings.CutPrefix(p, r.Path+"/")
+		if !ok || strings.Count(rel, "/") >= depth {
+			continue
+		}
+		if r.MaxEntries > 0 && len(resp.Entries) == r.MaxEntries {
+			resp.Truncated = true
+			break
+		}
+		fi, _ := f.info(p)
+		fi.Path = rel
+		resp.Entries = append(resp.Entries, fi)
+	}
+	return resp, nil
+}
+
+func (f *fileGuest) connect(t *testing.T) *agentproto.Client {
+	t.Helper()
+	host, guest := net.Pipe()
+	sp, err := agentproto.NewServerPeer(guest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go sp.Serve(ctx, agentproto.ServiceMux(f))
+	cp, err := agentproto.NewClientPeer(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := agentproto.Handshake(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cp.Close(nil); sp.Close(nil) })
+	return c
+}
+
+// TestStructuredOutputMatchesSchemas: every tool has a title and an
+// object outputSchema, and the structuredContent of calls, successes and
+// failures alike, validates against the tool's outputSchema and equals
+// the text envelope.
+func TestStructuredOutputMatchesSchemas(t *testing.T) {
+	f := newFixture(t)
+	g := newFileGuest().connect(t)
+	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
+	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled, ae.BackgroundProcesses = true, true })
+	cs := connectInMemory(t, f, "bob", nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tl := range res.Tools {
+		if tl.Title == "" {
+			t.Errorf("%s has no title", tl.Name)
+		}
+		b, err := json.Marshal(tl.OutputSchema)
+		if err != nil || tl.OutputSchema == nil {
+			t.Fatalf("%s: outputSchema %v (%v)", tl.Name, tl.OutputSchema, err)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("%s: outputSchema is not a JSON schema: %v", tl.Name, err)
+		}
+		if s.Type != "object" {
+			t.Errorf("%s: outputSchema type %q, want object", tl.Name, s.Type)
+		}
+		if schemas[tl.Name], err = s.Resolve(nil); err != nil {
+			t.Fatalf("%s: outputSchema: %v", tl.Name, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		ok   bool
+	}{
+		{"sandbox_list_directory", map[string]any{"recursive": true}, true},
+		{"sandbox_read_file", map[string]any{"path": "a.txt"}, true},
+		{"sandbox_read_file", map[string]any{"path": "big.txt", "max_chars": 10}, true},
+		{"sandbox_read_file", map[string]any{"path": "../alice/x"}, false},
+		{"sandbox_read_file", map[string]any{"path": "missing"}, false},
+		{"sandbox_exec", map[string]any{"command": "true"}, true},
+		{"sandbox_exec", map[string]any{"command": "true", "timeout": "soon"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStructured(t, schemas[c.name], r, c.ok)
+		})
+	}
+}
+
+// checkStructured validates r's structuredContent against schema and
+// compares it with the text envelope.
+func checkStructured(t *testing.T, schema *jsonschema.Resolved, r *mcp.CallToolResult, wantOK bool) map[string]any {
+	t.Helper()
+	if schema == nil {
+		t.Fatal("the tool is not listed")
+	}
+	b, err := json.Marshal(r.StructuredContent)
+	if err != nil || r.StructuredContent == nil {
+		t.Fatalf("structuredContent %v (%v)", r.StructuredContent, err)
+	}
+	var sc map[string]any
+	if err := json.Unmarshal(b, &sc); err != nil {
+		t.Fatalf("structuredContent is not an object: %s", b)
+	}
+	if err := schema.Validate(sc); err != nil {
+		t.Fatalf("structuredContent %s does not match the outputSchema: %v", b, err)
+	}
+	var text map[string]any
+	if err := json.Unmarshal([]byte(r.Content[0].(*mcp.TextContent).Text), &text); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := json.Marshal(text)
+	sb, _ := json.Marshal(sc)
+	if string(tb) != string(sb) {
+		t.Errorf("structuredContent %s differs from the text envelope %s", sb, tb)
+	}
+	if sc["ok"] != wantOK || r.IsError == wantOK {
+		t.Fatalf("ok %v (IsError %v), want %v: %s", sc["ok"], r.IsError, wantOK, b)
+	}
+	return sc
+}
+
+// TestOutputSchemaRejectsWrongResults: the schemas are not vacuous: a
+// result missing a key or of the wrong type fails validation.
+func TestOutputSchemaRejectsWrongResults(t *testing.T) {
+	f := newFixture(t)
+	cs := connectInMemory(t, f, "bob", nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name != "sandbox_read_file" {
+			continue
+		}
+		b, _ := json.Marshal(tl.OutputSchema)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{
+			`{"ok": true, "result": {"kind": "file", "path": "/x", "content": 3, "size": 1, "max_chars": 1}}`,
+			`{"ok": true, "result": {"kind": "file", "path": "/x", "size": 1, "max_chars": 1}}`,
+			`{"ok": false, "kind": "oops", "message": "m", "retryable": false}`,
+			`{"ok": true, "extra": 1}`,
+		} {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(bad), &v); err != nil {
+				t.Fatal(err)
+			}
+			if rs.Validate(v) == nil {
+				t.Errorf("%s validates", bad)
+			}
+		}
+		return
+	}
+	t.Fatal("sandbox_read_file is not listed")
+}
