@@ -87,6 +87,23 @@ var outputs = map[string]struct {
 	"sandbox_request_review": {"Request review", out("project changes review_command", map[string]any{
 		"project": tStr, "changes": tInt, "review_command": tStr,
 	})},
+	"sandbox_file_info": {"File info", out("kind path name type size mode modified uid gid", map[string]any{
+		"kind": tStr, "path": tStr, "name": tStr, "type": map[string]any{"enum": []string{"file", "dir", "symlink", "other"}},
+		"size": tInt, "mode": tStr, "modified": tStr, "uid": tInt, "gid": tInt, "target": tStr,
+	})},
+	"sandbox_read_multiple_files": {"Read multiple files", out("kind files count", map[string]any{
+		"kind": tStr, "count": tInt,
+		"files": tArr(out("path ok", map[string]any{
+			"path": tStr, "ok": tBool, "content": tStr, "size": tInt, "truncated": tBool, "error_kind": tStr, "error": tStr,
+		})),
+	})},
+	"sandbox_directory_tree": {"Directory tree", with(out("kind path tree node_count max_depth truncated", map[string]any{
+		"kind": tStr, "path": tStr, "node_count": tInt, "max_depth": tInt, "truncated": tBool,
+		"tree": map[string]any{"$ref": "#/properties/result/$defs/node"},
+	}), "$defs", map[string]any{"node": out("name type", map[string]any{
+		"name": tStr, "type": tStr, "size": tInt, "target": tStr,
+		"children": tArr(map[string]any{"$ref": "#/properties/result/$defs/node"}),
+	})})},
 	"sandbox_expose_port": {"Expose port", out("url port", map[string]any{"url": tStr, "port": tInt})},
 }
 

@@ -186,6 +186,14 @@ func TestStructuredOutputMatchesSchemas(t *testing.T) {
 		{"sandbox_read_file", map[string]any{"path": "../alice/x"}, false},
 		{"sandbox_read_file", map[string]any{"path": "missing"}, false},
 		{"sandbox_exec", map[string]any{"command": "true"}, true},
+		{"sandbox_file_info", map[string]any{"path": "a.txt"}, true},
+		{"sandbox_file_info", map[string]any{"path": "src"}, true},
+		{"sandbox_file_info", map[string]any{"path": "/etc/passwd"}, false},
+		{"sandbox_read_multiple_files", map[string]any{"paths": []string{"a.txt", "missing", "src", "big.txt"}, "max_chars": 100}, true},
+		{"sandbox_read_multiple_files", map[string]any{"paths": []string{"a.txt", "/etc/shadow"}}, false},
+		{"sandbox_directory_tree", map[string]any{}, true},
+		{"sandbox_directory_tree", map[string]any{"max_depth": 1, "max_entries": 2}, true},
+		{"sandbox_directory_tree", map[string]any{"path": "a.txt"}, false},
 		{"sandbox_exec", map[string]any{"command": "true", "timeout": "soon"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -270,4 +278,87 @@ func TestOutputSchemaRejectsWrongResults(t *testing.T) {
 		return
 	}
 	t.Fatal("sandbox_read_file is not listed")
+}
+
+// TestNewFileTools: sandbox_file_info, sandbox_read_multiple_files and
+// sandbox_directory_tree answer what the files are, bound what they
+// return, and refuse paths outside the agent's directories.
+func TestNewFileTools(t *testing.T) {
+	f := newFixture(t)
+	g := newFileGuest().connect(t)
+	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
+	cs := connectInMemory(t, f, "bob", nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tl := range res.Tools {
+		b, _ := json.Marshal(tl.OutputSchema)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		if schemas[tl.Name], err = s.Resolve(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(name string, args map[string]any, ok bool) map[string]any {
+		t.Helper()
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkStructured(t, schemas[name], r, ok)
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	r := call("sandbox_file_info", map[string]any{"path": "a.txt"}, true)["result"].(map[string]any)
+	if r["type"] != "file" || r["size"] != 6.0 || r["mode"] != "0644" || r["path"] != bobHome+"/a.txt" || r["modified"] != "2026-11-25T12:00:00Z" {
+		t.Errorf("file_info a.txt: %s", js(r))
+	}
+	if r := call("sandbox_file_info", map[string]any{"path": "/etc/passwd"}, false); r["field"] != "path" || r["kind"] != "invalid_args" {
+		t.Errorf("file_info outside: %s", js(r))
+	}
+
+	r = call("sandbox_read_multiple_files", map[string]any{"paths": []string{"a.txt", "missing", "src", "big.txt"}, "max_chars": 100}, true)["result"].(map[string]any)
+	files := r["files"].([]any)
+	want := []string{
+		`{"content":"hello\n","ok":true,"path":"` + bobHome + `/a.txt","size":6}`,
+		`{"error_kind":"not_found","ok":false,"path":"missing"}`,
+		`{"error_kind":"invalid_args","ok":false,"path":"src"}`,
+		`{"content":"` + strings.Repeat("x", 100) + `","ok":true,"path":"` + bobHome + `/big.txt","size":5000,"truncated":true}`,
+	}
+	if len(files) != len(want) {
+		t.Fatalf("read_multiple_files: %s", js(r))
+	}
+	for i, w := range want {
+		fm := files[i].(map[string]any)
+		delete(fm, "error") // the message is for the model; the kind is the contract
+		if js(fm) != w {
+			t.Errorf("file %d: %s, want %s", i, js(fm), w)
+		}
+	}
+	for _, args := range []map[string]any{
+		{"paths": []string{"a.txt", "/etc/shadow"}},
+		{"paths": []string{}},
+		{"paths": slices.Repeat([]string{"a.txt"}, tools.MaxReadFiles+1)},
+	} {
+		if r := call("sandbox_read_multiple_files", args, false); r["field"] != "paths" {
+			t.Errorf("read_multiple_files %v: %s", args, js(r))
+		}
+	}
+
+	r = call("sandbox_directory_tree", map[string]any{}, true)["result"].(map[string]any)
+	if got := js(r["tree"]); got != `{"children":[{"name":"a.txt","size":6,"type":"file"},{"name":"big.txt","size":5000,"type":"file"},`+
+		`{"children":[{"name":"main.go","size":13,"type":"file"}],"name":"src","type":"dir"}],"name":"bob","type":"dir"}` || r["node_count"] != 4.0 || r["truncated"] != false {
+		t.Errorf("tree: %s", js(r))
+	}
+	r = call("sandbox_directory_tree", map[string]any{"max_depth": 1, "max_entries": 2}, true)["result"].(map[string]any)
+	if r["node_count"] != 2.0 || r["truncated"] != true {
+		t.Errorf("bounded tree: %s", js(r))
+	}
+	if r := call("sandbox_directory_tree", map[string]any{"path": "../alice"}, false); r["field"] != "path" {
+		t.Errorf("tree outside: %s", js(r))
+	}
 }
