@@ -79,6 +79,11 @@ func readFile(ctx context.Context, c *call, a readFileArgs) (any, error) {
 	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
+	if mime := imageTypes[strings.ToLower(path.Ext(p.Path))]; mime != "" && a.StartLine == 0 && a.LineCount == 0 && a.TailLines == 0 {
+		if img, err := c.readImage(ctx, p, mime); img != nil || err != nil {
+			return img, err
+		}
+	}
 	r, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{
 		Identity: c.as(p.Root), Path: p.Path,
 		StartLine: a.StartLine, LineCount: a.LineCount, TailLines: a.TailLines,

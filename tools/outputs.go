@@ -45,8 +45,8 @@ var outputs = map[string]struct {
 	title  string
 	result map[string]any
 }{
-	"sandbox_read_file": {"Read file", out("kind path content size max_chars", map[string]any{
-		"kind": tStr, "path": tStr, "content": tStr, "size": tInt, "start_line": tInt, "line_count": tInt,
+	"sandbox_read_file": {"Read file", out("kind path size", map[string]any{
+		"kind": map[string]any{"enum": []string{"file", "image"}}, "mime_type": tStr, "data": tStr, "path": tStr, "content": tStr, "size": tInt, "start_line": tInt, "line_count": tInt,
 		"tail_lines": tInt, "total_lines": tInt, "max_chars": tInt, "truncated": tBool,
 	})},
 	"sandbox_list_directory": {"List directory", out("kind path entries entry_count truncated", map[string]any{

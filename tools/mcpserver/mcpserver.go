@@ -13,6 +13,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -217,11 +218,16 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 			}
 			env = s.cfg.Invoker.RunTool(ctx, *a, name, args)
 		}
+		img, env := imageOf(env)
 		// The envelope is both the text (for clients that read only text)
 		// and the structuredContent its outputSchema describes.
 		text := env.JSON()
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
-			StructuredContent: json.RawMessage(text), IsError: env.IsError()}, nil
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+			StructuredContent: json.RawMessage(text), IsError: env.IsError()}
+		if img != nil {
+			res.Content = append(res.Content, img)
+		}
+		return res, nil
 	}
 }
 
@@ -305,4 +311,30 @@ func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) er
 		return nil
 	}
 	return err
+}
+
+// imageOf takes an image result's bytes out of env (sandbox_read_file of
+// an image, tools.ImageResult) and returns them as image content, so the
+// model sees the picture and the text stays small. The result may be the
+// struct (this process ran the tool) or its JSON decoding (the owner ran
+// it).
+func imageOf(env envelope.Envelope) (*mcp.ImageContent, envelope.Envelope) {
+	if !env.OK || env.Tool != "sandbox_read_file" {
+		return nil, env
+	}
+	b, err := json.Marshal(env.Result)
+	if err != nil {
+		return nil, env
+	}
+	var r tools.ImageResult
+	if json.Unmarshal(b, &r) != nil || r.Kind != "image" || r.Data == "" {
+		return nil, env
+	}
+	data, err := base64.StdEncoding.DecodeString(r.Data)
+	if err != nil {
+		return nil, env
+	}
+	r.Data = ""
+	env.Result = r
+	return &mcp.ImageContent{Data: data, MIMEType: r.MIMEType}, env
 }

@@ -29,6 +29,9 @@ type fileGuest struct {
 
 const bobHome = "/workspace/agents/bob"
 
+// pngBytes starts like a PNG file, which is what the tool sniffs.
+const pngBytes = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
+
 func newFileGuest() *fileGuest {
 	return &fileGuest{
 		files: map[string]string{bobHome + "/a.txt": "hello\n", bobHome + "/src/main.go": "package main\n", bobHome + "/big.txt": strings.Repeat("x", 5000)},
@@ -263,7 +266,8 @@ func TestOutputSchemaRejectsWrongResults(t *testing.T) {
 		}
 		for _, bad := range []string{
 			`{"ok": true, "result": {"kind": "file", "path": "/x", "content": 3, "size": 1, "max_chars": 1}}`,
-			`{"ok": true, "result": {"kind": "file", "path": "/x", "size": 1, "max_chars": 1}}`,
+			`{"ok": true, "result": {"kind": "file", "content": "", "size": 1, "max_chars": 1}}`,
+			`{"ok": true, "result": {"kind": "video", "path": "/x", "size": 1}}`,
 			`{"ok": false, "kind": "oops", "message": "m", "retryable": false}`,
 			`{"ok": true, "extra": 1}`,
 		} {
@@ -360,5 +364,61 @@ func TestNewFileTools(t *testing.T) {
 	}
 	if r := call("sandbox_directory_tree", map[string]any{"path": "../alice"}, false); r["field"] != "path" {
 		t.Errorf("tree outside: %s", js(r))
+	}
+}
+
+// TestReadFileImage: sandbox_read_file returns a PNG as image content with
+// its exact bytes (the text and structuredContent carry no base64), reads
+// a .png that isn't one as text, and refuses an image over MaxImageBytes.
+func TestReadFileImage(t *testing.T) {
+	f := newFixture(t)
+	fg := newFileGuest()
+	fg.files[bobHome+"/pic.png"] = pngBytes
+	fg.files[bobHome+"/fake.png"] = "not a picture\n"
+	fg.files[bobHome+"/huge.png"] = pngBytes + strings.Repeat("\x00", tools.MaxImageBytes)
+	g := fg.connect(t)
+	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
+	cs := connectInMemory(t, f, "bob", nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema *jsonschema.Resolved
+	for _, tl := range res.Tools {
+		if tl.Name == "sandbox_read_file" {
+			b, _ := json.Marshal(tl.OutputSchema)
+			var s jsonschema.Schema
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatal(err)
+			}
+			if schema, err = s.Resolve(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func(p string, ok bool) (*mcp.CallToolResult, map[string]any) {
+		t.Helper()
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_read_file", Arguments: map[string]any{"path": p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, checkStructured(t, schema, r, ok)
+	}
+	r, sc := read("pic.png", true)
+	if len(r.Content) != 2 {
+		t.Fatalf("pic.png: %d content items", len(r.Content))
+	}
+	img, ok := r.Content[1].(*mcp.ImageContent)
+	if !ok || string(img.Data) != pngBytes || img.MIMEType != "image/png" {
+		t.Fatalf("pic.png: content %#v", r.Content[1])
+	}
+	if res := sc["result"].(map[string]any); res["kind"] != "image" || res["data"] != nil || res["size"] != float64(len(pngBytes)) {
+		t.Fatalf("pic.png result: %v", res)
+	}
+	if r, sc = read("fake.png", true); len(r.Content) != 1 || sc["result"].(map[string]any)["content"] != "not a picture\n" {
+		t.Fatalf("fake.png: %v", sc)
+	}
+	if r, sc = read("huge.png", false); len(r.Content) != 1 || sc["field"] != "path" || !strings.Contains(sc["message"].(string), "limit") {
+		t.Fatalf("huge.png: %v", sc)
 	}
 }
