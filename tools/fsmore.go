@@ -146,7 +146,7 @@ func readMultiple(ctx context.Context, c *call, a multiArgs) (any, error) {
 				Error: fmt.Sprintf("not read: the %d characters all files together may return are used up; read it on its own", MaxReadTotalChars)})
 			continue
 		}
-		r, err := readFile(ctx, c, readFileArgs{Path: raw, MaxChars: min(per, left)})
+		r, err := readFile(ctx, c, readFileArgs{Path: raw, MaxChars: min(per, left), textOnly: true})
 		if err != nil {
 			if errors.Is(err, agentproto.ErrUnavailable) {
 				return nil, err

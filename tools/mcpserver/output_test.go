@@ -418,6 +418,10 @@ func TestReadFileImage(t *testing.T) {
 	if r, sc = read("fake.png", true); len(r.Content) != 1 || sc["result"].(map[string]any)["content"] != "not a picture\n" {
 		t.Fatalf("fake.png: %v", sc)
 	}
+	r2, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_read_multiple_files", Arguments: map[string]any{"paths": []string{"pic.png"}}})
+	if err != nil || r2.IsError || len(r2.Content) != 1 {
+		t.Fatalf("read_multiple_files of an image: %v %v", r2, err)
+	}
 	if r, sc = read("huge.png", false); len(r.Content) != 1 || sc["field"] != "path" || !strings.Contains(sc["message"].(string), "limit") {
 		t.Fatalf("huge.png: %v", sc)
 	}
