@@ -123,4 +123,18 @@ func TestFileToolsOverMCP(t *testing.T) {
 	if r = s.structured(t, schemas, "sandbox_directory_tree", map[string]any{"path": "/workspace/agents/bob"}); r["ok"] != false || r["field"] != "path" {
 		t.Fatalf("tree of bob's home: %s", js(r))
 	}
+
+	// An image comes back as image content with the file's bytes.
+	png := "\x89PNG\r\n\x1a\n" + strings.Repeat("\x00", 20)
+	s.ok(t, "sandbox_exec", map[string]any{"command": `python3 -c 'import sys; sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + bytes(20))' > pic.png`})
+	res2, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_read_file", Arguments: map[string]any{"path": "pic.png"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res2.Content) != 2 {
+		t.Fatalf("pic.png: %d content items: %v", len(res2.Content), res2.Content)
+	}
+	if img, ok := res2.Content[1].(*mcp.ImageContent); !ok || string(img.Data) != png || img.MIMEType != "image/png" {
+		t.Fatalf("pic.png: %#v", res2.Content[1])
+	}
 }
