@@ -602,8 +602,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 16 {
-			t.Fatalf("%s: %d tools after enabling, want 16", s.name, got)
+		if got := len(s.tools(t)); got != 19 {
+			t.Fatalf("%s: %d tools after enabling, want 19", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)
