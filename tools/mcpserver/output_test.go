@@ -243,7 +243,8 @@ func checkStructured(t *testing.T, schema *jsonschema.Resolved, r *mcp.CallToolR
 }
 
 // TestOutputSchemaRejectsWrongResults: the schemas are not vacuous: a
-// result missing a key or of the wrong type fails validation.
+// result missing a key or of the wrong type fails validation, also deep
+// in directory_tree's recursive nodes.
 func TestOutputSchemaRejectsWrongResults(t *testing.T) {
 	f := newFixture(t)
 	cs := connectInMemory(t, f, "bob", nil)
@@ -251,37 +252,43 @@ func TestOutputSchemaRejectsWrongResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	schemas := map[string]*jsonschema.Resolved{}
 	for _, tl := range res.Tools {
-		if tl.Name != "sandbox_read_file" {
-			continue
-		}
 		b, _ := json.Marshal(tl.OutputSchema)
 		var s jsonschema.Schema
 		if err := json.Unmarshal(b, &s); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := s.Resolve(nil)
-		if err != nil {
+		if schemas[tl.Name], err = s.Resolve(nil); err != nil {
 			t.Fatal(err)
 		}
-		for _, bad := range []string{
-			`{"ok": true, "result": {"kind": "file", "path": "/x", "content": 3, "size": 1, "max_chars": 1}}`,
-			`{"ok": true, "result": {"kind": "file", "content": "", "size": 1, "max_chars": 1}}`,
-			`{"ok": true, "result": {"kind": "video", "path": "/x", "size": 1}}`,
-			`{"ok": false, "kind": "oops", "message": "m", "retryable": false}`,
-			`{"ok": true, "extra": 1}`,
-		} {
-			var v map[string]any
-			if err := json.Unmarshal([]byte(bad), &v); err != nil {
-				t.Fatal(err)
-			}
-			if rs.Validate(v) == nil {
-				t.Errorf("%s validates", bad)
-			}
-		}
-		return
 	}
-	t.Fatal("sandbox_read_file is not listed")
+	tree := func(child string) string {
+		return `{"ok": true, "result": {"kind": "tree", "path": "/x", "node_count": 1, "max_depth": 3, "truncated": false, ` +
+			`"tree": {"name": "x", "type": "dir", "children": [{"name": "s", "type": "dir", "children": [` + child + `]}]}}}`
+	}
+	for _, c := range []struct {
+		tool, doc string
+		valid     bool
+	}{
+		{"sandbox_read_file", `{"ok": true, "result": {"kind": "file", "path": "/x", "content": 3, "size": 1, "max_chars": 1}}`, false},
+		{"sandbox_read_file", `{"ok": true, "result": {"kind": "file", "content": "", "size": 1, "max_chars": 1}}`, false},
+		{"sandbox_read_file", `{"ok": true, "result": {"kind": "video", "path": "/x", "size": 1}}`, false},
+		{"sandbox_read_file", `{"ok": false, "kind": "oops", "message": "m", "retryable": false}`, false},
+		{"sandbox_read_file", `{"ok": true, "extra": 1}`, false},
+		{"sandbox_directory_tree", tree(`{"name": "f", "type": "file", "size": 1}`), true},
+		{"sandbox_directory_tree", tree(`{"name": "f", "size": 1}`), false},
+		{"sandbox_directory_tree", tree(`{"name": "f", "type": "file", "size": "big"}`), false},
+		{"sandbox_file_info", `{"ok": true, "result": {"kind": "info", "path": "/x", "name": "x", "type": "pipe", "size": 1, "mode": "0644", "modified": "t", "uid": 1, "gid": 1}}`, false},
+	} {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(c.doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas[c.tool].Validate(v); (err == nil) != c.valid {
+			t.Errorf("%s: %s: validation error %v, want valid %v", c.tool, c.doc, err, c.valid)
+		}
+	}
 }
 
 // TestNewFileTools: sandbox_file_info, sandbox_read_multiple_files and
