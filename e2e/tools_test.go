@@ -338,8 +338,8 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 18 {
-		t.Fatalf("%d tools listed, want all 18", got)
+	if got := len(s.tools(t)); got != 21 {
+		t.Fatalf("%d tools listed, want all 21", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -603,7 +603,8 @@ func isolation(t *testing.T, alice, bob *session) {
 func gating(t *testing.T, te *toolsEnv) {
 	te.addAgent(t, "Carol", nil)
 	for _, s := range []*session{te.stdio(t, "carol"), te.http(t, "carol")} {
-		if got := s.tools(t); !slices.Equal(got, []string{"sandbox_find_files", "sandbox_list_directory", "sandbox_read_file", "sandbox_search_files"}) {
+		if got := s.tools(t); !slices.Equal(got, []string{"sandbox_directory_tree", "sandbox_file_info", "sandbox_find_files",
+			"sandbox_list_directory", "sandbox_read_file", "sandbox_read_multiple_files", "sandbox_search_files"}) {
 			t.Fatalf("%s: tools of a read-only agent: %v", s.name, got)
 		}
 		e := s.fails(t, "sandbox_exec", map[string]any{"command": "id"}, envelope.ToolNotFound)
@@ -619,8 +620,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 16 {
-			t.Fatalf("%s: %d tools after enabling, want 16", s.name, got)
+		if got := len(s.tools(t)); got != 19 {
+			t.Fatalf("%s: %d tools after enabling, want 19", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)

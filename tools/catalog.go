@@ -65,7 +65,8 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_read_file",
 			Description: "Read a text file in the sandbox. Returns {kind, path, content, size}. Select lines with start_line " +
-				"and line_count, or the end with tail_lines. Content over max_chars (default 15000) is cut and marked truncated. " + pathHelp,
+				"and line_count, or the end with tail_lines. Content over max_chars (default 15000) is cut and marked truncated. " +
+				"A PNG, JPEG, GIF or WebP image (at most 1 MiB) comes back as image content, with {kind: image, path, mime_type, size}. " + pathHelp,
 			InputSchema: object(
 				str("path", "The file to read.").must(),
 				integer("start_line", "First line to return, 1-based.", 1, 0, 0),

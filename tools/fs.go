@@ -40,6 +40,8 @@ type readFileArgs struct {
 	LineCount int    `json:"line_count"`
 	TailLines int    `json:"tail_lines"`
 	MaxChars  int    `json:"max_chars"`
+	// textOnly reads an image as text (sandbox_read_multiple_files).
+	textOnly bool
 }
 
 type fileResult struct {
@@ -78,6 +80,11 @@ func readFile(ctx context.Context, c *call, a readFileArgs) (any, error) {
 	}
 	if err := c.admit(ctx); err != nil {
 		return nil, err
+	}
+	if mime := imageTypes[strings.ToLower(path.Ext(p.Path))]; mime != "" && !a.textOnly && a.StartLine == 0 && a.LineCount == 0 && a.TailLines == 0 {
+		if img, err := c.readImage(ctx, p, mime); img != nil || err != nil {
+			return img, err
+		}
 	}
 	r, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{
 		Identity: c.as(p.Root), Path: p.Path,

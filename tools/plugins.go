@@ -82,10 +82,12 @@ func (t *Toolset) pluginSpecs() []Spec {
 	for _, p := range ps {
 		for _, tl := range p.Tools {
 			out = append(out, Spec{
-				Name:        p.ToolName(tl.ID),
-				Description: tl.Description + " (from the plugin " + p.Name + ")",
-				InputSchema: tl.InputSchema(),
-				OpenWorld:   true,
+				Name:         p.ToolName(tl.ID),
+				Title:        tl.ID + " (" + p.Name + ")",
+				Description:  tl.Description + " (from the plugin " + p.Name + ")",
+				InputSchema:  tl.InputSchema(),
+				OutputSchema: pluginOutput,
+				OpenWorld:    true,
 			})
 		}
 	}

@@ -32,14 +32,18 @@ import (
 // Spec describes one tool to an MCP client.
 type Spec struct {
 	Name        string
+	Title       string // for people, e.g. "Read file"
 	Description string
 	// InputSchema is a JSON schema of type object with
 	// additionalProperties false.
 	InputSchema map[string]any
-	ReadOnly    bool // changes nothing
-	Destructive bool // may delete or overwrite (meaningful when !ReadOnly)
-	Idempotent  bool // repeating the call changes nothing more
-	OpenWorld   bool // reaches outside the sandbox (package mirrors)
+	// OutputSchema is the JSON schema of the tool's envelope (see
+	// envelope.Schema), which MCP clients get as structuredContent.
+	OutputSchema map[string]any
+	ReadOnly     bool // changes nothing
+	Destructive  bool // may delete or overwrite (meaningful when !ReadOnly)
+	Idempotent   bool // repeating the call changes nothing more
+	OpenWorld    bool // reaches outside the sandbox (package mirrors)
 }
 
 // GuestFunc returns the running VM's guest agent client, or an error
@@ -181,7 +185,7 @@ func (t *Toolset) List() []Spec {
 	var out []Spec
 	for _, d := range catalog {
 		if t.allowed(d) == "" {
-			out = append(out, d.Spec)
+			out = append(out, d.spec())
 		}
 	}
 	return append(out, t.pluginSpecs()...)

@@ -242,3 +242,33 @@ func ScrubValue(v any, f func(string) string) any {
 	}
 	return walk(generic)
 }
+
+// Schema is the JSON schema of an envelope whose result, on success, is
+// described by result (nil: any JSON value). MCP tools declare it as
+// their outputSchema; the envelope object is their structuredContent.
+func Schema(result map[string]any) map[string]any {
+	if result == nil {
+		result = map[string]any{}
+	}
+	kinds := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		kinds[i] = string(k)
+	}
+	str := map[string]any{"type": "string"}
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"ok":        map[string]any{"type": "boolean", "description": "Whether the call worked."},
+			"tool":      str,
+			"result":    result,
+			"warnings":  map[string]any{"type": "array", "items": str},
+			"kind":      map[string]any{"type": "string", "enum": kinds, "description": "Failure only: what kind of failure."},
+			"message":   str,
+			"retryable": map[string]any{"type": "boolean"},
+			"field":     str,
+			"expected":  str,
+		},
+		"required":             []string{"ok"},
+		"additionalProperties": false,
+	}
+}

@@ -13,6 +13,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -182,10 +183,13 @@ func (s *AgentServer) sync() {
 
 func toolOf(sp tools.Spec) *mcp.Tool {
 	return &mcp.Tool{
-		Name:        sp.Name,
-		Description: sp.Description,
-		InputSchema: sp.InputSchema,
+		Name:         sp.Name,
+		Title:        sp.Title,
+		Description:  sp.Description,
+		InputSchema:  sp.InputSchema,
+		OutputSchema: sp.OutputSchema,
 		Annotations: &mcp.ToolAnnotations{
+			Title:           sp.Title,
 			ReadOnlyHint:    sp.ReadOnly,
 			DestructiveHint: &sp.Destructive,
 			IdempotentHint:  sp.Idempotent,
@@ -214,7 +218,16 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 			}
 			env = s.cfg.Invoker.RunTool(ctx, *a, name, args)
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env.JSON()}}, IsError: env.IsError()}, nil
+		img, env := imageOf(env)
+		// The envelope is both the text (for clients that read only text)
+		// and the structuredContent its outputSchema describes.
+		text := env.JSON()
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+			StructuredContent: json.RawMessage(text), IsError: env.IsError()}
+		if img != nil {
+			res.Content = append(res.Content, img)
+		}
+		return res, nil
 	}
 }
 
@@ -298,4 +311,30 @@ func ServeStdio(ctx context.Context, cfg Config, ref string, t mcp.Transport) er
 		return nil
 	}
 	return err
+}
+
+// imageOf takes an image result's bytes out of env (sandbox_read_file of
+// an image, tools.ImageResult) and returns them as image content, so the
+// model sees the picture and the text stays small. The result may be the
+// struct (this process ran the tool) or its JSON decoding (the owner ran
+// it).
+func imageOf(env envelope.Envelope) (*mcp.ImageContent, envelope.Envelope) {
+	if !env.OK || env.Tool != "sandbox_read_file" {
+		return nil, env
+	}
+	b, err := json.Marshal(env.Result)
+	if err != nil {
+		return nil, env
+	}
+	var r tools.ImageResult
+	if json.Unmarshal(b, &r) != nil || r.Kind != "image" || r.Data == "" {
+		return nil, env
+	}
+	data, err := base64.StdEncoding.DecodeString(r.Data)
+	if err != nil {
+		return nil, env
+	}
+	r.Data = ""
+	env.Result = r
+	return &mcp.ImageContent{Data: data, MIMEType: r.MIMEType}, env
 }
