@@ -140,7 +140,10 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.30/ && exit 0; sleep
 		t.Fatal(err)
 	}
 	// A hundred commands a turn: every subtest below runs tools as this agent.
-	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled, a.AutonomousExec.MaxCommandsPerTurn = true, 100; return nil }); err != nil {
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error {
+		a.AutonomousExec.Enabled, a.AutonomousExec.MaxCommandsPerTurn = true, 100
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	stdout := func(name, args string) (string, bool) {
