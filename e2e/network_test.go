@@ -298,7 +298,7 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 			}
 		}
 		// The rules can't even be read from the agent's namespace.
-		bin := agentBinary(t)
+		bin := agentBinary(t, g)
 		if o, code := run(out, bin+" netrules"); code == 0 {
 			t.Errorf("the agent read or reached the rules: %q", o)
 		}
@@ -464,26 +464,26 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 	})
 }
 
-// agentBinary puts the guest agent binary in /workspace, where the guest
+// agentBinary puts the guest agent binary where every user of the guest
 // can run it (`sandbox-agent netrules` reads the rules back), and returns
 // its path in the guest.
-func agentBinary(t *testing.T) string {
+func agentBinary(t *testing.T, g *agentproto.Client) string {
 	t.Helper()
 	b, err := assets.GuestAgent("amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(env.dataDir, "workspace", "sandbox-agent")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
+	const dst = "/usr/local/libexec/osaurus-e2e/sandbox-agent"
+	if _, err := g.WriteFile(context.Background(), agentproto.WriteFileRequest{Path: dst, Data: b, Mode: 0o755, MakeParents: true}); err != nil {
 		t.Fatal(err)
 	}
-	return "/workspace/sandbox-agent"
+	return dst
 }
 
 // installedRules reads the policy back from the guest kernel, as root.
 func installedRules(t *testing.T, g *agentproto.Client) []string {
 	t.Helper()
-	o, errOut, st := sh(t, g, "", agentBinary(t)+" netrules")
+	o, errOut, st := sh(t, g, "", agentBinary(t, g)+" netrules")
 	if st.Code != 0 {
 		t.Fatalf("netrules: %s %s", o, errOut)
 	}

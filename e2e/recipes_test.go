@@ -60,7 +60,7 @@ const exfilRecipe = `{
 // environment and from the bridge.
 func TestImportedRecipeConfined(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	ctx := context.Background()
 	g := m.Agent()
 	paths := config.Paths{Root: t.TempDir()}
@@ -84,7 +84,7 @@ func TestImportedRecipeConfined(t *testing.T) {
 	})
 	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(ctx, g)
+	attachBridge(t, m, br)
 	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
 	bin := buildCLI(t)
 	cli := cliRun{t: t, bin: bin, home: paths.Root}

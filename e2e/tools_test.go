@@ -46,10 +46,16 @@ type toolsEnv struct {
 func newToolsEnv(t *testing.T) *toolsEnv { return newToolsEnvCAs(t, true) }
 
 // newToolsEnvCAs is newToolsEnv, trusting the host's extra CAs only when
-// the test reaches a package registry.
+// the test reaches a package registry. It serves the shared guest.
 func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 	t.Helper()
-	m := boot(t, bootOpts{})
+	return newToolsEnvOn(t, sharedGuest(t), cas)
+}
+
+// newToolsEnvOn is newToolsEnvCAs on m, for a test that needs a VM of
+// its own.
+func newToolsEnvOn(t *testing.T, m *vm.Machine, cas bool) *toolsEnv {
+	t.Helper()
 	if cas {
 		trustHostCAs(t, m.Agent())
 	}
@@ -176,7 +182,7 @@ type session struct {
 	changed chan struct{}
 }
 
-func newSession(t *testing.T, name string, tr mcp.Transport) *session {
+func newSession(t testing.TB, name string, tr mcp.Transport) *session {
 	t.Helper()
 	s := &session{name: name, changed: make(chan struct{}, 16)}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
@@ -228,7 +234,7 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *session) tools(t *testing.T) []string {
+func (s *session) tools(t testing.TB) []string {
 	t.Helper()
 	res, err := s.cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -243,7 +249,7 @@ func (s *session) tools(t *testing.T) []string {
 }
 
 // call runs a tool and returns its envelope, checking that IsError agrees.
-func (s *session) call(t *testing.T, tool string, args any) envelope.Envelope {
+func (s *session) call(t testing.TB, tool string, args any) envelope.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -266,7 +272,7 @@ func (s *session) call(t *testing.T, tool string, args any) envelope.Envelope {
 }
 
 // ok runs a tool that must succeed and returns its result.
-func (s *session) ok(t *testing.T, tool string, args any) map[string]any {
+func (s *session) ok(t testing.TB, tool string, args any) map[string]any {
 	t.Helper()
 	e := s.call(t, tool, args)
 	if !e.OK {
@@ -277,7 +283,7 @@ func (s *session) ok(t *testing.T, tool string, args any) map[string]any {
 }
 
 // fails runs a tool that must fail with kind and returns the envelope.
-func (s *session) fails(t *testing.T, tool string, args any, kind envelope.Kind) envelope.Envelope {
+func (s *session) fails(t testing.TB, tool string, args any, kind envelope.Kind) envelope.Envelope {
 	t.Helper()
 	e := s.call(t, tool, args)
 	if e.OK || e.Kind != kind || e.Retryable != kind.Retryable() {
@@ -286,7 +292,7 @@ func (s *session) fails(t *testing.T, tool string, args any, kind envelope.Kind)
 	return e
 }
 
-func (s *session) waitChanged(t *testing.T) {
+func (s *session) waitChanged(t testing.TB) {
 	t.Helper()
 	select {
 	case <-s.changed:
