@@ -29,7 +29,7 @@ func buildCLI(t testing.TB) string {
 }
 
 type cliRun struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	home string
 }
