@@ -23,6 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -404,20 +405,13 @@ func everyTool(t *testing.T, s *session, slug, pkg string) {
 	if r["background"] != true || r["log_file"] != fmt.Sprintf("%s/.sandbox/logs/%d.log", home, pid) {
 		t.Fatalf("background: %v", r)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.Eventually(t, "the background process's log to show its output", time.Minute, time.Second, func() bool {
 		r = s.ok(t, "sandbox_process", map[string]any{"action": "poll", "pid": pid})
 		if r["running"] != true {
 			t.Fatalf("poll: %v", r)
 		}
-		if r["log_tail"] == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log never showed the output: %v", r)
-		}
-		time.Sleep(time.Second)
-	}
+		return r["log_tail"] == "started\n"
+	})
 	if r = s.ok(t, "sandbox_process", map[string]any{"action": "kill", "pid": pid}); r["running"] != false || num(r["signal"]) != 15 {
 		t.Fatalf("kill: %v", r)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -200,15 +201,10 @@ func (e *testEnv) run(t *testing.T, req agentproto.ExecRequest) (agentproto.Exit
 // timing assertion.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if !alive(pid) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Within(10*time.Second, 10*time.Millisecond, func() bool { return !alive(pid) }) {
+		unix.Kill(pid, unix.SIGKILL)
+		t.Fatalf("process %d still alive", pid)
 	}
-	unix.Kill(pid, unix.SIGKILL)
-	t.Fatalf("process %d still alive", pid)
 }
 
 func alive(pid int) bool {
