@@ -24,9 +24,10 @@ import (
 // and an allocation beyond the agent's memory, while another agent keeps
 // working and the VM never restarts.
 func TestResourceLimits(t *testing.T) {
-	// A VM of its own: if the limits failed, the fork bomb would take
-	// down every test sharing the guest.
-	te := newToolsEnvOn(t, boot(t, bootOpts{}), false) // no package registry needed
+	// On the shared guest: the limits are per agent. Were an attack to
+	// take the guest down, this test fails on it and every later test
+	// on the shared guest says an earlier test stopped it.
+	te := newToolsEnvCAs(t, false) // no package registry needed
 	g := te.m.Agent()
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, false))

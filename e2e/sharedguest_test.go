@@ -27,9 +27,10 @@ import (
 // uses: booting takes most of a minute under TCG, and most tests only need
 // a running guest and agents of their own. A test keeps its own VM (boot)
 // when it stops, kills, restarts or crashes the VM, needs options at boot
-// (network mode, events, host addresses the boot hello reports), attacks
-// PID 1 or the VM's limits (a success would take every other test down
-// with it), or runs the CLI or the owner on a data folder of its own.
+// (network mode, events, host addresses the boot hello reports), or runs
+// the CLI or the owner on a data folder of its own. Attacks on PID 1 and
+// on the per-agent limits share it: they assert the guest survives, and
+// if it didn't, every later test says which earlier test stopped it.
 //
 // Tests stay independent: each gets its agents and users fresh (a new
 // registry hands out uids no earlier registry used, see openAgents), and
