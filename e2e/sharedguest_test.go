@@ -48,6 +48,7 @@ var shared struct {
 	// take turns behind it (see attachBridge).
 	bridge atomic.Pointer[bridge.Server]
 	mu     sync.Mutex // held by the test using the guest
+	last   string     // the test that used it last
 }
 
 // sharedDir is the shared guest's data folder: its own copy of the
@@ -63,12 +64,14 @@ func sharedGuest(t testing.TB) *vm.Machine {
 	if shared.err != nil {
 		t.Fatalf("shared test guest: %v", shared.err)
 	}
-	if err := shared.m.Err(); err != nil {
-		t.Fatalf("the shared test guest stopped during an earlier test: %v\nconsole:\n%s", err, consoleTailOf(sharedDir()))
-	}
 	if !shared.mu.TryLock() {
 		t.Fatal("the shared test guest is in use by another test: tests that share it must not run in parallel")
 	}
+	if err := shared.m.Err(); err != nil {
+		shared.mu.Unlock()
+		t.Fatalf("the shared test guest stopped during %s, which used it last: %v\nconsole:\n%s", shared.last, err, consoleTailOf(sharedDir()))
+	}
+	shared.last = t.Name()
 	g := shared.m.Agent()
 	before, err := guestUsers(g)
 	if err != nil {
