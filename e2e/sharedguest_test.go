@@ -95,6 +95,10 @@ func sharedGuest(t testing.TB) *vm.Machine {
 			if err := g.UserDel(ctx, agentproto.UserDelRequest{Name: name, RemoveHome: true}); err != nil && !errors.Is(err, agentproto.ErrNoSuchUser) {
 				t.Errorf("shared test guest: deleting the test's user %s: %v", name, err)
 			}
+			// A block lives in the agent's memory by name, past the user.
+			if err := g.UserLimit(ctx, agentproto.UserLimitRequest{Name: name, Blocked: false}); err != nil {
+				t.Errorf("shared test guest: unblocking the test's user %s: %v", name, err)
+			}
 		}
 	})
 	return shared.m
