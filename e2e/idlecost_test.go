@@ -63,8 +63,7 @@ func commOf(pid int) string {
 // of a core here. A figure, not a test assertion: software rendering
 // under Xvfb costs more on slower or busier machines.
 func BenchmarkAppIdle(b *testing.B) {
-	a := startApp(b)
-	a.c.ok("provision")
+	a := startApp(b) // on a provisioned copy: start needs no provision
 	a.c.ok("start")
 	kids := descendants(a.pid)
 	cpu := func() (app, vm float64) {
