@@ -318,8 +318,8 @@ func TestLifecycle(t *testing.T) {
 	})
 }
 
-// TestNATDiagnosticFailsWithoutNetwork: with network none, the NAT check
-// fails with its hint and the others still pass.
+// TestNATDiagnosticFailsWithoutNetwork: network none gives the guest no
+// NIC, the NAT check fails with its hint and the others still pass.
 func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 	requireGuest(t)
 	srv := newSwitchableServer(t)
@@ -333,6 +333,9 @@ func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := runningAgent(t, m)
+	if out, _, _ := sh(t, a, "", "ls /sys/class/net"); strings.Join(strings.Fields(out), " ") != "lo" {
+		t.Fatalf("interfaces with network none: %q, want only lo", out)
+	}
 	checks := []diagnostics.Check{}
 	for _, c := range diagnostics.Checks() {
 		if c.Name == "nat" || c.Name == "exec" {

@@ -233,15 +233,6 @@ func TestRootDiskSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestNetworkNone checks that network "none" gives the guest no NIC.
-func TestNetworkNone(t *testing.T) {
-	m := boot(t, bootOpts{network: vm.NetworkNone})
-	out, _, _ := sh(t, m.Agent(), "", "ls /sys/class/net")
-	if strings.Fields(out)[0] != "lo" || len(strings.Fields(out)) != 1 {
-		t.Fatalf("interfaces with network none: %q, want only lo", out)
-	}
-}
-
 // vmDeathBound is how long the VM death tests wait for the failure to
 // show: far less than the 600 s the in-flight command would run, so a
 // call that waits for its command (or a VM left running) fails them.
