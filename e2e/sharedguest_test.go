@@ -88,10 +88,12 @@ func sharedGuest(t testing.TB) *vm.Machine {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		var deleted []string
 		for name, uid := range after {
 			if was, ok := before[name]; ok && was == uid {
 				continue
 			}
+			deleted = append(deleted, name)
 			if err := g.UserDel(ctx, agentproto.UserDelRequest{Name: name, RemoveHome: true}); err != nil && !errors.Is(err, agentproto.ErrNoSuchUser) {
 				t.Errorf("shared test guest: deleting the test's user %s: %v", name, err)
 			}
@@ -100,6 +102,7 @@ func sharedGuest(t testing.TB) *vm.Machine {
 				t.Errorf("shared test guest: unblocking the test's user %s: %v", name, err)
 			}
 		}
+		t.Logf("shared test guest: deleted the users this test added: %v", deleted)
 	})
 	return shared.m
 }
