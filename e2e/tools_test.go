@@ -44,18 +44,18 @@ type toolsEnv struct {
 	bin  string
 }
 
-func newToolsEnv(t *testing.T) *toolsEnv { return newToolsEnvCAs(t, true) }
+func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
 
 // newToolsEnvCAs is newToolsEnv, trusting the host's extra CAs only when
 // the test reaches a package registry. It serves the shared guest.
-func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
+func newToolsEnvCAs(t testing.TB, cas bool) *toolsEnv {
 	t.Helper()
 	return newToolsEnvOn(t, sharedGuest(t), cas)
 }
 
 // newToolsEnvOn is newToolsEnvCAs on m, for a test that needs a VM of
 // its own.
-func newToolsEnvOn(t *testing.T, m *vm.Machine, cas bool) *toolsEnv {
+func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 	t.Helper()
 	if cas {
 		trustHostCAs(t, m.Agent())
@@ -91,7 +91,7 @@ func newToolsEnvOn(t *testing.T, m *vm.Machine, cas bool) *toolsEnv {
 // this machine trusts (/usr/local/share/ca-certificates): test machines
 // may reach package registries through a TLS-inspecting proxy, and npm
 // must get through it as the host's own tools do.
-func trustHostCAs(t *testing.T, g *agentproto.Client) {
+func trustHostCAs(t testing.TB, g *agentproto.Client) {
 	t.Helper()
 	certs, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	if len(certs) == 0 {
@@ -156,7 +156,7 @@ func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) 
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }
 
-func (te *toolsEnv) addAgent(t *testing.T, name string, fn func(*agents.AutonomousExec)) agents.Agent {
+func (te *toolsEnv) addAgent(t testing.TB, name string, fn func(*agents.AutonomousExec)) agents.Agent {
 	t.Helper()
 	a, err := te.reg.Add(name)
 	if err != nil {
@@ -201,14 +201,14 @@ func newSession(t testing.TB, name string, tr mcp.Transport) *session {
 }
 
 // stdio runs the real binary as an MCP client would.
-func (te *toolsEnv) stdio(t *testing.T, agent string) *session {
+func (te *toolsEnv) stdio(t testing.TB, agent string) *session {
 	cmd := exec.Command(te.bin, "mcp", "--agent", agent)
 	cmd.Env = append(os.Environ(), config.HomeEnv+"="+te.home)
 	cmd.Stderr = testLog{t, "stdio server: "}
 	return newSession(t, "stdio "+agent, &mcp.CommandTransport{Command: cmd})
 }
 
-func (te *toolsEnv) http(t *testing.T, agent string) *session {
+func (te *toolsEnv) http(t testing.TB, agent string) *session {
 	tok, err := te.reg.Token(agent)
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
-func sh(t *testing.T, c *agentproto.Client, user, script string) (string, string, agentproto.ExitStatus) {
+func sh(t testing.TB, c *agentproto.Client, user, script string) (string, string, agentproto.ExitStatus) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
