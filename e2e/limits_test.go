@@ -296,8 +296,8 @@ func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool)
 func BenchmarkResourceLimits(b *testing.B) {
 	te := newToolsEnvCAs(b, false)
 	g := te.m.Agent()
-	te.addAgent(b, "Alice", autonomous(1000, true))
-	te.addAgent(b, "Bob", autonomous(1000, false))
+	te.addAgent(b, "Alice", autonomous(100, true))
+	te.addAgent(b, "Bob", autonomous(100, false))
 	if _, err := te.reg.Update("alice", func(a *agents.Agent) error {
 		a.Resources = agents.Resources{MaxProcesses: 64, MemoryMB: 160, CPUWeight: 50}
 		return nil
