@@ -49,6 +49,8 @@ var shared struct {
 	bridge atomic.Pointer[bridge.Server]
 	mu     sync.Mutex // held by the test using the guest
 	last   string     // the test that used it last
+	// casTrusted: the host's extra CAs are installed (trustHostCAs).
+	casTrusted bool
 }
 
 // sharedDir is the shared guest's data folder: its own copy of the
