@@ -320,7 +320,8 @@ func num(v any) int {
 // TestToolsOverMCP drives every tool through both transports against one
 // booted VM, then checks isolation, gating, limiters, caps and failures.
 func TestToolsOverMCP(t *testing.T) {
-	te := newToolsEnv(t)
+	// A VM of its own: its last step stops the VM.
+	te := newToolsEnvOn(t, boot(t, bootOpts{}), true)
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, true))
 	alice := te.stdio(t, "alice")
