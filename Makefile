@@ -118,11 +118,11 @@ unit: deps-test agent lint darwin-check
 	$(GO) test $(GOTEST_FLAGS) -short ./...
 
 bench: agent test-guest
-	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "BootVsBare|ProvisionFromCache" -benchtime 1x ./e2e/
-	OSAURUS_TEST_GUEST=$(TEST_GUEST) $(GO) test -run "^$$" -bench "ExecTrue|FileWriteRead" -benchtime 2s ./e2e/
-	$(GO) test -run "^$$" -bench UnaryRoundTrip -benchtime 2s ./agentproto/
-	$(GO) test -run "^$$" -bench MemoryQuery100k -benchtime 200x ./store/memory/
-	$(GO) test -run "^$$" -bench TrackerRefresh -benchtime 20x ./diskquota/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(BootVsBare|ProvisionFromCache|AppIdle|VMDeath|DiskQuota|ResourceLimits)$$" -benchtime 1x ./e2e/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(ExecTrue|ExecTrueLayers|FileWriteRead1MiB)$$" -benchtime 2s ./e2e/
+	$(GO) test -run "^$$" -bench "^BenchmarkUnaryRoundTrip$$" -benchtime 2s ./agentproto/
+	$(GO) test -run "^$$" -bench "^BenchmarkMemoryQuery100k$$" -benchtime 200x ./store/memory/
+	$(GO) test -run "^$$" -bench "^BenchmarkTrackerRefresh$$" -benchtime 20x ./diskquota/
 
 clean:
 	rm -rf $(BIN) $(AGENTS)

@@ -49,7 +49,7 @@ func BenchmarkBootToFirstExec(b *testing.B) {
 
 // BenchmarkExecTrue measures one exec round trip of `true`.
 func BenchmarkExecTrue(b *testing.B) {
-	m := boot(b, bootOpts{})
+	m := sharedGuest(b)
 	ctx := context.Background()
 	for b.Loop() {
 		st, err := m.Agent().Exec(ctx, agentproto.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
@@ -62,7 +62,7 @@ func BenchmarkExecTrue(b *testing.B) {
 // BenchmarkFileWriteRead1MiB writes a 1 MiB file through the agent and
 // reads it back.
 func BenchmarkFileWriteRead1MiB(b *testing.B) {
-	m := boot(b, bootOpts{})
+	m := sharedGuest(b)
 	ctx := context.Background()
 	data := make([]byte, 1<<20)
 	rand.Read(data)
@@ -86,7 +86,7 @@ func BenchmarkFileWriteRead1MiB(b *testing.B) {
 // `/bin/sh -c true`, timed inside the guest. The log line gives the
 // ratios; the target for mcp-stdio/agent is at most 1.2.
 func BenchmarkExecTrueLayers(b *testing.B) {
-	m := boot(b, bootOpts{})
+	m := sharedGuest(b)
 	home, err := os.MkdirTemp("", "bench")
 	if err != nil {
 		b.Fatal(err)

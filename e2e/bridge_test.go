@@ -41,7 +41,7 @@ import (
 // other user of the guest can get at it.
 func TestBridge(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
 	reg := openAgents(t, paths.AgentsJSON())
@@ -58,7 +58,7 @@ func TestBridge(t *testing.T) {
 	})
 	t.Cleanup(func() { br.Close() })
 	ctx := context.Background()
-	br.Attach(ctx, m.Agent())
+	attachBridge(t, m, br)
 
 	pages := &secretprompt.Pages{Store: store}
 	t.Cleanup(func() { pages.Close() })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -32,7 +33,7 @@ func buildCLI(t testing.TB) string {
 }
 
 type cliRun struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	home string
 }
@@ -139,10 +140,7 @@ func TestCLIFirstDay(t *testing.T) {
 	}
 
 	c.ok("stop")
-	deadline := time.Now().Add(30 * time.Second)
-	for countProcs(p, "qemu-system") != 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.Eventually(t, "QEMU to exit after stop", time.Minute, 100*time.Millisecond, func() bool { return countProcs(p, "qemu-system") == 0 })
 	if err := json.Unmarshal([]byte(c.ok("status", "--json")), &st); err != nil || st.State != "stopped" {
 		t.Fatalf("status after stop: %+v %v", st, err)
 	}

@@ -62,7 +62,14 @@ func TestMain(m *testing.M) {
 		os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 		env.layout = provision.Layout{Dir: filepath.Join(dir, "container")}
 		env.state, env.err = provisionTestGuest(env.layout)
-		return m.Run()
+		code := m.Run()
+		if err := stopSharedGuest(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the shared test guest:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+		return code
 	}()
 	os.Exit(code)
 }
@@ -123,15 +130,31 @@ func requireGuest(t testing.TB) {
 type bootOpts struct {
 	network string
 	events  func(vm.Event)
+	// dir is the data folder whose container, shares and run files the
+	// VM uses; empty is env's. No two running VMs may share one.
+	dir string
 }
 
 // bootSpec is the VM spec the app would use for this data dir.
 func bootSpec(t testing.TB, o bootOpts) vm.Spec {
-	ws := filepath.Join(env.dataDir, "workspace")
-	out := filepath.Join(env.dataDir, "output")
+	spec, err := newSpec(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func newSpec(o bootOpts) (vm.Spec, error) {
+	dir := o.dir
+	if dir == "" {
+		dir = env.dataDir
+	}
+	layout := provision.Layout{Dir: filepath.Join(dir, "container")}
+	ws := filepath.Join(dir, "workspace")
+	out := filepath.Join(dir, "output")
 	for _, d := range []string{ws, out} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+			return vm.Spec{}, err
 		}
 	}
 	network := o.network
@@ -143,24 +166,26 @@ func bootSpec(t testing.TB, o bootOpts) vm.Spec {
 		accel = vm.AccelAuto
 	}
 	return vm.Spec{
-		Kernel:     env.layout.Kernel(),
-		Initramfs:  env.layout.Initramfs(),
-		RootDisk:   env.layout.RootDisk(),
+		Kernel:     layout.Kernel(),
+		Initramfs:  layout.Initramfs(),
+		RootDisk:   layout.RootDisk(),
 		Shares:     []vm.Share{{Tag: "workspace", HostPath: ws, GuestPath: "/workspace"}, {Tag: "output", HostPath: out, GuestPath: "/output"}},
 		Network:    network,
 		CPUs:       2,
 		MemoryMiB:  1024,
-		ConsoleLog: filepath.Join(env.dataDir, "console.log"),
-		RunDir:     filepath.Join(env.dataDir, "run"),
+		ConsoleLog: filepath.Join(dir, "console.log"),
+		RunDir:     filepath.Join(dir, "run"),
 		Accel:      accel,
-	}
+	}, nil
 }
 
 func newDriver() *qemu.Driver {
 	return qemu.New(qemu.Config{StateDir: qemu.DefaultStateDir(), KillWithParent: true})
 }
 
-// boot starts the test guest and stops it when the test ends.
+// boot starts a VM of the test's own on the test guest and stops it when
+// the test ends. A test that needs no fresh VM uses sharedGuest instead
+// (see its comment for which do).
 func boot(t testing.TB, o bootOpts) *vm.Machine {
 	t.Helper()
 	requireGuest(t)
@@ -178,8 +203,11 @@ func boot(t testing.TB, o bootOpts) *vm.Machine {
 	return m
 }
 
-func consoleTail() string {
-	b, _ := os.ReadFile(filepath.Join(env.dataDir, "console.log"))
+func consoleTail() string { return consoleTailOf(env.dataDir) }
+
+// consoleTailOf is the end of the console log of the VM run from dir.
+func consoleTailOf(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
@@ -217,8 +245,10 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 		// Those homes are owned by the earlier agents' uids, and the guest
 		// rightly refuses to hand one to a new agent of the same name.
 		// Tests run one at a time, so no VM uses them now.
-		if err := os.RemoveAll(filepath.Join(env.dataDir, "workspace", "agents")); err != nil {
-			t.Fatal(err)
+		for _, d := range []string{env.dataDir, sharedDir()} {
+			if err := os.RemoveAll(filepath.Join(d, "workspace", "agents")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

@@ -67,7 +67,7 @@ func controlChars(s string) []rune {
 // the user's terminal inert.
 func TestHostSec(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	g := m.Agent()
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
@@ -92,7 +92,7 @@ func TestHostSec(t *testing.T) {
 		Guest: guest, Agents: reg, Redactor: sec,
 	})}, host.BridgeOptions{Secrets: sec, Events: ev, Logf: t.Logf})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(context.Background(), g)
+	attachBridge(t, m, br)
 
 	alice, err := reg.Add("alice")
 	if err != nil {

@@ -25,7 +25,7 @@ type isoEnv struct {
 	p config.Paths
 }
 
-func startIsoEnv(t *testing.T) isoEnv {
+func startIsoEnv(t testing.TB) isoEnv {
 	t.Helper()
 	requireGuest(t)
 	srv := newSwitchableServer(t)
@@ -40,7 +40,7 @@ func startIsoEnv(t *testing.T) isoEnv {
 
 // agentSession adds (or reuses) an agent with autonomous exec on and
 // connects its stdio MCP server.
-func (e isoEnv) session(t *testing.T, slug string) *session {
+func (e isoEnv) session(t testing.TB, slug string) *session {
 	t.Helper()
 	e.ok("agent", "set", slug, "enabled", "true")
 	cmd := exec.Command(e.bin, "mcp", "--agent", slug)
@@ -49,7 +49,7 @@ func (e isoEnv) session(t *testing.T, slug string) *session {
 	return newSession(t, "stdio "+slug, &mcp.CommandTransport{Command: cmd})
 }
 
-func execOut(t *testing.T, s *session, command string) map[string]any {
+func execOut(t testing.TB, s *session, command string) map[string]any {
 	t.Helper()
 	return s.ok(t, "sandbox_exec", map[string]any{"command": command})
 }
@@ -71,13 +71,58 @@ type agentJSON struct {
 	DiskQuota int64  `json:"diskQuotaBytes"`
 }
 
-func (e isoEnv) show(t *testing.T, slug string) agentJSON {
+func (e isoEnv) show(t testing.TB, slug string) agentJSON {
 	t.Helper()
 	var a agentJSON
 	if err := json.Unmarshal([]byte(e.ok("agent", "show", slug, "--json")), &a); err != nil {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// fillToQuota runs a loop that writes until s's agent is over its quota
+// and returns how the call ended and how long it ran.
+func fillToQuota(t testing.TB, s *session) (envelope.Envelope, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	fill := s.call(t, "sandbox_exec", map[string]any{
+		"command": "mkdir -p fill; i=0; while :; do head -c 4000000 /dev/zero > fill/f$i || exit 9; i=$((i+1)); done",
+		"timeout": 300})
+	return fill, time.Since(start)
+}
+
+// BenchmarkDiskQuota measures the disk quota's reaction: how long a
+// write loop runs before the quota stops it (the test bound it once was:
+// 2 minutes), and another agent's command while the first is blocked,
+// beside the same command's normal time in the same run.
+func BenchmarkDiskQuota(b *testing.B) {
+	e := startIsoEnv(b)
+	e.ok("agent", "add", "alice")
+	e.ok("agent", "add", "bob")
+	e.ok("agent", "set", "alice", "diskGB", "0.05")
+	alice := e.session(b, "alice")
+	bob := e.session(b, "bob")
+	timed := func(f func()) time.Duration { start := time.Now(); f(); return time.Since(start) }
+	var normal, fill, blocked time.Duration
+	b.ResetTimer()
+	for range b.N {
+		normal += timed(func() { execOut(b, bob, "echo fine > ok.txt && cat ok.txt") })
+		env, took := fillToQuota(b, alice)
+		if env.OK {
+			b.Fatalf("the filling loop ended with %+v", env)
+		}
+		fill += took
+		blocked += timed(func() { execOut(b, bob, "echo fine > ok.txt && cat ok.txt") })
+		alice.ok(b, "sandbox_delete", map[string]any{"path": "fill", "recursive": true})
+		pollTools(b, "alice unblocked after deleting", func() bool {
+			return alice.call(b, "sandbox_write_file", map[string]any{"path": "after.txt", "content": "x"}).OK
+		})
+	}
+	n := float64(b.N)
+	b.ReportMetric(fill.Seconds()/n, "s-to-stop-fill")
+	b.ReportMetric(120, "bound-s")
+	b.ReportMetric(blocked.Seconds()/n, "s-other-exec-blocked")
+	b.ReportMetric(normal.Seconds()/n, "s-other-exec-normal")
 }
 
 // TestIdentities attacks uid reuse: a new agent must never get a removed
@@ -164,25 +209,15 @@ func TestDiskQuota(t *testing.T) {
 	e.ok("agent", "set", "alice", "diskGB", "0.05") // 50 MB
 	alice := e.session(t, "alice")
 	bob := e.session(t, "bob")
-	start := time.Now()
-	execOut(t, bob, "true")
-	// "Its normal time", as in TestResourceLimits: generous, the guest CPU
-	// may be emulated and shared.
-	normal := max(20*time.Since(start), 30*time.Second)
-
-	start = time.Now()
-	fill := alice.call(t, "sandbox_exec", map[string]any{
-		"command": "mkdir -p fill; i=0; while :; do head -c 4000000 /dev/zero > fill/f$i || exit 9; i=$((i+1)); done",
-		"timeout": 300})
-	took := time.Since(start)
+	// The loop is stopped by the quota, not by its own timeout (300 s),
+	// which would end it with a different envelope. How soon is
+	// BenchmarkDiskQuota's figure.
+	fill, took := fillToQuota(t, alice)
 	if fill.OK || fill.Kind != envelope.Rejected || !strings.Contains(fill.Message, "disk quota exceeded") || !strings.Contains(fill.Message, "diskGB") {
 		t.Fatalf("the filling loop ended with %+v, want a rejected envelope naming the quota", fill)
 	}
 	used := e.show(t, "alice").DiskUsed
 	t.Logf("filling loop stopped after %v with %d bytes used (quota 50000000, overshoot %d)", took.Round(time.Millisecond), used, used-50e6)
-	if took > 2*time.Minute {
-		t.Errorf("the loop ran %v", took)
-	}
 	// Detection takes one or two monitor rounds; 400 MB is far more than
 	// this VM writes to the share in that time.
 	if used > 50e6+400e6 {
@@ -196,13 +231,10 @@ func TestDiskQuota(t *testing.T) {
 	}
 	alice.fails(t, "sandbox_exec", map[string]any{"command": "true"}, envelope.Rejected)
 
-	// Bob is unaffected, and answers promptly.
-	start = time.Now()
-	execOut(t, bob, "echo fine > ok.txt && cat ok.txt")
-	if d := time.Since(start); d > normal {
-		t.Errorf("bob's exec during alice's block took %v, more than %v", d, normal)
-	} else {
-		t.Logf("bob's exec during alice's block took %v", d.Round(time.Millisecond))
+	// Bob is unaffected: his command runs and writes. (How long it takes
+	// beside his normal time is BenchmarkDiskQuota's figure.)
+	if r := execOut(t, bob, "echo fine > ok.txt && cat ok.txt"); r["stdout"] != "fine\n" {
+		t.Errorf("bob's exec during alice's block: %v", r)
 	}
 
 	// Deleting files (still allowed) brings alice back under; she works
@@ -244,7 +276,7 @@ func TestDiskQuota(t *testing.T) {
 
 // pollTools polls cond (each poll is a real tool call, so they are spaced
 // to stay inside the agent's rate window) for up to 30 seconds.
-func pollTools(t *testing.T, what string, cond func() bool) {
+func pollTools(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	testwait.Eventually(t, what, 30*time.Second, 500*time.Millisecond, cond)
 }

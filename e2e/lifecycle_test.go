@@ -22,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -30,7 +31,7 @@ import (
 
 // copyContainer gives a test its own data dir holding a copy of the shared
 // provision (sparse copy of the root disk), so it need not build another.
-func copyContainer(t *testing.T) config.Paths {
+func copyContainer(t testing.TB) config.Paths {
 	t.Helper()
 	p := config.Paths{Root: t.TempDir()}
 	if out, err := exec.Command("cp", "-a", "--sparse=always", env.layout.Dir, p.ContainerDir()).CombinedOutput(); err != nil {
@@ -71,7 +72,7 @@ type switchableServer struct {
 	off bool
 }
 
-func newSwitchableServer(t *testing.T) *switchableServer {
+func newSwitchableServer(t testing.TB) *switchableServer {
 	t.Helper()
 	s := &switchableServer{}
 	files := http.FileServer(http.Dir(os.Getenv("OSAURUS_TEST_GUEST")))
@@ -144,15 +145,45 @@ func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandb
 
 // TestLifecycle walks a user's first day: provision (interrupted, then
 // again, then offline), concurrent starts, diagnostics, a crash and the
-// restart policy, stop, reset keeping the workspace, remove.
+// restart policy, stop, reset keeping the workspace, remove. The subtests
+// share one manager, to boot as few times as the walk needs, but none
+// relies on an earlier one: each brings the sandbox to the state it
+// starts from (so each also runs alone, with -run).
 func TestLifecycle(t *testing.T) {
 	requireGuest(t)
 	srv := newSwitchableServer(t)
 	p := config.Paths{Root: t.TempDir()}
 	m := newTestManager(t, p, srv, sandbox.Options{RestartDelay: 100 * time.Millisecond})
 	ctx := context.Background()
+	provisioned := func(t *testing.T) {
+		t.Helper()
+		if m.Status().State == sandbox.NotProvisioned {
+			if err := m.Provision(ctx); err != nil {
+				t.Fatalf("provision: %v", err)
+			}
+		}
+	}
+	stopped := func(t *testing.T) {
+		t.Helper()
+		provisioned(t)
+		if err := m.Stop(ctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	running := func(t *testing.T) {
+		t.Helper()
+		provisioned(t)
+		if err := m.Start(ctx); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	}
 
 	t.Run("an interrupted provision retries cleanly", func(t *testing.T) {
+		if m.Status().State != sandbox.NotProvisioned {
+			if err := m.Remove(ctx); err != nil {
+				t.Fatalf("remove: %v", err)
+			}
+		}
 		pctx, cancel := context.WithCancel(ctx)
 		var once sync.Once
 		stop := m.Subscribe(func(st sandbox.Status) {
@@ -181,6 +212,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("provisioning again works offline", func(t *testing.T) {
+		stopped(t) // provisioned once, online: the manifest is cached
 		srv.setOff(true)
 		defer srv.setOff(false)
 		if err := m.Provision(ctx); err != nil {
@@ -189,6 +221,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("concurrent starts share one boot", func(t *testing.T) {
+		stopped(t)
 		var wg sync.WaitGroup
 		errs := make(chan error, 4)
 		for range 4 {
@@ -212,6 +245,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("diagnostics pass", func(t *testing.T) {
+		running(t)
 		a := runningAgent(t, m)
 		cfg, _ := config.LoadSandbox(p.SandboxJSON())
 		env := diagnostics.Env{Agent: a, PackageManager: a.Info.PackageMgr, NATURL: strings.Replace(cfg.DiagnosticsURL, "127.0.0.1", "10.0.2.2", 1), Bridge: diagnostics.CheckBridge}
@@ -237,23 +271,18 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a killed QEMU is restarted", func(t *testing.T) {
-		old := m.Status().Pid
-		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		running(t)
+		before := m.Status()
+		if err := syscall.Kill(before.Pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Minute)
-		for {
-			st := m.Status()
-			if st.State == sandbox.Running && st.Pid != old {
-				if st.Restarts != 1 {
-					t.Errorf("restarts = %d, want 1", st.Restarts)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not restarted: %+v", st)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var st sandbox.Status
+		testwait.Eventually(t, "the killed VM to be restarted", 5*time.Minute, 200*time.Millisecond, func() bool {
+			st = m.Status()
+			return st.State == sandbox.Running && st.Pid != before.Pid
+		})
+		if st.Restarts != before.Restarts+1 {
+			t.Errorf("restarts = %d after %d, want one more", st.Restarts, before.Restarts)
 		}
 		if _, err := m.Agent(); err != nil {
 			t.Fatal(err)
@@ -261,6 +290,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("reset keeps the workspace", func(t *testing.T) {
+		running(t)
 		a := runningAgent(t, m)
 		if _, err := a.WriteFile(ctx, agentproto.WriteFileRequest{Path: "/workspace/agents/keep/notes.txt", Data: []byte("precious"), MakeParents: true}); err != nil {
 			t.Fatal(err)
@@ -285,6 +315,10 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("stop, then remove keeps the workspace", func(t *testing.T) {
+		running(t)
+		if _, err := runningAgent(t, m).WriteFile(ctx, agentproto.WriteFileRequest{Path: "/workspace/agents/kept/notes.txt", Data: []byte("precious"), MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
 		if err := m.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +334,7 @@ func TestLifecycle(t *testing.T) {
 		if _, err := os.Stat(p.ContainerDir()); !os.IsNotExist(err) {
 			t.Fatalf("container left after remove: %v", err)
 		}
-		if b, err := os.ReadFile(filepath.Join(p.Workspace(), "agents", "keep", "notes.txt")); err != nil || string(b) != "precious" {
+		if b, err := os.ReadFile(filepath.Join(p.Workspace(), "agents", "kept", "notes.txt")); err != nil || string(b) != "precious" {
 			t.Fatalf("workspace after remove: %q %v", b, err)
 		}
 		if st := m.Status(); st.State != sandbox.NotProvisioned {
@@ -309,8 +343,8 @@ func TestLifecycle(t *testing.T) {
 	})
 }
 
-// TestNATDiagnosticFailsWithoutNetwork: with network none, the NAT check
-// fails with its hint and the others still pass.
+// TestNATDiagnosticFailsWithoutNetwork: network none gives the guest no
+// NIC, the NAT check fails with its hint and the others still pass.
 func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 	requireGuest(t)
 	srv := newSwitchableServer(t)
@@ -324,6 +358,12 @@ func TestNATDiagnosticFailsWithoutNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := runningAgent(t, m)
+	// No network controller on the bus (the guest would not load a NIC's
+	// driver with network none, so /sys/class/net alone can't tell), and
+	// no interface but lo.
+	if out, _, _ := sh(t, a, "", "grep -l '^0x0200' /sys/bus/pci/devices/*/class; ls /sys/class/net"); strings.Join(strings.Fields(out), " ") != "lo" {
+		t.Fatalf("network devices with network none: %q, want only lo", out)
+	}
 	checks := []diagnostics.Check{}
 	for _, c := range diagnostics.Checks() {
 		if c.Name == "nat" || c.Name == "exec" {

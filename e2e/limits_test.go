@@ -24,6 +24,9 @@ import (
 // and an allocation beyond the agent's memory, while another agent keeps
 // working and the VM never restarts.
 func TestResourceLimits(t *testing.T) {
+	// On the shared guest: the limits are per agent. Were an attack to
+	// take the guest down, this test fails on it and every later test
+	// on the shared guest says an earlier test stopped it.
 	te := newToolsEnvCAs(t, false) // no package registry needed
 	g := te.m.Agent()
 	te.addAgent(t, "Alice", autonomous(100, true))
@@ -282,7 +285,54 @@ func firstLine(s string) string {
 
 // waitUntil checks cond, one guest round trip at a time, until it holds;
 // it fails the test after limit.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testwait.Eventually(t, what, limit, 0, cond)
+}
+
+// BenchmarkResourceLimits measures what a fork bomb at its process limit
+// costs another agent: bob's `echo` while alice's bomb runs, beside the
+// same command's normal time in the same run (the tests only log these).
+func BenchmarkResourceLimits(b *testing.B) {
+	te := newToolsEnvCAs(b, false)
+	g := te.m.Agent()
+	te.addAgent(b, "Alice", autonomous(100, true))
+	te.addAgent(b, "Bob", autonomous(100, false))
+	if _, err := te.reg.Update("alice", func(a *agents.Agent) error {
+		a.Resources = agents.Resources{MaxProcesses: 64, MemoryMB: 160, CPUWeight: 50}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	alice := te.http(b, "alice")
+	bob := te.http(b, "bob")
+	const aliceGroup = "/sys/fs/cgroup/osaurus/user-agent-alice"
+	bobEcho := func() time.Duration {
+		start := time.Now()
+		if r := bob.ok(b, "sandbox_exec", map[string]any{"command": "echo alive", "timeout": 120}); r["stdout"] != "alive\n" {
+			b.Fatalf("bob: %v", r)
+		}
+		return time.Since(start)
+	}
+	var normal, during time.Duration
+	for range b.N {
+		normal += bobEcho()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			alice.cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec",
+				Arguments: map[string]any{"command": "f() { f | f & }; f; sleep 1000", "timeout": 40}})
+		}()
+		waitUntil(b, 3*time.Minute, "alice's fork bomb to reach her process limit", func() bool {
+			out, _, _ := sh(b, g, "", "cat "+aliceGroup+"/pids.current")
+			n, _ := strconv.Atoi(strings.TrimSpace(out))
+			return n >= 60
+		})
+		during += bobEcho()
+		<-done
+	}
+	b.ReportMetric(during.Seconds()/float64(b.N), "s-other-exec-during-bomb")
+	b.ReportMetric(normal.Seconds()/float64(b.N), "s-other-exec-normal")
 }

@@ -31,7 +31,7 @@ import (
 // followed) and alice's MCP session as log notifications; every route
 // answers the documented status codes.
 func TestMemoryAndEvents(t *testing.T) {
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	ctx := context.Background()
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
@@ -49,7 +49,7 @@ func TestMemoryAndEvents(t *testing.T) {
 	rate := limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{bridge.ServiceEvents: 8}})
 	br := bridge.New(bridge.Options{Memory: mem, Events: ev, Rate: rate, HostCLI: assets.HostCLI})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(ctx, m.Agent())
+	attachBridge(t, m, br)
 	g := m.Agent()
 	te := &toolsEnv{m: m, home: home, reg: reg, bin: buildCLI(t)}
 	te.addAgent(t, "alice", autonomous(100, false))

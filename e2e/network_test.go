@@ -292,13 +292,26 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 		// Nor can it make a network namespace of its own, to leave the
 		// rules behind: not directly (no CAP_SYS_ADMIN), not through a
 		// user namespace (the guest turns them off).
-		for _, cmd := range []string{"unshare -n true", "unshare -rn true"} {
-			if o, code := run(out, cmd); code == 0 || !strings.Contains(o, "Operation not permitted") && !strings.Contains(o, "No space left on device") {
-				t.Errorf("as the agent, %q: exit %d %q, want refused", cmd, code, o)
-			}
+		// Each refusal for its own reason: root can make one (so the
+		// kernel has network namespaces, and a refusal is the agent's
+		// lack of privilege), and the agent's user namespace is refused
+		// by the knob the guest sets (EPERM from Debian's, ENOSPC from
+		// the limit of zero elsewhere).
+		if o, _, st := sh(t, g, "", "unshare -n true"); st.Code != 0 {
+			t.Fatalf("root can't make a network namespace either (the check below would pass for that reason): %q", o)
+		}
+		if o, code := run(out, "unshare -n true"); code == 0 || !strings.Contains(o, "Operation not permitted") {
+			t.Errorf("as the agent, unshare -n: exit %d %q, want refused for lack of privilege", code, o)
+		}
+		knobs, _, _ := sh(t, g, "", "cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || cat /proc/sys/user/max_user_namespaces")
+		if strings.TrimSpace(knobs) != "0" {
+			t.Errorf("user namespaces are on for agents (knob %q)", knobs)
+		}
+		if o, code := run(out, "unshare -rn true"); code == 0 || !strings.Contains(o, "Operation not permitted") && !strings.Contains(o, "No space left on device") {
+			t.Errorf("as the agent, unshare -rn: exit %d %q, want refused (user namespaces off)", code, o)
 		}
 		// The rules can't even be read from the agent's namespace.
-		bin := agentBinary(t)
+		bin := agentBinary(t, g)
 		if o, code := run(out, bin+" netrules"); code == 0 {
 			t.Errorf("the agent read or reached the rules: %q", o)
 		}
@@ -464,26 +477,26 @@ for i in $(seq 100); do curl -s -o /dev/null http://192.0.2.10/ && exit 0; sleep
 	})
 }
 
-// agentBinary puts the guest agent binary in /workspace, where the guest
+// agentBinary puts the guest agent binary where every user of the guest
 // can run it (`sandbox-agent netrules` reads the rules back), and returns
 // its path in the guest.
-func agentBinary(t *testing.T) string {
+func agentBinary(t *testing.T, g *agentproto.Client) string {
 	t.Helper()
 	b, err := assets.GuestAgent("amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(env.dataDir, "workspace", "sandbox-agent")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
+	const dst = "/usr/local/libexec/osaurus-e2e/sandbox-agent"
+	if _, err := g.WriteFile(context.Background(), agentproto.WriteFileRequest{Path: dst, Data: b, Mode: 0o755, MakeParents: true}); err != nil {
 		t.Fatal(err)
 	}
-	return "/workspace/sandbox-agent"
+	return dst
 }
 
 // installedRules reads the policy back from the guest kernel, as root.
 func installedRules(t *testing.T, g *agentproto.Client) []string {
 	t.Helper()
-	o, errOut, st := sh(t, g, "", agentBinary(t)+" netrules")
+	o, errOut, st := sh(t, g, "", agentBinary(t, g)+" netrules")
 	if st.Code != 0 {
 		t.Fatalf("netrules: %s %s", o, errOut)
 	}

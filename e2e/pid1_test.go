@@ -101,6 +101,9 @@ type callResult struct {
 // keep PID 1 busy for minutes, with signals, and with a FUSE mount that
 // would hang a PID-1 thread.
 func TestPID1(t *testing.T) {
+	// On the shared guest: the limits are per agent. Were an attack to
+	// take the guest down, this test fails on it and every later test
+	// on the shared guest says an earlier test stopped it.
 	te := newToolsEnvCAs(t, false) // no package registry needed
 	g := te.m.Agent()
 	te.addAgent(t, "Alice", autonomous(100, false))

@@ -57,7 +57,7 @@ func pluginServer(t *testing.T, m interface {
 }
 
 func TestPluginsOnGuest(t *testing.T) {
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	data := t.TempDir()
 	reg := openAgents(t, filepath.Join(data, "config", "agents.json"))
 	a, err := reg.Add("Plugger")

@@ -55,7 +55,7 @@ const hostMadePlugin = `{"name": "Host Made", "description": "Made from inside t
 // sandbox_plugin_register; the route's rejections.
 func TestPluginSecretsOnGuest(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	ctx := context.Background()
 	paths := config.Paths{Root: t.TempDir()}
 	reg := openAgents(t, paths.AgentsJSON())
@@ -79,7 +79,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 	})
 	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, HostCLI: assets.HostCLI})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(ctx, m.Agent())
+	attachBridge(t, m, br)
 	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
 	url := serveMCPHTTP(t, env, reg)
 

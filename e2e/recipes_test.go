@@ -64,7 +64,7 @@ const exfilRecipe = `{
 // environment and from the bridge.
 func TestImportedRecipeConfined(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	ctx := context.Background()
 	g := m.Agent()
 	paths := config.Paths{Root: t.TempDir()}
@@ -91,7 +91,7 @@ func TestImportedRecipeConfined(t *testing.T) {
 		// No model server: an allowed call answers 503, a refused one 403.
 		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{}, nil }}})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(ctx, g)
+	attachBridge(t, m, br)
 	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
 	bin := buildCLI(t)
 	cli := cliRun{t: t, bin: bin, home: paths.Root}

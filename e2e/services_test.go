@@ -30,7 +30,7 @@ import (
 // call them with osaurus-host inside the VM, the user with the CLI.
 func TestHostServices(t *testing.T) {
 	testkeyring.Start(t)
-	m := boot(t, bootOpts{})
+	m := sharedGuest(t)
 	g := m.Agent()
 	home := t.TempDir()
 	paths := config.Paths{Root: home}
@@ -57,7 +57,7 @@ func TestHostServices(t *testing.T) {
 		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
 	})}, host.BridgeOptions{Secrets: secrets.New(), Logf: t.Logf})
 	t.Cleanup(func() { br.Close() })
-	br.Attach(context.Background(), g)
+	attachBridge(t, m, br)
 
 	add := func(name string, exec bool) agents.Agent {
 		a, err := reg.Add(name)

@@ -23,6 +23,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -44,15 +45,26 @@ type toolsEnv struct {
 	ports *host.Ports
 }
 
-func newToolsEnv(t *testing.T) *toolsEnv { return newToolsEnvCAs(t, true) }
+func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
 
 // newToolsEnvCAs is newToolsEnv, trusting the host's extra CAs only when
-// the test reaches a package registry.
-func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
+// the test reaches a package registry. It serves the shared guest.
+func newToolsEnvCAs(t testing.TB, cas bool) *toolsEnv {
 	t.Helper()
-	m := boot(t, bootOpts{})
-	if cas {
+	return newToolsEnvOn(t, sharedGuest(t), cas)
+}
+
+// newToolsEnvOn is newToolsEnvCAs on m, for a test that needs a VM of
+// its own.
+func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
+	t.Helper()
+	// The CAs are the guest's own configuration: the shared guest gets
+	// them once.
+	if cas && (m != shared.m || !shared.casTrusted) {
 		trustHostCAs(t, m.Agent())
+		if m == shared.m {
+			shared.casTrusted = true
+		}
 	}
 	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
 	paths := config.Paths{Root: te.home}
@@ -88,7 +100,7 @@ func newToolsEnvCAs(t *testing.T, cas bool) *toolsEnv {
 // this machine trusts (/usr/local/share/ca-certificates): test machines
 // may reach package registries through a TLS-inspecting proxy, and npm
 // must get through it as the host's own tools do.
-func trustHostCAs(t *testing.T, g *agentproto.Client) {
+func trustHostCAs(t testing.TB, g *agentproto.Client) {
 	t.Helper()
 	certs, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	if len(certs) == 0 {
@@ -109,8 +121,13 @@ func trustHostCAs(t *testing.T, g *agentproto.Client) {
 	if _, err := g.WriteFile(ctx, agentproto.WriteFileRequest{Path: "/etc/npmrc", Data: []byte("cafile=/etc/ssl/certs/ca-certificates.crt\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if out, errOut, st := sh(t, g, "", "update-ca-certificates"); st.Code != 0 {
-		t.Fatalf("update-ca-certificates: %s %s", out, errOut)
+	// Its own deadline, far above sh's: it rehashes every certificate,
+	// which under TCG on a loaded machine has taken over two minutes.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	out, errOut, st, err := g.Output(ctx, agentproto.ExecRequest{Shell: "update-ca-certificates"})
+	if err != nil || st.Code != 0 {
+		t.Fatalf("update-ca-certificates: %v %+v %s %s", err, st, out, errOut)
 	}
 }
 
@@ -153,7 +170,7 @@ func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) 
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }
 
-func (te *toolsEnv) addAgent(t *testing.T, name string, fn func(*agents.AutonomousExec)) agents.Agent {
+func (te *toolsEnv) addAgent(t testing.TB, name string, fn func(*agents.AutonomousExec)) agents.Agent {
 	t.Helper()
 	a, err := te.reg.Add(name)
 	if err != nil {
@@ -180,7 +197,7 @@ type session struct {
 	changed chan struct{}
 }
 
-func newSession(t *testing.T, name string, tr mcp.Transport) *session {
+func newSession(t testing.TB, name string, tr mcp.Transport) *session {
 	t.Helper()
 	s := &session{name: name, changed: make(chan struct{}, 16)}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
@@ -198,14 +215,14 @@ func newSession(t *testing.T, name string, tr mcp.Transport) *session {
 }
 
 // stdio runs the real binary as an MCP client would.
-func (te *toolsEnv) stdio(t *testing.T, agent string) *session {
+func (te *toolsEnv) stdio(t testing.TB, agent string) *session {
 	cmd := exec.Command(te.bin, "mcp", "--agent", agent)
 	cmd.Env = append(os.Environ(), config.HomeEnv+"="+te.home)
 	cmd.Stderr = testLog{t, "stdio server: "}
 	return newSession(t, "stdio "+agent, &mcp.CommandTransport{Command: cmd})
 }
 
-func (te *toolsEnv) http(t *testing.T, agent string) *session {
+func (te *toolsEnv) http(t testing.TB, agent string) *session {
 	tok, err := te.reg.Token(agent)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +249,7 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *session) tools(t *testing.T) []string {
+func (s *session) tools(t testing.TB) []string {
 	t.Helper()
 	res, err := s.cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -247,7 +264,7 @@ func (s *session) tools(t *testing.T) []string {
 }
 
 // call runs a tool and returns its envelope, checking that IsError agrees.
-func (s *session) call(t *testing.T, tool string, args any) envelope.Envelope {
+func (s *session) call(t testing.TB, tool string, args any) envelope.Envelope {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -270,7 +287,7 @@ func (s *session) call(t *testing.T, tool string, args any) envelope.Envelope {
 }
 
 // ok runs a tool that must succeed and returns its result.
-func (s *session) ok(t *testing.T, tool string, args any) map[string]any {
+func (s *session) ok(t testing.TB, tool string, args any) map[string]any {
 	t.Helper()
 	e := s.call(t, tool, args)
 	if !e.OK {
@@ -281,7 +298,7 @@ func (s *session) ok(t *testing.T, tool string, args any) map[string]any {
 }
 
 // fails runs a tool that must fail with kind and returns the envelope.
-func (s *session) fails(t *testing.T, tool string, args any, kind envelope.Kind) envelope.Envelope {
+func (s *session) fails(t testing.TB, tool string, args any, kind envelope.Kind) envelope.Envelope {
 	t.Helper()
 	e := s.call(t, tool, args)
 	if e.OK || e.Kind != kind || e.Retryable != kind.Retryable() {
@@ -290,7 +307,7 @@ func (s *session) fails(t *testing.T, tool string, args any, kind envelope.Kind)
 	return e
 }
 
-func (s *session) waitChanged(t *testing.T) {
+func (s *session) waitChanged(t testing.TB) {
 	t.Helper()
 	select {
 	case <-s.changed:
@@ -307,7 +324,9 @@ func num(v any) int {
 // TestToolsOverMCP drives every tool through both transports against one
 // booted VM, then checks isolation, gating, limiters, caps and failures.
 func TestToolsOverMCP(t *testing.T) {
-	te := newToolsEnvCAs(t, false) // pip and npm use the test's own index
+	// A VM of its own: its last step stops the VM. pip and npm use the
+	// test's own index.
+	te := newToolsEnvOn(t, boot(t, bootOpts{}), false)
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, true))
 	alice := te.stdio(t, "alice")
@@ -403,20 +422,13 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	if r["background"] != true || r["log_file"] != fmt.Sprintf("%s/.sandbox/logs/%d.log", home, pid) {
 		t.Fatalf("background: %v", r)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.Eventually(t, "the background process's log to show its output", time.Minute, time.Second, func() bool {
 		r = s.ok(t, "sandbox_process", map[string]any{"action": "poll", "pid": pid})
 		if r["running"] != true {
 			t.Fatalf("poll: %v", r)
 		}
-		if r["log_tail"] == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log never showed the output: %v", r)
-		}
-		time.Sleep(time.Second)
-	}
+		return r["log_tail"] == "started\n"
+	})
 	if r = s.ok(t, "sandbox_process", map[string]any{"action": "kill", "pid": pid}); r["running"] != false || num(r["signal"]) != 15 {
 		t.Fatalf("kill: %v", r)
 	}

@@ -63,5 +63,14 @@ func (h *Host) Diagnostics(ctx context.Context, onResult func(diagnostics.Result
 	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
 	env.NATURL = natURL(cfg)
 	env.Bridge = diagnostics.CheckBridge
-	return diagnostics.Run(ctx, env, diagnostics.Checks(), onResult), nil
+	// Logged as well: the owner's log is the record of a run the window
+	// started (and what the UI smoke test reads back).
+	rs := diagnostics.Run(ctx, env, diagnostics.Checks(), func(r diagnostics.Result) {
+		h.logf("diagnostics: %s: %s %q", r.Name, r.Outcome, r.Detail)
+		if onResult != nil {
+			onResult(r)
+		}
+	})
+	h.logf("diagnostics: done (%d checks)", len(rs))
+	return rs, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 )
 
 type syncBuf struct {
@@ -41,12 +43,6 @@ func TestCatchFatalSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "ignoring " + sig.String()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(buf.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log: %q", want, buf.String())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Eventually(t, want+" in the log", 10*time.Second, time.Millisecond, func() bool { return strings.Contains(buf.String(), want) })
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/guestagent/account"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,12 +110,8 @@ func OwnerOf(t testing.TB, path string) int {
 // timing assertion.
 func WaitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if !Alive(pid) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if testwait.Within(10*time.Second, 10*time.Millisecond, func() bool { return !Alive(pid) }) {
+		return
 	}
 	unix.Kill(pid, unix.SIGKILL)
 	t.Fatalf("process %d still alive", pid)
