@@ -77,7 +77,7 @@ func TestProjects(t *testing.T) {
 	// does.
 	ws := filepath.Join(te.home, "workspace")
 	os.Remove(ws)
-	if err := os.Symlink(filepath.Join(env.dataDir, "workspace"), ws); err != nil {
+	if err := os.Symlink(filepath.Join(dataDirOf(te.m), "workspace"), ws); err != nil {
 		t.Fatal(err)
 	}
 	paths := config.Paths{Root: te.home}
@@ -178,7 +178,7 @@ func TestProjects(t *testing.T) {
 
 	// A's view counts against its disk quota.
 	list := te.reg.List()
-	if used := diskquota.Measure(filepath.Join(env.dataDir, "workspace"), paths.Output(), list)[alice.Slug]; used < 1000000 {
+	if used := diskquota.Measure(filepath.Join(dataDirOf(te.m), "workspace"), paths.Output(), list)[alice.Slug]; used < 1000000 {
 		t.Fatalf("A's disk use %d does not count its view's 1 MB file", used)
 	}
 
