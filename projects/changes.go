@@ -237,6 +237,58 @@ func pick(cs *ChangeSet, paths []string) ([]Change, error) {
 	return out, nil
 }
 
+// review is what Apply and Discard work on, under the view's lock: the
+// chosen changes, the baseline, and the view and the user's folder opened
+// as roots.
+type review struct {
+	chosen     []Change
+	baseline   *Baseline
+	view, host *os.Root
+	unlock     func() error
+}
+
+func (r *review) close() {
+	if r.host != nil {
+		r.host.Close()
+	}
+	if r.view != nil {
+		r.view.Close()
+	}
+	r.unlock()
+}
+
+// openReview locks a's view of p and opens what Apply and Discard need for
+// the chosen paths (all the changes when paths is empty).
+func (v Views) openReview(ctx context.Context, a agents.Agent, p Project, paths []string) (_ *review, err error) {
+	l, err := v.lock(ctx, a, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	r := &review{unlock: l.Unlock}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	cs, err := v.changes(a, p, false)
+	if err != nil {
+		return nil, err
+	}
+	if r.chosen, err = pick(cs, paths); err != nil {
+		return nil, err
+	}
+	if r.baseline, err = v.loadBaseline(a, p.Name); err != nil {
+		return nil, err
+	}
+	if r.view, err = os.OpenRoot(v.Dir(a, p.Name)); err != nil {
+		return nil, err
+	}
+	if r.host, err = os.OpenRoot(p.Path); err != nil {
+		return nil, fmt.Errorf("project %q: %w", p.Name, err)
+	}
+	return r, nil
+}
+
 // Apply writes the chosen changes of a's view of p into the user's folder,
 // each file atomically (a temporary file renamed over the old), and moves
 // the baseline on so they are no longer changes. Links, devices and
@@ -244,33 +296,12 @@ func pick(cs *ChangeSet, paths []string) ([]Change, error) {
 // unless o.Force. Paths are resolved beneath the folder (os.Root), so no
 // link in it leads a write outside.
 func (v Views) Apply(ctx context.Context, a agents.Agent, p Project, o ApplyOptions) (*Result, error) {
-	l, err := v.lock(ctx, a, p.Name)
+	rv, err := v.openReview(ctx, a, p, o.Paths)
 	if err != nil {
 		return nil, err
 	}
-	defer l.Unlock()
-	cs, err := v.changes(a, p, false)
-	if err != nil {
-		return nil, err
-	}
-	chosen, err := pick(cs, o.Paths)
-	if err != nil {
-		return nil, err
-	}
-	bl, err := v.loadBaseline(a, p.Name)
-	if err != nil {
-		return nil, err
-	}
-	view, err := os.OpenRoot(v.Dir(a, p.Name))
-	if err != nil {
-		return nil, err
-	}
-	defer view.Close()
-	host, err := os.OpenRoot(p.Path)
-	if err != nil {
-		return nil, fmt.Errorf("project %q: %w", p.Name, err)
-	}
-	defer host.Close()
+	defer rv.close()
+	chosen, bl, view, host := rv.chosen, rv.baseline, rv.view, rv.host
 	r := &Result{Done: []string{}, Refused: []Skipped{}, Conflict: []Skipped{}}
 	var errs []error
 	for _, c := range chosen {
@@ -400,33 +431,12 @@ func writeAtomic(view, host *os.Root, rel string) (Entry, error) {
 // user's folder's current content back at those paths (an added file is
 // removed), and the baseline moves on to it.
 func (v Views) Discard(ctx context.Context, a agents.Agent, p Project, paths []string) (*Result, error) {
-	l, err := v.lock(ctx, a, p.Name)
+	rv, err := v.openReview(ctx, a, p, paths)
 	if err != nil {
 		return nil, err
 	}
-	defer l.Unlock()
-	cs, err := v.changes(a, p, false)
-	if err != nil {
-		return nil, err
-	}
-	chosen, err := pick(cs, paths)
-	if err != nil {
-		return nil, err
-	}
-	bl, err := v.loadBaseline(a, p.Name)
-	if err != nil {
-		return nil, err
-	}
-	view, err := os.OpenRoot(v.Dir(a, p.Name))
-	if err != nil {
-		return nil, err
-	}
-	defer view.Close()
-	host, err := os.OpenRoot(p.Path)
-	if err != nil {
-		return nil, fmt.Errorf("project %q: %w", p.Name, err)
-	}
-	defer host.Close()
+	defer rv.close()
+	chosen, bl, view, host := rv.chosen, rv.baseline, rv.view, rv.host
 	r := &Result{Done: []string{}, Refused: []Skipped{}, Conflict: []Skipped{}}
 	var errs []error
 	for _, c := range chosen {
