@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
@@ -64,8 +66,9 @@ func (c cliRun) ok(args ...string) string {
 }
 
 // TestCLIFirstDay is the README's day one: provision, start, diagnostics,
-// exec, reset keeping the workspace, stop — through the real binary and
-// its background owner process.
+// exec, the quick start (an agent connected to an MCP client makes its
+// first tool call), reset keeping the workspace, stop — through the real
+// binary and its background owner process.
 func TestCLIFirstDay(t *testing.T) {
 	requireGuest(t)
 	srv := newSwitchableServer(t)
@@ -126,6 +129,8 @@ func TestCLIFirstDay(t *testing.T) {
 		t.Fatalf("exit code not passed through: %d", code)
 	}
 
+	quickStart(t, c)
+
 	// reset asks first; declining changes nothing.
 	cmd := exec.Command(c.bin, "reset")
 	cmd.Env = append(os.Environ(), config.HomeEnv+"="+c.home)
@@ -143,5 +148,55 @@ func TestCLIFirstDay(t *testing.T) {
 	testwait.Eventually(t, "QEMU to exit after stop", time.Minute, 100*time.Millisecond, func() bool { return countProcs(p, "qemu-system") == 0 })
 	if err := json.Unmarshal([]byte(c.ok("status", "--json")), &st); err != nil || st.State != "stopped" {
 		t.Fatalf("status after stop: %+v %v", st, err)
+	}
+}
+
+// quickStart follows the README's quick start on a running sandbox: add an
+// agent, let it run commands, connect it to Claude Code (whose config file
+// lives in a home of the test's own), then start the server exactly as
+// that file says, as the client would, and make the first tool call.
+func quickStart(t *testing.T, c cliRun) {
+	t.Helper()
+	c.ok("agent", "add", "alice")
+	c.ok("agent", "set", "alice", "enabled", "true")
+	clientHome := t.TempDir()
+	connect := exec.Command(c.bin, "agent", "connect", "alice", "--client", "claude-code", "--yes")
+	connect.Env = append(os.Environ(), config.HomeEnv+"="+c.home, "HOME="+clientHome)
+	if out, err := connect.CombinedOutput(); err != nil {
+		t.Fatalf("agent connect: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(clientHome, ".claude.json"))
+	if err != nil {
+		t.Fatalf("agent connect wrote no client config: %v", err)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil || len(cfg.MCPServers) != 1 {
+		t.Fatalf("client config: %v\n%s", err, raw)
+	}
+	for name, e := range cfg.MCPServers {
+		// Only what the entry says: the data folder must come from its env
+		// block, as for a client started from anywhere.
+		cmd := exec.Command(e.Command, e.Args...)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, config.HomeEnv+"=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		for k, v := range e.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = testLog{t, "stdio server: "}
+		s := newSession(t, "client entry "+name, &mcp.CommandTransport{Command: cmd})
+		r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"})
+		if got := strings.TrimSpace(str(r["stdout"])); got != "agent-alice" {
+			t.Fatalf("first tool call ran as %q, want agent-alice: %v", got, r)
+		}
+		s.cs.Close() // the client quits; the sandbox goes on
 	}
 }
