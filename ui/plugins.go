@@ -124,12 +124,14 @@ type pluginsTab struct {
 	Problems            *widget.Label
 	Save                *widget.Button
 	Confirm             *dialog.ConfirmDialog // the open host warning or remove confirmation
+	Discard             *dialog.ConfirmDialog // the open "discard unsaved edits?" question
 	Notice              *dialog.ConfirmDialog // the latest agent-created plugin notice
 	entries             []*plugins.Entry
 	installedFor        map[string][]string // plugin id → agent names
 	known               map[string]int      // current version of each plugin, to notice agents' registrations
 	loaded              bool
 	selected            string
+	loadedText          string   // the recipe as the window last put it in the editor
 	head                string   // what the progress is of
 	steps               []string // install progress lines
 	busy                bool     // an install or uninstall is running
@@ -167,10 +169,21 @@ func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.W
 			c.Objects[1].(*widget.Label).SetText(sub)
 		})
 	t.List.OnSelected = func(i widget.ListItemID) {
-		if i < len(t.entries) && t.entries[i].ID != t.selected {
-			t.selected = t.entries[i].ID
-			t.showSelected(true)
+		if i >= len(t.entries) || t.entries[i].ID == t.selected {
+			return
 		}
+		id, prev := t.entries[i].ID, t.selected
+		t.keepEdits(func() {
+			t.selected = id
+			t.showSelected(true)
+		}, func() {
+			// Back to the plugin whose recipe is being edited.
+			if j := t.index(prev); j >= 0 {
+				t.List.Select(j)
+			} else {
+				t.List.UnselectAll()
+			}
+		})
 	}
 	t.Detail = wrapped("Select a plugin, or import one.")
 	t.Agent = widget.NewSelect(nil, func(string) { t.updateButtons() })
@@ -413,7 +426,7 @@ func (t *pluginsTab) showSelected(withRecipe bool) {
 	if e == nil {
 		t.Detail.SetText("Select a plugin, or import one. New starts a recipe in the editor.")
 		if withRecipe {
-			t.Editor.SetText("")
+			t.setRecipe("")
 		}
 		t.updateButtons()
 		return
@@ -450,7 +463,7 @@ func (t *pluginsTab) showSelected(withRecipe bool) {
 	t.Detail.SetText(termsafe.String(b.String())) // names and descriptions may be an agent's
 	if withRecipe {
 		if data, err := p.Encode(); err == nil {
-			t.Editor.SetText(string(data))
+			t.setRecipe(string(data))
 		}
 	}
 	t.updateButtons()
@@ -532,6 +545,10 @@ func (t *pluginsTab) setImporting(on bool) {
 // importSource fetches and validates source away from the UI, then
 // saves it, after the user accepts any hosts outside the allowlist.
 func (t *pluginsTab) importSource(source string) {
+	t.keepEdits(func() { t.startImport(source) }, nil)
+}
+
+func (t *pluginsTab) startImport(source string) {
 	t.Status.SetText("Importing " + source + "…")
 	t.setImporting(true)
 	cfg, err := t.b.Settings()
@@ -702,11 +719,46 @@ const newRecipe = `{
 `
 
 func (t *pluginsTab) onNew() {
-	t.selected = ""
-	t.List.UnselectAll()
-	t.showSelected(false)
-	t.Editor.SetText(newRecipe)
-	t.Status.SetText("Edit the recipe and Save: it is added to the library under the id its name gives.")
+	t.keepEdits(func() {
+		t.selected = ""
+		t.List.UnselectAll()
+		t.showSelected(false)
+		t.setRecipe(newRecipe)
+		t.Status.SetText("Edit the recipe and Save: it is added to the library under the id its name gives.")
+	}, nil)
+}
+
+// setRecipe puts a recipe in the editor as the window's own (not an edit).
+func (t *pluginsTab) setRecipe(s string) {
+	t.loadedText = s
+	t.Editor.SetText(s)
+}
+
+// unsaved reports whether the editor holds edits the user hasn't saved.
+func (t *pluginsTab) unsaved() bool { return t.Editor.Text != t.loadedText }
+
+// keepEdits runs replace, which puts something else in the editor, at once
+// when there is nothing unsaved in it, and otherwise only once the user
+// agrees to discard the edits; kept (may be nil) runs when they don't.
+func (t *pluginsTab) keepEdits(replace, kept func()) {
+	if !t.unsaved() {
+		replace()
+		return
+	}
+	t.Discard = dialog.NewConfirm("Discard your edits?",
+		"The recipe in the editor has changes that are not saved. Discard them?",
+		func(ok bool) {
+			t.Discard = nil
+			switch {
+			case ok:
+				replace()
+			case kept != nil:
+				kept()
+			}
+		}, t.win)
+	t.Discard.SetConfirmText("Discard")
+	t.Discard.SetDismissText("Keep editing")
+	t.Discard.Show()
 }
 
 // --- install ---
@@ -876,6 +928,10 @@ func (t *pluginsTab) onDuplicate() {
 	if e == nil {
 		return
 	}
+	t.keepEdits(func() { t.duplicate(e) }, nil)
+}
+
+func (t *pluginsTab) duplicate(e *plugins.Entry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := t.src.Library.Duplicate(ctx, e.ID)

@@ -342,6 +342,62 @@ func TestPluginEditorValidation(t *testing.T) {
 	})
 }
 
+// Edits in the plugin editor are never thrown away unasked: picking
+// another plugin, New, Duplicate or an import ask first; "Keep editing"
+// keeps the edits (and the plugin they belong to), "Discard" goes on.
+func TestPluginEditorAsksBeforeDiscarding(t *testing.T) {
+	w, reg, _ := newPluginWindow(t)
+	pt := w.Plugins
+	alice, _ := reg.Add("Alice")
+	seedLibrary(t, w, alice)
+	lockedDo(pt.reload)
+	tapInOverlay(t, w.Win, "Keep") // the agent-created plugin's notice
+	edited := strings.Replace(weatherJSON, "2.1.0", "2.2.0", 1)
+	lockedDo(func() {
+		pt.List.Select(pt.index("weather"))
+		if pt.unsaved() {
+			t.Fatal("a recipe the window loaded counts as unsaved")
+		}
+		pt.Editor.SetText(edited)
+	})
+	for _, step := range []struct {
+		name string
+		act  func()
+	}{
+		{"select another plugin", func() { pt.List.Select(pt.index("hello-tools")) }},
+		{"New", func() { test.Tap(pt.New) }},
+		{"Duplicate", func() { test.Tap(pt.Duplicate) }},
+	} {
+		lockedDo(step.act)
+		lockedDo(func() {
+			if pt.Discard == nil {
+				t.Fatalf("%s: no question before the edits go", step.name)
+			}
+		})
+		tapInOverlay(t, w.Win, "Keep editing")
+		lockedDo(func() {
+			if pt.Editor.Text != edited || pt.selected != "weather" {
+				t.Fatalf("%s, Keep editing: selected %q, editor %q", step.name, pt.selected, pt.Editor.Text)
+			}
+			if i := pt.index("weather"); i < 0 || len(pt.entries) != 3 {
+				t.Fatalf("%s, Keep editing: library changed: %d entries", step.name, len(pt.entries))
+			}
+		})
+	}
+	lockedDo(func() { pt.List.Select(pt.index("hello-tools")) })
+	tapInOverlay(t, w.Win, "Discard")
+	lockedDo(func() {
+		if pt.selected != "hello-tools" || !strings.Contains(pt.Editor.Text, "Hello Tools") || pt.unsaved() {
+			t.Fatalf("Discard: selected %q, editor %q", pt.selected, pt.Editor.Text)
+		}
+		// Nothing unsaved: New asks nothing.
+		test.Tap(pt.New)
+		if pt.Discard != nil || !strings.Contains(pt.Editor.Text, "My Plugin") {
+			t.Fatalf("New with nothing unsaved: dialog %v, editor %q", pt.Discard != nil, pt.Editor.Text)
+		}
+	})
+}
+
 // Imports by URL and from GitHub, against a loopback TLS server; a recipe
 // reaching hosts outside the allowlist is imported only when accepted.
 func TestPluginImportURLAndGitHub(t *testing.T) {
