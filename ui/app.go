@@ -53,6 +53,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Agents.Connect.dataDir = b.DataDir()
+	w.Agents.Connect.b = b
 	w.Container.Glance.names = func() map[string]string {
 		m := map[string]string{}
 		for _, a := range reg.List() {

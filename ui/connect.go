@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,12 @@ type connectView struct {
 	// record of last calls.
 	home, dataDir, activity string
 	now                     func() time.Time
+	b                       Backend // settings and the owner's MCP status (nil in some tests)
+
+	// MCP over HTTP: where it is served or why not, and its port.
+	HTTP    *widget.Label
+	Port    *widget.Entry
+	UsePort *widget.Button
 
 	Client  *widget.Select
 	Connect *widget.Button
@@ -52,12 +59,84 @@ func newConnectView(t *agentsTab) *connectView {
 	v.Connect.Importance = widget.HighImportance
 	v.State = widget.NewLabel("")
 	v.State.Wrapping = fyne.TextWrapWord
+	v.HTTP = widget.NewLabel("")
+	v.HTTP.Wrapping = fyne.TextWrapWord
+	v.Port = widget.NewEntry()
+	v.Port.SetPlaceHolder(strconv.Itoa(config.DefaultMCPPort))
+	v.UsePort = widget.NewButton("Use this port", v.onUsePort)
 	return v
+}
+
+// mcpStatus is the owner's MCP-over-HTTP state, when the backend knows it.
+type mcpStatus interface {
+	MCP() (url, problem string)
+}
+
+// MCP is where the owner serves MCP over HTTP, or why it doesn't.
+func (c *Controlled) MCP() (url, problem string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status.MCPURL, c.status.MCPError
+}
+
+// showHTTP says where clients reach MCP over HTTP, or why they can't and
+// what to do, and shows the configured port.
+func (v *connectView) showHTTP() {
+	if v.b == nil {
+		return
+	}
+	cfg, err := v.b.Settings()
+	if err != nil {
+		cfg = config.Defaults()
+	}
+	port := cfg.MCPPort
+	if port == 0 {
+		port = config.DefaultMCPPort
+	}
+	if v.Port.Text == "" {
+		v.Port.SetText(strconv.Itoa(port))
+	}
+	var url, problem string
+	if m, ok := v.b.(mcpStatus); ok {
+		url, problem = m.MCP()
+	}
+	switch {
+	case problem != "":
+		v.HTTP.SetText(problem + " Or set another port here.")
+	case url != "":
+		v.HTTP.SetText("MCP over HTTP: " + url + " (loopback only; each agent's token is its password).")
+	default:
+		v.HTTP.SetText(fmt.Sprintf("MCP over HTTP is served on 127.0.0.1:%d while the app or `serve` owns the VM.", port))
+	}
+}
+
+// onUsePort saves the MCP port setting; the owner listens on it from its
+// next start.
+func (v *connectView) onUsePort() {
+	if v.b == nil {
+		return
+	}
+	cfg, err := v.b.Settings()
+	if err != nil {
+		showError(v.t.win, "Settings", err)
+		return
+	}
+	next, err := cfg.Set("mcpPort", strings.TrimSpace(v.Port.Text))
+	if err != nil {
+		v.HTTP.SetText(err.Error())
+		return
+	}
+	if err := v.b.SaveSettings(next); err != nil {
+		showError(v.t.win, "Saving settings failed", err)
+		return
+	}
+	v.HTTP.SetText(fmt.Sprintf("Saved: MCP over HTTP uses port %d from the next start of the app (or of `serve`).", next.MCPPort))
 }
 
 func (v *connectView) content() fyne.CanvasObject {
 	return widget.NewCard("Connect an MCP client", "Adds this agent to the client's own config file, after showing the change.",
-		container.NewVBox(container.NewBorder(nil, nil, nil, v.Connect, v.Client), v.State))
+		container.NewVBox(container.NewBorder(nil, nil, nil, v.Connect, v.Client), v.State,
+			container.NewBorder(nil, nil, widget.NewLabel("HTTP port"), v.UsePort, v.Port), v.HTTP))
 }
 
 // server is how a client reaches agent a: the stdio server, with the
@@ -82,6 +161,7 @@ func (v *connectView) client() connect.Client {
 
 // show fills the state line for agent a (nil: none selected).
 func (v *connectView) show(a *agents.Agent) {
+	v.showHTTP()
 	if a == nil {
 		v.State.SetText("")
 		v.Connect.Disable()

@@ -87,3 +87,50 @@ func TestConnectWritesClientConfig(t *testing.T) {
 		t.Fatalf("generic snippets:\n%s", cv.Preview.Text)
 	}
 }
+
+// mcpFake is a backend whose owner couldn't listen for MCP over HTTP.
+type mcpFake struct {
+	*fakeBackend
+	url, problem string
+}
+
+func (m mcpFake) MCP() (string, string) { return m.url, m.problem }
+
+// The Agents tab says why MCP over HTTP is off and takes another port:
+// an invalid one is refused naming the setting, a valid one is saved for
+// the owner's next start.
+func TestConnectMCPPortTaken(t *testing.T) {
+	f := newFake(t)
+	b := mcpFake{fakeBackend: f, problem: "MCP over HTTP is off: listen tcp 127.0.0.1:47821: bind: address already in use; another program has the port."}
+	w, _ := newTestWindow(t, b)
+	at := w.Agents
+	cv := at.Connect
+	typeIn(at.NewName, "Alice")
+	tap(at.Add)
+	lockedDo(func() {
+		if !strings.Contains(cv.HTTP.Text, "address already in use") || !strings.Contains(cv.HTTP.Text, "another port") {
+			t.Fatalf("HTTP line: %q", cv.HTTP.Text)
+		}
+		if cv.Port.Text != "47821" {
+			t.Fatalf("port shown: %q", cv.Port.Text)
+		}
+		cv.Port.SetText("80")
+	})
+	tap(cv.UsePort)
+	lockedDo(func() {
+		if !strings.Contains(cv.HTTP.Text, "mcpPort: 80") {
+			t.Fatalf("a privileged port: %q", cv.HTTP.Text)
+		}
+		cv.Port.SetText("47999")
+	})
+	tap(cv.UsePort)
+	cfg, err := f.Settings()
+	if err != nil || cfg.MCPPort != 47999 {
+		t.Fatalf("saved setting: %+v %v", cfg.MCPPort, err)
+	}
+	lockedDo(func() {
+		if !strings.Contains(cv.HTTP.Text, "port 47999 from the next start") {
+			t.Fatalf("after saving: %q", cv.HTTP.Text)
+		}
+	})
+}
