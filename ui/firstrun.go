@@ -33,6 +33,7 @@ const (
 type imagePlan struct {
 	Distro, Arch string
 	Downloads    []provision.Download
+	Packages     []string // installed at the first boot, from the distro's mirror
 }
 
 // planFunc describes the image at a manifest URL; tests replace it (the
@@ -48,7 +49,7 @@ func realPlan(ctx context.Context, manifestURL string) (imagePlan, error) {
 	if err != nil {
 		return imagePlan{}, err
 	}
-	return imagePlan{Distro: m.Distro, Arch: m.Arch, Downloads: provision.Downloads(ctx, nil, m)}, nil
+	return imagePlan{Distro: m.Distro, Arch: m.Arch, Downloads: provision.Downloads(ctx, nil, m), Packages: m.Packages}, nil
 }
 
 // firstRun is the view a data folder with nothing provisioned shows: what
@@ -250,6 +251,9 @@ func planText(p imagePlan, root string) string {
 	}
 	if known && len(p.Downloads) > 1 {
 		fmt.Fprintf(&b, "  In all %s.\n", sizeText(total))
+	}
+	if len(p.Packages) > 0 {
+		fmt.Fprintf(&b, "Then, at the first boot, installs %d packages the tools use from the distribution's mirror (%s); they are cached for later resets.\n", len(p.Packages), strings.Join(p.Packages, ", "))
 	}
 	fmt.Fprintf(&b, "Kept in %s (downloads are cached there for later resets); the VM's disk grows there up to %s.\n", filepath.Join(root, "container"), sizeText(ext4.DefaultSize))
 	fmt.Fprintf(&b, "Your agents' files go in %s.", filepath.Join(root, "workspace"))

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func fakePlan(_ context.Context, u string) (imagePlan, error) {
 	return imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{
 		{URL: "https://dl.example.org/alpine-netboot-3.24.2-x86_64.tar.gz", Size: 40 << 20},
 		{URL: "https://dl.example.org/alpine-minirootfs-3.24.2-x86_64.tar.gz", Size: 4 << 20},
-	}}, nil
+	}, Packages: provision.AlpineToolset}, nil
 }
 
 // A fresh data folder shows what setting up downloads, how much and where,
@@ -48,7 +49,8 @@ func TestFirstRunSetsUpWithOneButton(t *testing.T) {
 		plan, details = fr.Plan.Text, c.Details.Text
 		visible, removeOff, resetOff, startOff = c.firstCard.Visible(), c.Remove.Disabled(), c.Reset.Disabled(), c.Start.Disabled()
 	})
-	for _, want := range []string{"alpine-netboot-3.24.2-x86_64.tar.gz from dl.example.org (40.0 MiB)", "alpine-minirootfs", f.DataDir() + "/container", "up to 8.0 GiB", f.DataDir() + "/workspace"} {
+	for _, want := range []string{"alpine-netboot-3.24.2-x86_64.tar.gz from dl.example.org (40.0 MiB)", "alpine-minirootfs", f.DataDir() + "/container", "up to 8.0 GiB", f.DataDir() + "/workspace",
+		fmt.Sprintf("installs %d packages the tools use", len(provision.AlpineToolset)), "ripgrep"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}
