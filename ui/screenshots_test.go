@@ -17,8 +17,8 @@ import (
 )
 
 // TestWindowScreenshots renders the first-run view, a failed first run
-// with its hint, and the Connect preview with Fyne's software painter in
-// the default theme, into $OSAURUS_SCREENSHOTS (else a temporary folder):
+// with its hint, the Connect preview and every tab with Fyne's software
+// painter in the default theme, into $OSAURUS_SCREENSHOTS (else a temporary folder):
 // docs/window.md shows them. Each image must hold the window, not a blank.
 func TestWindowScreenshots(t *testing.T) {
 	dir := os.Getenv("OSAURUS_SCREENSHOTS")
@@ -78,6 +78,30 @@ func TestWindowScreenshots(t *testing.T) {
 		t.Fatalf("status %q", w2.Agents.Status.Text)
 	}
 	save(w2, "connected.png")
+
+	// Every tab, with a library and an agent in it.
+	w3, reg, _ := newPluginWindow(t)
+	styled(w3)
+	alice, err := reg.Add("Alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedLibrary(t, w3, alice)
+	lockedDo(w3.Plugins.reload)
+	tapInOverlay(t, w3.Win, "Keep") // the agent-created plugin's notice
+	var names []string
+	lockedDo(func() {
+		for _, it := range w3.Tabs.Items {
+			names = append(names, it.Text)
+		}
+	})
+	if len(names) < 8 {
+		t.Fatalf("tabs: %v", names)
+	}
+	for i, n := range names {
+		lockedDo(func() { w3.Tabs.SelectIndex(i) })
+		save(w3, "tab-"+strings.ToLower(n)+".png")
+	}
 }
 
 // lightTheme is the default theme in its light variant, whatever the
