@@ -245,9 +245,15 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 		// Those homes are owned by the earlier agents' uids, and the guest
 		// rightly refuses to hand one to a new agent of the same name.
 		// Tests run one at a time, so no VM uses them now.
+		// The folder itself stays: the shared guest is running, and a
+		// folder removed behind VirtioFS can stay in the guest's cache, so
+		// that a home made in it fails with ENOENT.
 		for _, d := range []string{env.dataDir, sharedDir()} {
-			if err := os.RemoveAll(filepath.Join(d, "workspace", "agents")); err != nil {
-				t.Fatal(err)
+			homes, _ := filepath.Glob(filepath.Join(d, "workspace", "agents", "*"))
+			for _, h := range homes {
+				if err := os.RemoveAll(h); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
