@@ -35,6 +35,8 @@ func init() {
 			InputSchema: object(
 				str("path", "The file to share.").must(),
 			),
+			// It replaces the agent's own earlier artifact of the name.
+			Destructive: true,
 		},
 		gate: gateAutonomous, service: serviceWrite, bind: bind(shareArtifact),
 	})
