@@ -357,8 +357,8 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 21 {
-		t.Fatalf("%d tools listed, want all 21", got)
+	if got := len(s.tools(t)); got != 22 {
+		t.Fatalf("%d tools listed, want all 22", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -632,8 +632,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 19 {
-			t.Fatalf("%s: %d tools after enabling, want 19", s.name, got)
+		if got := len(s.tools(t)); got != 20 {
+			t.Fatalf("%s: %d tools after enabling, want 20", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
@@ -99,9 +100,7 @@ func shareArtifact(ctx context.Context, c *call, a shareArgs) (any, error) {
 	}
 	dst := c.as(OutputRoot)
 	dir := c.agent.Slug
-	if di, err := c.g.Stat(ctx, agentproto.PathRequest{Identity: dst, Path: OutputRoot + "/" + dir}); err == nil && di.Type != "dir" {
-		return nil, envelope.Errorf(envelope.ExecutionError, "%s/%s is a %s, not a directory; delete it and share again", OutputRoot, dir, di.Type)
-	} else if err != nil && !errors.Is(err, agentproto.ErrNotFound) {
+	if err := c.outputDir(ctx, OutputRoot+"/"+dir); err != nil {
 		return nil, err
 	}
 	final := OutputRoot + "/" + dir + "/" + name
@@ -143,4 +142,36 @@ func shareArtifact(ctx context.Context, c *call, a shareArgs) (any, error) {
 		res.HostPath = filepath.Join(c.env.outputDir, dir, name)
 	}
 	return res, nil
+}
+
+// outputDir makes sure /output/<slug> is a directory (not a symlink) the
+// agent owns. /output is root's (agents can't write there), so root
+// creates the directory and gives it to the agent's user; no agent can
+// plant anything at that name first.
+func (c *call) outputDir(ctx context.Context, dir string) error {
+	fi, err := c.g.Stat(ctx, agentproto.PathRequest{Path: dir})
+	if errors.Is(err, agentproto.ErrNotFound) {
+		if err := c.g.Mkdir(ctx, agentproto.PathRequest{Path: dir, Mode: 0o755}); err != nil && !errors.Is(err, agentproto.ErrExists) {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		fi, err = c.g.Stat(ctx, agentproto.PathRequest{Path: dir})
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Type != "dir" {
+		return envelope.Errorf(envelope.ExecutionError, "%s is a %s, not a directory; ask the user to remove it from the output folder", dir, fi.Type)
+	}
+	if c.agent.UID != 0 && fi.UID == c.agent.UID {
+		return nil
+	}
+	// -h: never follow a link (there is none: it was checked above).
+	_, stderr, st, err := c.g.Output(ctx, agentproto.ExecRequest{Argv: []string{"chown", "-h", c.agent.User() + ":", dir}})
+	if err == nil && st.Code != 0 {
+		err = fmt.Errorf("chown: %s", strings.TrimSpace(string(stderr)))
+	}
+	if err != nil {
+		return fmt.Errorf("give %s to %s: %w", dir, c.agent.User(), err)
+	}
+	return nil
 }

@@ -49,7 +49,8 @@ func (f *fileGuest) UserAdd(_ context.Context, r *agentproto.UserAddRequest) (*a
 	return &agentproto.UserAddResponse{Home: r.Home}, nil
 }
 
-func (f *fileGuest) Mkdir(context.Context, *agentproto.PathRequest) (*agentproto.Empty, error) {
+func (f *fileGuest) Mkdir(_ context.Context, r *agentproto.PathRequest) (*agentproto.Empty, error) {
+	f.dirs[r.Path] = true
 	return &agentproto.Empty{}, nil
 }
 
