@@ -43,6 +43,7 @@ type toolsEnv struct {
 	url   string
 	bin   string
 	ports *host.Ports
+	out   string // the host folder the guest mounts as /output
 }
 
 func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
@@ -66,7 +67,10 @@ func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 			shared.casTrusted = true
 		}
 	}
-	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
+	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t), out: filepath.Join(env.dataDir, "output")}
+	if m == shared.m {
+		te.out = filepath.Join(sharedDir(), "output")
+	}
 	paths := config.Paths{Root: te.home}
 	var err error
 	te.reg = openAgents(t, paths.AgentsJSON())
@@ -85,6 +89,7 @@ func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 		}},
 		// Listed like the app's; the keychain is only reached when called.
 		SecretStore: secrets.New(),
+		OutputDir:   te.out,
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
