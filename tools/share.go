@@ -165,13 +165,17 @@ func (c *call) outputDir(ctx context.Context, dir string) error {
 	if c.agent.UID != 0 && fi.UID == c.agent.UID {
 		return nil
 	}
-	// -h: never follow a link (there is none: it was checked above).
-	_, stderr, st, err := c.g.Output(ctx, agentproto.ExecRequest{Argv: []string{"chown", "-h", c.agent.User() + ":", dir}})
-	if err == nil && st.Code != 0 {
-		err = fmt.Errorf("chown: %s", strings.TrimSpace(string(stderr)))
-	}
-	if err != nil {
-		return fmt.Errorf("give %s to %s: %w", dir, c.agent.User(), err)
+	// -h: never follow a link (there is none: it was checked above). The
+	// mode drops any write permission a directory made by someone else
+	// had, so only the agent writes in it.
+	for _, argv := range [][]string{{"chown", "-h", c.agent.User() + ":", dir}, {"chmod", "0755", dir}} {
+		_, stderr, st, err := c.g.Output(ctx, agentproto.ExecRequest{Argv: argv})
+		if err == nil && st.Code != 0 {
+			err = fmt.Errorf("%s: %s", argv[0], strings.TrimSpace(string(stderr)))
+		}
+		if err != nil {
+			return fmt.Errorf("give %s to %s: %w", dir, c.agent.User(), err)
+		}
 	}
 	return nil
 }
