@@ -116,6 +116,12 @@ func shareArtifact(ctx context.Context, c *call, a shareArgs) (any, error) {
 	tmp := OutputRoot + "/" + dir + "/.share-" + name + ".part"
 	h := sha256.New()
 	var size int64
+	done := false
+	defer func() {
+		if !done { // no half copy is left behind
+			c.g.Remove(context.WithoutCancel(ctx), agentproto.PathRequest{Identity: dst, Path: tmp})
+		}
+	}()
 	for first := true; first || size < fi.Size; first = false {
 		r, err := c.g.ReadFile(ctx, agentproto.ReadFileRequest{Identity: src, Path: p.Path, Offset: size, Length: shareChunk, MaxBytes: shareChunk})
 		if err != nil {
@@ -136,6 +142,7 @@ func shareArtifact(ctx context.Context, c *call, a shareArgs) (any, error) {
 	if err := c.g.Move(ctx, agentproto.MoveRequest{Identity: dst, Src: tmp, Dst: final, Overwrite: true}); err != nil {
 		return nil, fmt.Errorf("rename into %s: %w", final, err)
 	}
+	done = true
 	res := ArtifactResult{Kind: "artifact", Path: final, Name: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)),
 		MIMEType: mime.TypeByExtension(path.Ext(name)), Replaced: replaced}
 	if c.env.outputDir != "" {

@@ -112,6 +112,11 @@ func (f *fileGuest) WriteFile(_ context.Context, r *agentproto.WriteFileRequest)
 	return &agentproto.WriteFileResponse{Size: int64(len(f.files[r.Path]))}, nil
 }
 
+func (f *fileGuest) Remove(_ context.Context, r *agentproto.PathRequest) (*agentproto.Empty, error) {
+	delete(f.files, r.Path)
+	return &agentproto.Empty{}, nil
+}
+
 func (f *fileGuest) Move(_ context.Context, r *agentproto.MoveRequest) (*agentproto.Empty, error) {
 	s, ok := f.files[r.Src]
 	if !ok {
