@@ -4,7 +4,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -138,5 +142,56 @@ func TestFileToolsOverMCP(t *testing.T) {
 	}
 	if img, ok := res2.Content[1].(*mcp.ImageContent); !ok || string(img.Data) != png || img.MIMEType != "image/png" {
 		t.Fatalf("pic.png: %#v", res2.Content[1])
+	}
+
+	t.Run("share artifact", func(t *testing.T) { shareArtifact(t, s, schemas, te.out) })
+}
+
+// shareArtifact: sandbox_share_artifact copies the agent's file to
+// /output/alice/ with the same bytes on the host, sends a resource link to
+// that host file, and refuses a planted symlink, a directory and another
+// agent's file; /output itself stays closed to the agent.
+func shareArtifact(t *testing.T, s *session, schemas map[string]*jsonschema.Resolved, out string) {
+	content := "artifact \x00 bytes\n" + strings.Repeat("z", 9<<20) // over one copy chunk
+	s.ok(t, "sandbox_exec", map[string]any{"command": `python3 -c 'import sys; sys.stdout.buffer.write(b"artifact \x00 bytes\n" + b"z" * (9 << 20))' > report.bin`})
+	res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_share_artifact", Arguments: map[string]any{"path": "report.bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var sc map[string]any
+	if err := json.Unmarshal(b, &sc); err != nil || schemas["sandbox_share_artifact"].Validate(sc) != nil || sc["ok"] != true {
+		t.Fatalf("share: structuredContent %.400s (%v)", b, err)
+	}
+	r := sc["result"].(map[string]any)
+	host := filepath.Join(out, "alice", "report.bin")
+	sum := sha256.Sum256([]byte(content))
+	if r["path"] != "/output/alice/report.bin" || r["host_path"] != host || r["size"] != float64(len(content)) || r["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("share: %v", r)
+	}
+	fi, err := os.Lstat(host)
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("host file %s: %v %v", host, fi, err)
+	}
+	got, err := os.ReadFile(host)
+	if err != nil || string(got) != content {
+		t.Fatalf("host file %s: %d bytes (%v), want the agent's %d", host, len(got), err, len(content))
+	}
+	if len(res.Content) != 2 {
+		t.Fatalf("share: %d content items, want a resource link too", len(res.Content))
+	}
+	if l, ok := res.Content[1].(*mcp.ResourceLink); !ok || l.URI != "file://"+host || l.Name != "report.bin" || l.Size == nil || *l.Size != int64(len(content)) {
+		t.Fatalf("resource link %#v", res.Content[1])
+	}
+	for _, p := range []string{"d/shadow", "d", "/workspace/agents/bob/private.txt", "d/bob/private.txt"} {
+		if r := s.structured(t, schemas, "sandbox_share_artifact", map[string]any{"path": p}); r["ok"] != false {
+			t.Errorf("share %s: %v", p, r)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(out, "alice", "shadow")); err == nil {
+		t.Error("a refused share left a file")
+	}
+	if r := s.ok(t, "sandbox_exec", map[string]any{"command": "echo x > /output/planted"}); num(r["exit_code"]) == 0 {
+		t.Errorf("the agent writes /output directly: %v", r)
 	}
 }

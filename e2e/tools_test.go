@@ -43,6 +43,7 @@ type toolsEnv struct {
 	url   string
 	bin   string
 	ports *host.Ports
+	out   string // the host folder the guest mounts as /output
 }
 
 func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
@@ -66,7 +67,10 @@ func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 			shared.casTrusted = true
 		}
 	}
-	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t)}
+	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t), out: filepath.Join(env.dataDir, "output")}
+	if m == shared.m {
+		te.out = filepath.Join(sharedDir(), "output")
+	}
 	paths := config.Paths{Root: te.home}
 	var err error
 	te.reg = openAgents(t, paths.AgentsJSON())
@@ -85,6 +89,7 @@ func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 		}},
 		// Listed like the app's; the keychain is only reached when called.
 		SecretStore: secrets.New(),
+		OutputDir:   te.out,
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.
@@ -357,8 +362,8 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 21 {
-		t.Fatalf("%d tools listed, want all 21", got)
+	if got := len(s.tools(t)); got != 22 {
+		t.Fatalf("%d tools listed, want all 22", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -632,8 +637,8 @@ func gating(t *testing.T, te *toolsEnv) {
 			s.waitChanged(t)
 		}
 		set(true)
-		if got := len(s.tools(t)); got != 19 {
-			t.Fatalf("%s: %d tools after enabling, want 19", s.name, got)
+		if got := len(s.tools(t)); got != 20 {
+			t.Fatalf("%s: %d tools after enabling, want 20", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)

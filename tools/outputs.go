@@ -104,6 +104,9 @@ var outputs = map[string]struct {
 		"name": tStr, "type": tStr, "size": tInt, "target": tStr,
 		"children": tArr(map[string]any{"$ref": "#/properties/result/$defs/node"}),
 	})})},
+	"sandbox_share_artifact": {"Share artifact", out("kind path name size sha256 replaced", map[string]any{
+		"kind": tStr, "path": tStr, "name": tStr, "host_path": tStr, "mime_type": tStr, "size": tInt, "sha256": tStr, "replaced": tBool,
+	})},
 	"sandbox_expose_port": {"Expose port", out("url port", map[string]any{"url": tStr, "port": tInt})},
 }
 

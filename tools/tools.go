@@ -93,6 +93,9 @@ type Options struct {
 	// Exposer, when set, offers sandbox_expose_port to agents with
 	// autonomous exec.
 	Exposer Exposer
+	// OutputDir is the host folder the VM shares as /output: with it,
+	// sandbox_share_artifact reports the host path and a file:// link.
+	OutputDir string
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -111,6 +114,7 @@ type Env struct {
 	prompter    SecretPrompter
 	reviewer    Reviewer
 	exposer     Exposer
+	outputDir   string
 	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
@@ -133,7 +137,7 @@ func NewEnv(o Options) *Env {
 		o.Install = NewInstallLock()
 	}
 	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.

@@ -18,7 +18,7 @@ var (
 	readOnlyTools = []string{"sandbox_read_file", "sandbox_list_directory", "sandbox_search_files", "sandbox_find_files",
 		"sandbox_file_info", "sandbox_read_multiple_files", "sandbox_directory_tree"}
 	execTools = []string{"sandbox_write_file", "sandbox_edit_file", "sandbox_move", "sandbox_delete", "sandbox_exec",
-		"sandbox_install", "sandbox_pip_install", "sandbox_npm_install", "sandbox_run_script"}
+		"sandbox_install", "sandbox_pip_install", "sandbox_npm_install", "sandbox_run_script", "sandbox_share_artifact"}
 	backgroundTools = []string{"sandbox_exec_background", "sandbox_process"}
 )
 

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -227,6 +229,9 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 		if img != nil {
 			res.Content = append(res.Content, img)
 		}
+		if link := artifactLink(env); link != nil {
+			res.Content = append(res.Content, link)
+		}
 		return res, nil
 	}
 }
@@ -337,4 +342,25 @@ func imageOf(env envelope.Envelope) (*mcp.ImageContent, envelope.Envelope) {
 	r.Data = ""
 	env.Result = r
 	return &mcp.ImageContent{Data: data, MIMEType: r.MIMEType}, env
+}
+
+// artifactLink is the resource link to the host file a successful
+// sandbox_share_artifact made (tools.ArtifactResult), so clients can show
+// or open it; nil without a host path.
+func artifactLink(env envelope.Envelope) *mcp.ResourceLink {
+	if !env.OK || env.Tool != "sandbox_share_artifact" {
+		return nil
+	}
+	b, err := json.Marshal(env.Result)
+	if err != nil {
+		return nil
+	}
+	var r tools.ArtifactResult
+	if json.Unmarshal(b, &r) != nil || r.Kind != "artifact" || !filepath.IsAbs(r.HostPath) {
+		return nil
+	}
+	size := r.Size
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(r.HostPath)}
+	return &mcp.ResourceLink{URI: u.String(), Name: r.Name, Title: r.Name, Description: "Shared by the agent at " + r.Path,
+		MIMEType: r.MIMEType, Size: &size}
 }

@@ -191,12 +191,12 @@ func TestToolsFollowSettingsAndAreAnnounced(t *testing.T) {
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
 	ch.wait(t)
 	got := listNames(t, cs)
-	if len(got) != 16 || !slices.Contains(got, "sandbox_exec") || slices.Contains(got, "sandbox_exec_background") {
+	if len(got) != 17 || !slices.Contains(got, "sandbox_exec") || slices.Contains(got, "sandbox_exec_background") {
 		t.Fatalf("with autonomous exec: %v", got)
 	}
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = true })
 	ch.wait(t)
-	if got := listNames(t, cs); len(got) != 18 {
+	if got := listNames(t, cs); len(got) != 19 {
 		t.Fatalf("with background processes: %v", got)
 	}
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = false })
@@ -226,7 +226,7 @@ func TestToolsFollowSettingsAndAreAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch.wait(t)
-	if got := listNames(t, cs); len(got) != 18 {
+	if got := listNames(t, cs); len(got) != 19 {
 		t.Fatalf("after another process's change: %v", got)
 	}
 }
@@ -329,7 +329,7 @@ func TestHTTPTokensPickTheAgent(t *testing.T) {
 	for _, tt := range []struct {
 		name, tok, user string
 		tools           int
-	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 16}} {
+	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 17}} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := connectClient(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{tt.tok}}}, nil)
 			if got := listNames(t, cs); len(got) != tt.tools {

@@ -25,6 +25,8 @@ type fileGuest struct {
 	agentproto.Service
 	files map[string]string // path → content
 	dirs  map[string]bool
+	links map[string]string // path → target
+	sizes map[string]int64  // a size Stat reports instead of the content's
 }
 
 const bobHome = "/workspace/agents/bob"
@@ -47,7 +49,8 @@ func (f *fileGuest) UserAdd(_ context.Context, r *agentproto.UserAddRequest) (*a
 	return &agentproto.UserAddResponse{Home: r.Home}, nil
 }
 
-func (f *fileGuest) Mkdir(context.Context, *agentproto.PathRequest) (*agentproto.Empty, error) {
+func (f *fileGuest) Mkdir(_ context.Context, r *agentproto.PathRequest) (*agentproto.Empty, error) {
+	f.dirs[r.Path] = true
 	return &agentproto.Empty{}, nil
 }
 
@@ -61,6 +64,13 @@ func (f *fileGuest) info(p string) (agentproto.FileInfo, bool) {
 	fi := agentproto.FileInfo{Path: p, Name: filepath.Base(p), ModTime: mtime, Mode: 0o644}
 	if s, ok := f.files[p]; ok {
 		fi.Type, fi.Size = "file", int64(len(s))
+		if n, ok := f.sizes[p]; ok {
+			fi.Size = n
+		}
+		return fi, true
+	}
+	if t, ok := f.links[p]; ok {
+		fi.Type, fi.SymlinkTarget = "symlink", t
 		return fi, true
 	}
 	if f.dirs[p] {
@@ -91,6 +101,30 @@ func (f *fileGuest) ReadFile(_ context.Context, r *agentproto.ReadFileRequest) (
 		resp.Data, resp.Truncated = resp.Data[:r.MaxBytes], true
 	}
 	return resp, nil
+}
+
+func (f *fileGuest) WriteFile(_ context.Context, r *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
+	if r.Append {
+		f.files[r.Path] += string(r.Data)
+	} else {
+		f.files[r.Path] = string(r.Data)
+	}
+	return &agentproto.WriteFileResponse{Size: int64(len(f.files[r.Path]))}, nil
+}
+
+func (f *fileGuest) Remove(_ context.Context, r *agentproto.PathRequest) (*agentproto.Empty, error) {
+	delete(f.files, r.Path)
+	return &agentproto.Empty{}, nil
+}
+
+func (f *fileGuest) Move(_ context.Context, r *agentproto.MoveRequest) (*agentproto.Empty, error) {
+	s, ok := f.files[r.Src]
+	if !ok {
+		return nil, agentproto.ErrNotFound
+	}
+	delete(f.files, r.Src)
+	f.files[r.Dst] = s
+	return &agentproto.Empty{}, nil
 }
 
 func (f *fileGuest) List(_ context.Context, r *agentproto.ListRequest) (*agentproto.ListResponse, error) {
