@@ -282,21 +282,7 @@ func checkStructured(t *testing.T, schema *jsonschema.Resolved, r *mcp.CallToolR
 func TestOutputSchemaRejectsWrongResults(t *testing.T) {
 	f := newFixture(t)
 	cs := connectInMemory(t, f, "bob", nil)
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemas := map[string]*jsonschema.Resolved{}
-	for _, tl := range res.Tools {
-		b, _ := json.Marshal(tl.OutputSchema)
-		var s jsonschema.Schema
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		if schemas[tl.Name], err = s.Resolve(nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	schemas := outputSchemas(t, cs)
 	tree := func(child string) string {
 		return `{"ok": true, "result": {"kind": "tree", "path": "/x", "node_count": 1, "max_depth": 3, "truncated": false, ` +
 			`"tree": {"name": "x", "type": "dir", "children": [{"name": "s", "type": "dir", "children": [` + child + `]}]}}}`
@@ -333,21 +319,7 @@ func TestNewFileTools(t *testing.T) {
 	g := newFileGuest().connect(t)
 	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
 	cs := connectInMemory(t, f, "bob", nil)
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemas := map[string]*jsonschema.Resolved{}
-	for _, tl := range res.Tools {
-		b, _ := json.Marshal(tl.OutputSchema)
-		var s jsonschema.Schema
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		if schemas[tl.Name], err = s.Resolve(nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	schemas := outputSchemas(t, cs)
 	call := func(name string, args map[string]any, ok bool) map[string]any {
 		t.Helper()
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
@@ -420,23 +392,7 @@ func TestReadFileImage(t *testing.T) {
 	g := fg.connect(t)
 	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
 	cs := connectInMemory(t, f, "bob", nil)
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema *jsonschema.Resolved
-	for _, tl := range res.Tools {
-		if tl.Name == "sandbox_read_file" {
-			b, _ := json.Marshal(tl.OutputSchema)
-			var s jsonschema.Schema
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatal(err)
-			}
-			if schema, err = s.Resolve(nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	schema := outputSchemas(t, cs)["sandbox_read_file"]
 	read := func(p string, ok bool) (*mcp.CallToolResult, map[string]any) {
 		t.Helper()
 		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_read_file", Arguments: map[string]any{"path": p}})
@@ -466,4 +422,34 @@ func TestReadFileImage(t *testing.T) {
 	if r, sc = read("huge.png", false); len(r.Content) != 1 || sc["field"] != "path" || !strings.Contains(sc["message"].(string), "limit") {
 		t.Fatalf("huge.png: %v", sc)
 	}
+}
+
+// resolveSchema parses and resolves tl's outputSchema.
+func resolveSchema(t *testing.T, tl *mcp.Tool) *jsonschema.Resolved {
+	t.Helper()
+	b, _ := json.Marshal(tl.OutputSchema)
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// outputSchemas lists the session's tools with each one's resolved
+// outputSchema.
+func outputSchemas(t *testing.T, cs *mcp.ClientSession) map[string]*jsonschema.Resolved {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tl := range res.Tools {
+		schemas[tl.Name] = resolveSchema(t, tl)
+	}
+	return schemas
 }

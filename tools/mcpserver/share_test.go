@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,14 +41,7 @@ func TestShareArtifact(t *testing.T) {
 	var schema *jsonschema.Resolved
 	for _, tl := range res.Tools {
 		if tl.Name == "sandbox_share_artifact" {
-			b, _ := json.Marshal(tl.OutputSchema)
-			var s jsonschema.Schema
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatal(err)
-			}
-			if schema, err = s.Resolve(nil); err != nil {
-				t.Fatal(err)
-			}
+			schema = resolveSchema(t, tl)
 			if tl.Title == "" || tl.Annotations == nil || tl.Annotations.ReadOnlyHint {
 				t.Errorf("sandbox_share_artifact: title %q, annotations %+v", tl.Title, tl.Annotations)
 			}
