@@ -13,6 +13,16 @@ import (
 // connection's bytes both ways.
 const OpPortDial = "net.port_dial"
 
+// MinorPortDial is the protocol minor version that added OpPortDial. An
+// older guest answers it "unknown op", so the host asks first.
+const MinorPortDial = 8
+
+// Speaks reports whether the guest's protocol has minor version minor:
+// the host checks it before an op added by that minor.
+func (c *Client) Speaks(minor int) bool {
+	return c.Info.Major == VersionMajor && c.Info.Minor >= minor
+}
+
 // PortDialRequest names the agent's user and its port.
 type PortDialRequest struct {
 	User string `json:"user"`
@@ -56,7 +66,13 @@ func portDialHandler(f func(context.Context, *PortDialRequest) (net.Conn, error)
 
 // DialPort connects to port on user's loopback in the guest. Closing the
 // result ends the connection.
+// A guest older than MinorPortDial gets no call: the error wraps
+// ErrUnsupported and names both versions.
 func (c *Client) DialPort(ctx context.Context, user string, port int) (io.ReadWriteCloser, error) {
+	if !c.Speaks(MinorPortDial) {
+		return nil, fmt.Errorf("agent %s: %w: the guest agent speaks protocol %d.%d, and port relaying needs %d.%d",
+			OpPortDial, ErrUnsupported, c.Info.Major, c.Info.Minor, VersionMajor, MinorPortDial)
+	}
 	s, release, err := c.Peer.open(context.WithoutCancel(ctx), OpPortDial, PortDialRequest{User: user, Port: port})
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ func TestToolsetWithoutRipgrep(t *testing.T) {
 	te := newToolsEnvCAs(t, false)
 	g := te.m.Agent()
 	ctx := context.Background()
-	te.addAgent(t, "Rosa", nil) // read-only: the search tools only
+	rosa := te.addAgent(t, "Rosa", nil) // read-only: the search tools only
 	s := te.http(t, "rosa")
 
 	dir := fmt.Sprintf("/workspace/shared/toolset-%d", time.Now().UnixNano())
@@ -43,6 +43,25 @@ func TestToolsetWithoutRipgrep(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { g.Remove(context.Background(), agentproto.PathRequest{Path: dir, Recursive: true}) })
+	// A git repository in the agent's home, where ignore files count
+	// (the shared folder is searched with --no-ignore): ripgrep's result
+	// is what the fallback must match.
+	s.ok(t, "sandbox_list_directory", map[string]any{})
+	ign := fmt.Sprintf("ignores-%d", time.Now().UnixNano())
+	ignDir := rosa.Home() + "/" + ign
+	for name, data := range map[string]string{
+		".git/HEAD":  "ref: refs/heads/main\n",
+		".gitignore": "*.log\nbuild/\n/top.txt\ndocs/*.md\n**/gen/**\n!keep.log\n!.env\n",
+		".ignore":    "*.tmp\n", "sub/.gitignore": "local.txt\n!again.log\n",
+		"a.log": "needle", "keep.log": "needle", "build/x.txt": "needle", "src/build/y.txt": "needle", "top.txt": "needle",
+		"sub/top.txt": "needle", "docs/a.md": "needle", "docs/deep/b.md": "needle", "a/gen/x.go": "needle", "main.go": "needle",
+		".env": "needle", ".other": "needle", "local.txt": "needle", "sub/local.txt": "needle", "sub/again.log": "needle", "x.tmp": "needle",
+	} {
+		if _, err := g.WriteFile(ctx, agentproto.WriteFileRequest{Path: ignDir + "/" + name, Data: []byte(data), MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { g.Remove(context.Background(), agentproto.PathRequest{Path: ignDir, Recursive: true}) })
 
 	searches := []map[string]any{
 		{"pattern": "needle", "path": dir},
@@ -50,6 +69,8 @@ func TestToolsetWithoutRipgrep(t *testing.T) {
 		{"pattern": "^func \\w+", "path": dir, "include": "*.go"},
 		{"pattern": "needle", "path": dir + "/deep/a/b/c.txt", "context_lines": 2},
 		{"pattern": "line|NEEDLE", "path": dir + "/docs/notes.txt", "max_results": 2},
+		{"pattern": "needle", "path": ign},
+		{"pattern": "needle", "path": ign, "include": "*.log"},
 	}
 	type result struct {
 		lines            []string
@@ -96,6 +117,10 @@ func TestToolsetWithoutRipgrep(t *testing.T) {
 	// asked, which once made every such search come back empty.
 	if len(withRg[3].lines) != 4 || withRg[3].count != json.Number("1") {
 		t.Fatalf("ripgrep in one file: %v", withRg[3])
+	}
+	t.Logf("ripgrep in a repository with ignore files: %q; with include *.log: %q", withRg[5].lines, withRg[6].lines)
+	if len(withRg[5].lines) < 3 {
+		t.Fatalf("ripgrep found %q in the repository; want at least main.go, sub/top.txt, keep.log", withRg[5].lines)
 	}
 
 	// The shared guest's disk outlives this test: put ripgrep back.

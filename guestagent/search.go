@@ -22,9 +22,11 @@ import (
 // writes ripgrep's `-n --no-heading --null` output, with ripgrep's exit
 // codes (0 matches, 1 none, 2 an error), so the tool reads either the same
 // way. Like ripgrep it skips hidden files and folders, binary files and
-// symbolic links, and matches line by line; unlike ripgrep it does not
-// read ignore files (.gitignore, .ignore, .rgignore), and its regular
-// expressions are Go's RE2 syntax, which ripgrep's mostly shares.
+// symbolic links, and what the ignore files in the searched tree leave out
+// (.gitignore inside a git repository, .ignore and .rgignore anywhere; see
+// ignore.go), and matches line by line. It never reads ignore files above
+// the searched folder (the tool passes --no-ignore-parent), and its
+// regular expressions are Go's RE2 syntax, which ripgrep's mostly shares.
 func Search(args []string, stdout, stderr io.Writer) int {
 	o, err := parseSearchArgs(args)
 	if err != nil {
@@ -52,6 +54,7 @@ type searchOpts struct {
 	maxColumns int
 	globs      []searchGlob
 	target     string
+	noIgnore   bool // --no-ignore: read no ignore files
 }
 
 type searchGlob struct {
@@ -76,9 +79,11 @@ func parseSearchArgs(args []string) (*searchOpts, error) {
 		a := args[i]
 		var err error
 		switch a {
-		case "-n", "--no-heading", "--with-filename", "--null", "--max-columns-preview", "--no-ignore", "--no-ignore-parent", "--no-ignore-global":
-			// ripgrep's output shape and ignore-file switches: this search
-			// always prints that shape and never reads ignore files.
+		case "-n", "--no-heading", "--with-filename", "--null", "--max-columns-preview", "--no-ignore-parent", "--no-ignore-global":
+			// ripgrep's output shape, and ignore files this search never
+			// reads (above the searched folder, the user's global one).
+		case "--no-ignore":
+			o.noIgnore = true
 		case "--color":
 			_, err = next(&i, a)
 		case "-i":
@@ -211,12 +216,12 @@ func compileGlob(g string) (searchGlob, error) {
 	return sg, nil
 }
 
-// included applies the globs as ripgrep does: the last glob that matches
-// decides; with any non-negated glob, a file no glob matches is left out.
-func (o *searchOpts) included(rel string, dir bool) bool {
+// globDecides applies the globs as ripgrep does: the last glob that
+// matches decides; with any non-negated glob, a file no glob matches is
+// left out. Otherwise the globs don't decide.
+func (o *searchOpts) globDecides(rel string, dir bool) (decided, in bool) {
 	base := path.Base(rel)
 	whitelist := false
-	decided, in := false, true
 	for _, g := range o.globs {
 		if !g.negate {
 			whitelist = true
@@ -230,13 +235,17 @@ func (o *searchOpts) included(rel string, dir bool) bool {
 		}
 	}
 	if decided {
-		return in
+		return true, in
 	}
-	return dir || !whitelist
+	if !dir && whitelist {
+		return true, false
+	}
+	return false, false
 }
 
 type searcher struct {
 	o       *searchOpts
+	ignores []ignoreFile // of the folders being walked, outermost first
 	w       *bufio.Writer
 	stderr  io.Writer
 	matched bool
@@ -255,7 +264,7 @@ func (s *searcher) target(t string) {
 		return
 	}
 	if fi.IsDir() {
-		s.walk(t, "")
+		s.walk(t, "", !s.o.noIgnore && inGitRepo(t))
 		return
 	}
 	if fi.Mode().IsRegular() {
@@ -263,32 +272,56 @@ func (s *searcher) target(t string) {
 	}
 }
 
-// walk searches a folder in name order, skipping hidden entries and never
-// following a symbolic link.
-func (s *searcher) walk(dir, rel string) {
+// walk searches a folder in name order, skipping hidden entries and what
+// ignore files leave out, and never following a symbolic link. git tells
+// whether the folder is in a git repository, where .gitignore applies.
+func (s *searcher) walk(dir, rel string, git bool) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		s.warn(dir, err)
 		return
 	}
+	if !s.o.noIgnore {
+		if !git {
+			git = slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == ".git" })
+		}
+		n := len(s.ignores)
+		s.ignores = append(s.ignores, readIgnores(dir, rel, git)...)
+		defer func() { s.ignores = s.ignores[:n] }()
+	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		isDir, isFile := e.Type().IsDir(), e.Type().IsRegular()
+		if !isDir && !isFile {
 			continue
 		}
 		p, r := dir+"/"+name, path.Join(rel, name)
-		switch {
-		case e.Type().IsDir():
-			if s.o.included(r, true) {
-				s.walk(p, r)
-			}
-		case e.Type().IsRegular():
-			if s.o.included(r, false) {
-				s.file(p, true)
-			}
+		if !s.wanted(r, isDir) {
+			continue
+		}
+		if isDir {
+			s.walk(p, r, git)
+		} else {
+			s.file(p, true)
 		}
 	}
+}
+
+// wanted decides an entry as ripgrep does: --glob first; then the ignore
+// files, the nearest folder's first; then hidden entries are left out
+// unless an ignore file's ! rule took them back in.
+func (s *searcher) wanted(rel string, dir bool) bool {
+	if decided, in := s.o.globDecides(rel, dir); decided {
+		// As before ignore files were read: a --glob never brings a
+		// hidden entry in.
+		return in && !strings.HasPrefix(path.Base(rel), ".")
+	}
+	ignored, decided := matchIgnores(s.ignores, rel, dir)
+	if decided {
+		return !ignored
+	}
+	return !strings.HasPrefix(path.Base(rel), ".")
 }
 
 // maxLine bounds the memory one line may take; the rest of a longer line

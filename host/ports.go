@@ -81,6 +81,9 @@ func (p *Ports) Expose(ctx context.Context, a agents.Agent, port int) (string, e
 	if err != nil {
 		return "", err
 	}
+	if !g.Speaks(agentproto.MinorPortDial) {
+		return "", oldGuestError(g)
+	}
 	c, err := g.DialPort(ctx, a.User(), port)
 	if err != nil {
 		return "", err
@@ -101,6 +104,16 @@ func (p *Ports) Expose(ctx context.Context, a agents.Agent, port int) (string, e
 		p.Logf("%s exposes its port %d at %s", a.Name, port, pv.URL)
 	}
 	return pv.URL, nil
+}
+
+// errOldGuest: the VM runs a guest agent from before previews; the app's
+// own agent reaches the guest at the VM's next start.
+var errOldGuest = agentproto.Class(agentproto.ErrUnsupported, "the VM runs an older guest agent that can't relay ports")
+
+func oldGuestError(g *agentproto.Client) error {
+	return fmt.Errorf("%w (protocol %d.%d; previews need %d.%d): ask the user to restart the VM "+
+		"(osaurus-sandbox stop, then osaurus-sandbox start) so it boots this app's guest agent, or to reset it (osaurus-sandbox reset)",
+		errOldGuest, g.Info.Major, g.Info.Minor, agentproto.VersionMajor, agentproto.MinorPortDial)
 }
 
 func (p *Ports) serve(pv *Preview, user string) {

@@ -173,9 +173,24 @@ type execResult struct {
 	Cwd      string `json:"cwd"`
 }
 
+// builtinTimeoutAdvice is what a timeout failure of a built-in tool with a
+// timeout argument advises: the caller can raise it.
+var builtinTimeoutAdvice = fmt.Sprintf("Raise timeout (max %s), make it faster, or run it with sandbox_exec_background.", MaxExecTimeout)
+
+// pluginTimeoutAdvice is what a timed-out plugin tool advises. Its caller
+// has no timeout argument and a recipe has no timeout field (the limit is
+// fixed, as in Osaurus), so the way out is less work per call or a recipe
+// changed by the user.
+func pluginTimeoutAdvice(pluginID string) string {
+	return fmt.Sprintf("A plugin tool's limit is fixed at %s and its caller can't raise it. Call it with less work, "+
+		"or ask the user to change the plugin %s so one call does less or starts long work in the background "+
+		"(its recipe: osaurus-sandbox plugin show %s; a changed recipe is imported again with osaurus-sandbox plugin import).",
+		PluginToolTimeout, pluginID, pluginID)
+}
+
 // finish turns a finished command into its result, with warnings for cut
-// output, odd endings and silence, or a timeout failure.
-func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, cwd string, out, errOut *capture) (execResult, error) {
+// output, odd endings and silence, or a timeout failure carrying advice.
+func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, advice, cwd string, out, errOut *capture) (execResult, error) {
 	stdout, cutOut := out.Text()
 	stderr, cutErr := errOut.Text()
 	// Scrubbed before any further cut, so no piece of a secret survives.
@@ -190,9 +205,8 @@ func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, cwd strin
 	}
 	if st.TimedOut {
 		return execResult{}, envelope.Errorf(envelope.Timeout,
-			"still running after %s, so it was killed with every process it started. Raise timeout (max %s), make it faster, "+
-				"or run it with sandbox_exec_background. Output before the kill:\nstdout: %s\nstderr: %s",
-			timeout, MaxExecTimeout, truncTail(stdout, 2000), truncTail(stderr, 1000))
+			"still running after %s, so it was killed with every process it started. %s Output before the kill:\nstdout: %s\nstderr: %s",
+			timeout, advice, truncTail(stdout, 2000), truncTail(stderr, 1000))
 	}
 	for _, s := range []struct {
 		name string
@@ -258,7 +272,7 @@ func execCommand(ctx context.Context, c *call, a execArgs) (any, error) {
 	if err != nil {
 		return nil, c.startError(err, "sh", "cwd")
 	}
-	return c.finish(st, timeout, cwd.Path, out, errOut)
+	return c.finish(st, timeout, builtinTimeoutAdvice, cwd.Path, out, errOut)
 }
 
 type backgroundArgs struct {
@@ -452,7 +466,7 @@ func runScript(ctx context.Context, c *call, a scriptArgs) (any, error) {
 	if err != nil {
 		return nil, c.startError(err, interp, "cwd")
 	}
-	res, err := c.finish(st, timeout, cwd.Path, out, errOut)
+	res, err := c.finish(st, timeout, builtinTimeoutAdvice, cwd.Path, out, errOut)
 	if err != nil {
 		return nil, err
 	}

@@ -415,7 +415,7 @@ func searchFiles(ctx context.Context, c *call, a searchArgs) (any, error) {
 		out, errOut = &prefix{max: 4 << 20}, newCapture(StderrCap)
 		st, err = c.exec(ctx, agentproto.ExecRequest{Identity: c.as(p.Root), Argv: argv, Cwd: dir}, DefaultExecTimeout, out, errOut)
 		if err == nil {
-			c.warn("ripgrep is not installed, so the guest agent's built-in search ran instead (it does not read .gitignore or .ignore files); " +
+			c.warn("ripgrep is not installed, so the guest agent's built-in search ran instead (it reads .gitignore, .ignore and .rgignore as ripgrep does, but its regular expressions are Go's RE2 syntax); " +
 				`sandbox_install {"packages": ["ripgrep"]} installs ripgrep`)
 		}
 	}

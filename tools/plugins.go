@@ -156,7 +156,7 @@ func (t *Toolset) pluginBinder(p *plugins.Plugin, tl *plugins.Tool, args json.Ra
 		if err != nil {
 			return nil, c.startError(err, "sh", "")
 		}
-		return c.finish(st, PluginToolTimeout, dir, out, errOut)
+		return c.finish(st, PluginToolTimeout, pluginTimeoutAdvice(p.ID()), dir, out, errOut)
 	}, nil
 }
 

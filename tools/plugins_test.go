@@ -112,3 +112,48 @@ func TestPluginNetworkNarrowsAgentPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A timed-out tool's advice names what its caller can do: a built-in
+// tool's caller raises timeout; a plugin tool has no timeout argument, so
+// its message points at the recipe instead.
+func TestTimeoutAdviceFitsTheTool(t *testing.T) {
+	for _, tc := range []struct {
+		name, tool string
+		args       map[string]any
+		want       []string
+		notWant    []string
+	}{
+		{"sandbox_exec", "sandbox_exec", map[string]any{"command": "sleep 99", "timeout": 2},
+			[]string{"still running after 2s", "Raise timeout (max 5m0s)", "sandbox_exec_background", "stdout: started"},
+			[]string{"plugin"}},
+		{"plugin tool", "greeter_greet", map[string]any{"who": "x"},
+			[]string{"still running after 30s", "fixed at 30s", "can't raise it", "osaurus-sandbox plugin show greeter",
+				"plugin import", "stdout: started"},
+			[]string{"Raise timeout", "raise timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := plugins.NewInstalled(t.TempDir())
+			h := newHarness(t, func(o *Options) { o.Plugins = store })
+			p, err := plugins.DecodeBytes([]byte(greeter))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Record(context.Background(), h.ts.Agent().ID, p, 1); err != nil {
+				t.Fatal(err)
+			}
+			h.guest.exec = printer("started\n", "", agentproto.ExitStatus{Code: 137, Signal: 9, TimedOut: true})
+			e := h.call(tc.tool, tc.args)
+			failed(t, e, envelope.Timeout, "")
+			for _, w := range tc.want {
+				if !strings.Contains(e.Message, w) {
+					t.Errorf("message lacks %q: %s", w, e.Message)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(e.Message, w) {
+					t.Errorf("message has %q: %s", w, e.Message)
+				}
+			}
+		})
+	}
+}

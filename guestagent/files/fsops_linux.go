@@ -117,6 +117,48 @@ func inSpace[T any](a *account.Account, root string, fn func(sp *space) (T, erro
 	return v, oserr.Map(err)
 }
 
+// fileOp is what a file operation states about itself; runFileOp does the
+// rest, the same for every operation.
+type fileOp struct {
+	agentproto.Identity
+	path   string       // resolved in the operation's space; fn gets its name
+	writes bool         // refused while the host blocks the user (Config.Limit)
+	scan   bool         // the context is bounded by scanTimeLimit
+	check  func() error // argument checks: after the block, before the user lookup
+}
+
+// runFileOp runs fn as op's user in op's space with op.path resolved,
+// after the block, argument and user checks, in that order.
+func runFileOp[T any](ctx context.Context, s *Ops, op fileOp, fn func(ctx context.Context, sp *space, name string) (T, error)) (T, error) {
+	var zero T
+	if op.writes {
+		if err := s.checkLimit(op.User); err != nil {
+			return zero, err
+		}
+	}
+	if op.check != nil {
+		if err := op.check(); err != nil {
+			return zero, err
+		}
+	}
+	a, err := s.account(op.User)
+	if err != nil {
+		return zero, err
+	}
+	if op.scan {
+		var cancel context.CancelFunc
+		ctx, cancel = scanContext(ctx)
+		defer cancel()
+	}
+	return inSpace(a, op.Root, func(sp *space) (T, error) {
+		name, err := sp.name(op.path)
+		if err != nil {
+			return zero, err
+		}
+		return fn(ctx, sp, name)
+	})
+}
+
 // maxRead is the default and largest ReadFile result: base64 in a JSON
 // response must still fit one frame.
 const maxRead = agentproto.MaxFrame / 2
@@ -158,31 +200,24 @@ func scanErr(ctx context.Context, what, instead string) error {
 
 // ReadFile reads a byte range or a line selection of a file.
 func (s *Ops) ReadFile(ctx context.Context, req *agentproto.ReadFileRequest) (*agentproto.ReadFileResponse, error) {
-	if req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0 {
-		return nil, fmt.Errorf("%w: negative read_file argument", agentproto.ErrInvalid)
-	}
 	lines := req.StartLine > 0 || req.LineCount > 0 || req.TailLines > 0
-	if lines && (req.Offset > 0 || req.Length > 0) {
-		return nil, fmt.Errorf("%w: select bytes or lines, not both", agentproto.ErrInvalid)
-	}
-	if req.TailLines > 0 && (req.StartLine > 0 || req.LineCount > 0) {
-		return nil, fmt.Errorf("%w: tail_lines excludes start_line/line_count", agentproto.ErrInvalid)
+	check := func() error {
+		switch {
+		case req.Offset < 0 || req.Length < 0 || req.StartLine < 0 || req.LineCount < 0 || req.TailLines < 0 || req.MaxBytes < 0:
+			return fmt.Errorf("%w: negative read_file argument", agentproto.ErrInvalid)
+		case lines && (req.Offset > 0 || req.Length > 0):
+			return fmt.Errorf("%w: select bytes or lines, not both", agentproto.ErrInvalid)
+		case req.TailLines > 0 && (req.StartLine > 0 || req.LineCount > 0):
+			return fmt.Errorf("%w: tail_lines excludes start_line/line_count", agentproto.ErrInvalid)
+		}
+		return nil
 	}
 	limit := req.MaxBytes
 	if limit == 0 || limit > maxRead {
 		limit = maxRead
 	}
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := scanContext(ctx)
-	defer cancel()
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.ReadFileResponse, error) {
-		name, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path, scan: true, check: check}
+	return runFileOp(ctx, s, op, func(ctx context.Context, sp *space, name string) (*agentproto.ReadFileResponse, error) {
 		// O_NONBLOCK: opening a FIFO must not hang the call.
 		f, err := sp.fs.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
@@ -343,6 +378,15 @@ func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest,
 	return err
 }
 
+// checkMode refuses a mode with bits beyond the permission and special
+// bits.
+func checkMode(m uint32) error {
+	if m&^0o7777 != 0 {
+		return fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, m)
+	}
+	return nil
+}
+
 // fileMode converts permission and special bits from their Unix form.
 func fileMode(m uint32) os.FileMode {
 	mode := os.FileMode(m & 0o777)
@@ -376,21 +420,8 @@ func unixMode(m os.FileMode) uint32 {
 // WriteFile replaces a file atomically or appends to it. Replacing keeps
 // the mode of an existing file unless the request sets one.
 func (s *Ops) WriteFile(ctx context.Context, req *agentproto.WriteFileRequest) (*agentproto.WriteFileResponse, error) {
-	if err := s.checkLimit(req.User); err != nil {
-		return nil, err
-	}
-	if req.Mode&^0o7777 != 0 {
-		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
-	}
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.WriteFileResponse, error) {
-		name, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path, writes: true, check: func() error { return checkMode(req.Mode) }}
+	return runFileOp(ctx, s, op, func(_ context.Context, sp *space, name string) (*agentproto.WriteFileResponse, error) {
 		if req.MakeParents {
 			if err := sp.fs.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 				return nil, err
@@ -536,15 +567,8 @@ func fileInfo(path string, fi os.FileInfo) agentproto.FileInfo {
 
 // Stat describes a path without following a final symlink.
 func (s *Ops) Stat(ctx context.Context, req *agentproto.PathRequest) (*agentproto.FileInfo, error) {
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.FileInfo, error) {
-		name, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path}
+	return runFileOp(ctx, s, op, func(_ context.Context, sp *space, name string) (*agentproto.FileInfo, error) {
 		fi, err := sp.fs.Lstat(name)
 		if err != nil {
 			return nil, err
@@ -568,8 +592,11 @@ const (
 // List walks a directory depth first in name order. Symlinks are listed,
 // never followed.
 func (s *Ops) List(ctx context.Context, req *agentproto.ListRequest) (*agentproto.ListResponse, error) {
-	if req.MaxDepth < 0 || req.MaxEntries < 0 {
-		return nil, fmt.Errorf("%w: negative list argument", agentproto.ErrInvalid)
+	check := func() error {
+		if req.MaxDepth < 0 || req.MaxEntries < 0 {
+			return fmt.Errorf("%w: negative list argument", agentproto.ErrInvalid)
+		}
+		return nil
 	}
 	depth, limit := req.MaxDepth, req.MaxEntries
 	if depth == 0 {
@@ -579,17 +606,8 @@ func (s *Ops) List(ctx context.Context, req *agentproto.ListRequest) (*agentprot
 		limit = defaultMaxEntries
 	}
 	limit = min(limit, maxMaxEntries)
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := scanContext(ctx)
-	defer cancel()
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.ListResponse, error) {
-		dir, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path, scan: true, check: check}
+	return runFileOp(ctx, s, op, func(ctx context.Context, sp *space, dir string) (*agentproto.ListResponse, error) {
 		fi, err := sp.fs.Stat(dir)
 		if err != nil {
 			return nil, err
@@ -690,25 +708,12 @@ func (l *lister) readNames(f *os.File) ([]string, error) {
 
 // Mkdir creates a directory with exactly the requested mode.
 func (s *Ops) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
-	if err := s.checkLimit(req.User); err != nil {
-		return nil, err
-	}
-	if req.Mode&^0o7777 != 0 {
-		return nil, fmt.Errorf("%w: mode %o", agentproto.ErrInvalid, req.Mode)
-	}
 	mode := fileMode(0o755)
 	if req.Mode != 0 {
 		mode = fileMode(req.Mode)
 	}
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
-		name, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path, writes: true, check: func() error { return checkMode(req.Mode) }}
+	return runFileOp(ctx, s, op, func(_ context.Context, sp *space, name string) (*agentproto.Empty, error) {
 		if req.Parents {
 			if fi, err := sp.fs.Stat(name); err == nil && fi.IsDir() {
 				return &agentproto.Empty{}, nil // mkdir -p: already there
@@ -729,15 +734,8 @@ func (s *Ops) Mkdir(ctx context.Context, req *agentproto.PathRequest) (*agentpro
 // Remove removes a file, a symlink or a directory (recursively only when
 // asked).
 func (s *Ops) Remove(ctx context.Context, req *agentproto.PathRequest) (*agentproto.Empty, error) {
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
-		name, err := sp.name(req.Path)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Path}
+	return runFileOp(ctx, s, op, func(_ context.Context, sp *space, name string) (*agentproto.Empty, error) {
 		if name == "." || name == "/" {
 			return nil, fmt.Errorf("%w: refusing to remove %s", agentproto.ErrInvalid, req.Path)
 		}
@@ -759,18 +757,8 @@ func (s *Ops) Remove(ctx context.Context, req *agentproto.PathRequest) (*agentpr
 
 // Move renames Src to Dst, refusing to replace Dst unless Overwrite.
 func (s *Ops) Move(ctx context.Context, req *agentproto.MoveRequest) (*agentproto.Empty, error) {
-	if err := s.checkLimit(req.User); err != nil {
-		return nil, err
-	}
-	a, err := s.account(req.User)
-	if err != nil {
-		return nil, err
-	}
-	return inSpace(a, req.Root, func(sp *space) (*agentproto.Empty, error) {
-		src, err := sp.name(req.Src)
-		if err != nil {
-			return nil, err
-		}
+	op := fileOp{Identity: req.Identity, path: req.Src, writes: true}
+	return runFileOp(ctx, s, op, func(_ context.Context, sp *space, src string) (*agentproto.Empty, error) {
 		dst, err := sp.name(req.Dst)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ package files
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,6 +329,77 @@ func BenchmarkStat(b *testing.B) {
 				if _, err := e.svc.Stat(bg, req); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// Every operation checks in one order: the host's block (writes only),
+// then its arguments, then the user; so the error a caller gets for a
+// request wrong in several ways is the same for each operation.
+func TestFileOpChecksInOrder(t *testing.T) {
+	e := newTestEnv(t)
+	errBlocked := errors.New("blocked by the host")
+	e.svc.cfg.Limit = func(user string) error {
+		if user == "alice" {
+			return errBlocked
+		}
+		return nil
+	}
+	ctx := context.Background()
+	alice := agentproto.Identity{User: "alice"}
+	nobody := agentproto.Identity{User: "nobody-here"}
+	bob := agentproto.Identity{User: "bob"}
+	tests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"write: block before a bad mode", func() error {
+			_, err := e.svc.WriteFile(ctx, &agentproto.WriteFileRequest{Identity: alice, Path: "x", Mode: 0o10000})
+			return err
+		}, errBlocked},
+		{"write: bad mode before the user", func() error {
+			_, err := e.svc.WriteFile(ctx, &agentproto.WriteFileRequest{Identity: nobody, Path: "x", Mode: 0o10000})
+			return err
+		}, agentproto.ErrInvalid},
+		{"mkdir: block before a bad mode", func() error {
+			_, err := e.svc.Mkdir(ctx, &agentproto.PathRequest{Identity: alice, Path: "d", Mode: 0o10000})
+			return err
+		}, errBlocked},
+		{"mkdir: bad mode before the user", func() error {
+			_, err := e.svc.Mkdir(ctx, &agentproto.PathRequest{Identity: nobody, Path: "d", Mode: 0o10000})
+			return err
+		}, agentproto.ErrInvalid},
+		{"move: block", func() error {
+			_, err := e.svc.Move(ctx, &agentproto.MoveRequest{Identity: alice, Src: "a", Dst: "b"})
+			return err
+		}, errBlocked},
+		{"read: bad range before the user", func() error {
+			_, err := e.svc.ReadFile(ctx, &agentproto.ReadFileRequest{Identity: nobody, Path: "x", Offset: -1})
+			return err
+		}, agentproto.ErrInvalid},
+		{"read: not blocked (reads are not writes)", func() error {
+			_, err := e.svc.ReadFile(ctx, &agentproto.ReadFileRequest{Identity: alice, Path: "missing"})
+			return err
+		}, fs.ErrNotExist},
+		{"list: bad depth before the user", func() error {
+			_, err := e.svc.List(ctx, &agentproto.ListRequest{Identity: nobody, MaxDepth: -1})
+			return err
+		}, agentproto.ErrInvalid},
+		{"stat: unknown user", func() error {
+			_, err := e.svc.Stat(ctx, &agentproto.PathRequest{Identity: nobody, Path: "x"})
+			return err
+		}, agentproto.ErrNoSuchUser},
+		{"remove: a path outside the root", func() error {
+			_, err := e.svc.Remove(ctx, &agentproto.PathRequest{Identity: agentproto.Identity{User: bob.User, Root: e.home("bob")}, Path: "/etc/passwd"})
+			return err
+		}, agentproto.ErrEscape},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, tt.want) {
+				t.Fatalf("error %v, want %v", err, tt.want)
 			}
 		})
 	}
