@@ -307,7 +307,11 @@ func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
 // to the kernel. It runs before the policy's waiters are released, so an
 // agent's first command already finds module loading off.
 func (b *boot) disableModules() {
-	if err := os.WriteFile("/proc/sys/kernel/modules_disabled", []byte("1"), 0); err != nil {
+	err := os.WriteFile("/proc/sys/kernel/modules_disabled", []byte("1"), 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // a kernel without module support (ours): nothing can be loaded
+	}
+	if err != nil {
 		b.log.Printf("disable module loading: %v", err) // after the hello: no warning to report it in
 	}
 }
