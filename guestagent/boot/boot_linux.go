@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,8 +66,21 @@ func (b *boot) fatal(format string, args ...any) {
 	b.log.Print("FATAL: powering off")
 	time.Sleep(fatalWait) // let the console drain
 	unix.Sync()
-	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	unix.Reboot(offCommand())
 	select {} // PID 1 must not return
+}
+
+// offCommand is the reboot(2) command that ends the VM. An x86 machine
+// without ACPI (QEMU's microvm) can't power off: the kernel only halts
+// and QEMU runs on, so there the guest resets, which QEMU, started with
+// -no-reboot, takes as the end.
+func offCommand() int {
+	if runtime.GOARCH == "amd64" {
+		if _, err := os.Stat("/sys/firmware/acpi"); err != nil {
+			return unix.LINUX_REBOOT_CMD_RESTART
+		}
+	}
+	return unix.LINUX_REBOOT_CMD_POWER_OFF
 }
 
 // RunInit is the agent as the VM's PID 1: it boots the guest from the
@@ -659,7 +673,7 @@ func powerOff(lg *log.Logger, p bootparams.Params, reboot bool) {
 		lg.Printf("remount / read-only: %v", err)
 	}
 	unix.Sync()
-	cmd := unix.LINUX_REBOOT_CMD_POWER_OFF
+	cmd := offCommand()
 	if reboot {
 		cmd = unix.LINUX_REBOOT_CMD_RESTART
 	}
