@@ -10,8 +10,13 @@ AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-
 # The Debian-built test guest is cached outside the tree so a fresh clone
 # (and CI on the same machine) reuses it.
 TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
-# The test guest's kernel, unpacked, for the module resolver's real-kernel test.
+# Debian's kernel of the test guest, unpacked, for the module resolver's
+# real-kernel test.
 TEST_KERNEL := $(TEST_GUEST)-kernel
+# The guest's own kernel (scripts/build-kernel.sh), cached outside the tree
+# like the test guest; the script rebuilds it only when its inputs change.
+KERNEL_CACHE ?= $(HOME)/.cache/osaurus-sandbox/kernel
+KERNEL_ARCH  ?= $(shell $(GO) env GOARCH)
 GOTEST_FLAGS ?= -race -timeout 75m
 STATICCHECK := v0.8.2
 
@@ -22,7 +27,7 @@ APP_BUNDLE   := $(BIN)/Osaurus Sandbox.app
 
 export GOTOOLCHAIN := local
 
-.PHONY: all run build agent deps deps-test test test-guest unit e2e bench lint clean darwin-check app mac-only fuzz fuzz-short
+.PHONY: all run build agent deps deps-test test test-guest kernel kernel-all unit e2e bench lint clean darwin-check app mac-only fuzz fuzz-short
 
 all: build
 
@@ -76,11 +81,21 @@ mac-only:
 run: deps build
 	$(APP)
 
+# The guest kernel for this machine's architecture: $(KERNEL_CACHE)/ARCH/vmlinuz.
+kernel:
+	scripts/build-kernel.sh $(KERNEL_ARCH) $(KERNEL_CACHE)/$(KERNEL_ARCH)
+
+# Both architectures' kernels (arm64's is the Mac's: a cross build here).
+kernel-all:
+	scripts/build-kernel.sh amd64 $(KERNEL_CACHE)/amd64
+	scripts/build-kernel.sh arm64 $(KERNEL_CACHE)/arm64
+
 test-guest: deps-test
-	scripts/build-test-guest.sh $(TEST_GUEST)
+	scripts/build-kernel.sh amd64 $(KERNEL_CACHE)/amd64
+	scripts/build-test-guest.sh $(TEST_GUEST) $(KERNEL_CACHE)/amd64
 	@if [ ! -f $(TEST_KERNEL)/.key ] || ! cmp -s $(TEST_KERNEL)/.key $(TEST_GUEST)/.key; then \
 		rm -rf $(TEST_KERNEL) && mkdir -p $(TEST_KERNEL) && \
-		tar -xzf $(TEST_GUEST)/kernel.tar.gz -C $(TEST_KERNEL) && cp $(TEST_GUEST)/.key $(TEST_KERNEL)/.key; fi
+		tar -xzf $(TEST_GUEST)/debian-kernel.tar.gz -C $(TEST_KERNEL) && cp $(TEST_GUEST)/.key $(TEST_KERNEL)/.key; fi
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -36,7 +36,7 @@ open(sys.argv[3], "w").close()
 found, rounds = set(), 0
 while time.time() < deadline and not os.path.exists(marker):
     rounds += 1
-    last = int(open("/proc/sys/kernel/ns_last_pid").read())
+    last = int(open("/proc/loadavg").read().split()[-1])  # the last pid handed out
     for tid in range(2, last + 64):
         if libc.syscall(SYS_tgkill, 1, tid, 0) == 0 and tid not in found:
             found.add(tid)

@@ -57,10 +57,17 @@ func HardenKernel(sysctlDir string) error {
 			errs = append(errs, fmt.Errorf("sysctl %s=0: %w", k, err))
 		}
 	}
-	if !done {
+	if !done && userNamespaces() {
 		errs = append(errs, errors.New("no way to turn off unprivileged user namespaces on this kernel"))
 	}
 	return errors.Join(errs...)
+}
+
+// userNamespaces reports whether the kernel has user namespaces at all
+// (the product's own kernel has none, so there is nothing to turn off).
+var userNamespaces = func() bool {
+	_, err := os.Stat("/proc/self/ns/user")
+	return err == nil
 }
 
 // writeSysctl sets an existing setting; it never creates a file, so a

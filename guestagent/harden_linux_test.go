@@ -12,10 +12,11 @@ import (
 
 func TestHardenKernel(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		present []string // sysctl files that exist
-		wantErr string
-		want    map[string]string
+		name     string
+		present  []string // sysctl files that exist
+		noUserNS bool     // a kernel built without user namespaces
+		wantErr  string
+		want     map[string]string
 	}{
 		{
 			name: "debian kernel",
@@ -32,6 +33,19 @@ func TestHardenKernel(t *testing.T) {
 			want: map[string]string{"fs/protected_regular": "2", "user/max_user_namespaces": "0"},
 		},
 		{
+			name: "our kernel: no user namespaces to turn off",
+			present: []string{"fs/protected_regular", "fs/protected_fifos", "fs/protected_symlinks", "fs/protected_hardlinks",
+				"kernel/kptr_restrict", "kernel/dmesg_restrict", "kernel/yama/ptrace_scope"},
+			noUserNS: true,
+			want:     map[string]string{"fs/protected_regular": "2", "kernel/yama/ptrace_scope": "1"},
+		},
+		{
+			name: "user namespaces without a knob to turn them off",
+			present: []string{"fs/protected_regular", "fs/protected_fifos", "fs/protected_symlinks", "fs/protected_hardlinks",
+				"kernel/kptr_restrict", "kernel/dmesg_restrict"},
+			wantErr: "user namespaces",
+		},
+		{
 			name:    "a required setting missing",
 			present: []string{"fs/protected_fifos", "user/max_user_namespaces"},
 			wantErr: "fs/protected_regular",
@@ -45,6 +59,8 @@ func TestHardenKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			defer func(f func() bool) { userNamespaces = f }(userNamespaces)
+			userNamespaces = func() bool { return !tc.noUserNS }
 			err := HardenKernel(dir)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -9,15 +9,15 @@ import (
 	pt "github.com/osaurus/osaurus-sandbox/provision/provisiontest"
 )
 
-// The test guest provisions from a loopback HTTP server (kernel, modules)
-// and a loopback OCI registry (root filesystem), then again with both
-// stopped, from the cache.
+// The test guest provisions from a loopback HTTP server (Debian's kernel
+// and its modules: the modular path) and a loopback OCI registry (root
+// filesystem), then again with both stopped, from the cache.
 func TestProvisionTestGuestFromRegistry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes and pulls the whole test guest; not in -short mode")
 	}
 	ctx := testContext(t)
-	g := pt.TestGuest(t)
+	g := pt.TestGuest(t, pt.ModularKernelManifest)
 	p := &provision.Provisioner{
 		Layout:   provision.Layout{Dir: t.TempDir()},
 		Download: &download.Client{},

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# build-test-guest.sh OUTDIR
+# build-test-guest.sh OUTDIR KERNELDIR
 #
 # Builds the guest image the tests provision instead of Alpine (which this
-# network can't reach): a Debian cloud kernel repackaged in the layout of
-# Alpine's linux-virt, a debootstrapped bookworm rootfs, and a manifest.json
-# with relative URLs so the tests can serve OUTDIR over loopback HTTP.
+# network can't reach): a debootstrapped bookworm rootfs with two kernels,
+# and a manifest for each, with relative URLs so the tests can serve OUTDIR
+# over loopback HTTP:
+#   manifest.json                 the product's own kernel (KERNELDIR/vmlinuz,
+#                                 built by build-kernel.sh), no modules
+#   manifest-debian-kernel.json   Debian's cloud kernel with its modules, in
+#                                 the layout of Alpine's linux-virt: the path
+#                                 of images that bring their own kernel
 # Runs as root on Debian bookworm. Re-running with unchanged inputs is a no-op.
 set -euo pipefail
 
@@ -20,9 +25,11 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 log() { echo "build-test-guest: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-[[ $# -eq 1 && -n $1 ]] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+[[ $# -eq 2 && -n $1 && -n $2 ]] || { echo "usage: $0 OUTDIR KERNELDIR" >&2; exit 2; }
 [[ $EUID -eq 0 ]] || die "must run as root (debootstrap, chroot)"
 OUTDIR=$(realpath -m -- "$1")
+KERNELDIR=$(realpath -- "$2")
+[[ -s $KERNELDIR/vmlinuz && -s $KERNELDIR/.key ]] || die "no kernel in $KERNELDIR: run make kernel"
 PARENT=$(dirname -- "$OUTDIR")
 SELF=$(realpath -- "${BASH_SOURCE[0]}")
 mkdir -p -- "$PARENT"
@@ -81,9 +88,9 @@ KPKG=$(kpkg) || true
 KPKGVER=$(apt-cache policy "$KPKG" | awk '/Candidate:/ { print $2 }')
 KVER=${KPKG#linux-image-}
 
-KEY=$({ cat "$SELF"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE ${EXTRA[*]}"; } | sha256sum | cut -d' ' -f1)
+KEY=$({ cat "$SELF" "$KERNELDIR/.key"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE ${EXTRA[*]}"; } | sha256sum | cut -d' ' -f1)
 if [[ -f $OUTDIR/.key && $(<"$OUTDIR/.key") == "$KEY" ]] &&
-	[[ -s $OUTDIR/kernel.tar.gz && -s $OUTDIR/rootfs.tar.gz && -s $OUTDIR/manifest.json ]]; then
+	[[ -s $OUTDIR/kernel.tar.gz && -s $OUTDIR/debian-kernel.tar.gz && -s $OUTDIR/rootfs.tar.gz && -s $OUTDIR/manifest.json ]]; then
 	log "test guest up to date ($OUTDIR, kernel $KVER)"
 	exit 0
 fi
@@ -117,42 +124,61 @@ done
 # The deb leaves modules.dep & co to its postinst; generate them so modprobe
 # works in the guest, as with Alpine's package.
 depmod -b "$K" "$KVER"
-# Clamp mtimes to the package's so kernel.tar.gz is reproducible.
+# Clamp mtimes to the package's so the tarball is reproducible.
 EPOCH=$(stat -c %Y "$WORK/kx/boot/vmlinuz-$KVER")
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" --clamp-mtime \
-	-C "$K" -cf - boot lib | gzip -n >"$OUT/kernel.tar.gz"
+	-C "$K" -cf - boot lib | gzip -n >"$OUT/debian-kernel.tar.gz"
+# The product's own kernel: everything built in, so no modules.
+mkdir -p "$WORK/own/boot"
+cp "$KERNELDIR/vmlinuz" "$WORK/own/boot/vmlinuz"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+	-C "$WORK/own" -cf - boot | gzip -n >"$OUT/kernel.tar.gz"
 
-# Root filesystem.
-log "debootstrap $SUITE ($INCLUDE)"
-debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
-	{ tail -n 30 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
-for s in "$SUITE" "$SUITE-updates" "$SUITE-security"; do # same mirrors as the host
-	u=$(apt_uri "$s") && echo "deb $u $s main"
-done >"$ROOT/etc/apt/sources.list"
-if ((${#EXTRA[@]})); then # uses the host's resolv.conf that debootstrap copied in
-	log "apt-get install ${EXTRA[*]}"
-	{ chroot "$ROOT" apt-get update -q && chroot "$ROOT" apt-get install -y -q --no-install-recommends "${EXTRA[@]}"; } \
-		>>"$WORK/debootstrap.log" 2>&1 || { tail -n 30 "$WORK/debootstrap.log" >&2; die "apt-get install failed"; }
+# Root filesystem: reused from the last build when only the kernels
+# changed (ROOTFS_REV counts changes to the steps below; bump it with them).
+ROOTFS_REV=1
+ROOTKEY=$({ echo "$ROOTFS_REV $SUITE $INCLUDE ${EXTRA[*]} ${SMOKE[*]}"; } | sha256sum | cut -d' ' -f1)
+if [[ -f $OUTDIR/.rootfs-key && $(<"$OUTDIR/.rootfs-key") == "$ROOTKEY" && -s $OUTDIR/rootfs.tar.gz ]]; then
+	log "rootfs up to date: reusing $OUTDIR/rootfs.tar.gz"
+	cp -- "$OUTDIR/rootfs.tar.gz" "$OUT/rootfs.tar.gz"
+else
+	log "debootstrap $SUITE ($INCLUDE)"
+	debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+		{ tail -n 30 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+	for s in "$SUITE" "$SUITE-updates" "$SUITE-security"; do # same mirrors as the host
+		u=$(apt_uri "$s") && echo "deb $u $s main"
+	done >"$ROOT/etc/apt/sources.list"
+	if ((${#EXTRA[@]})); then # uses the host's resolv.conf that debootstrap copied in
+		log "apt-get install ${EXTRA[*]}"
+		{ chroot "$ROOT" apt-get update -q && chroot "$ROOT" apt-get install -y -q --no-install-recommends "${EXTRA[@]}"; } \
+			>>"$WORK/debootstrap.log" 2>&1 || { tail -n 30 "$WORK/debootstrap.log" >&2; die "apt-get install failed"; }
+	fi
+	echo sandbox >"$ROOT/etc/hostname"
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
+	echo "nameserver 10.0.2.3" >"$ROOT/etc/resolv.conf" # QEMU user-mode DNS
+	rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/cache/apt/*.bin "$ROOT"/var/lib/apt/lists/*
+	mkdir -p "$ROOT/var/lib/apt/lists/partial"
+	for c in "${SMOKE[@]}"; do
+		v=$(chroot "$ROOT" "$c" --version 2>&1) || die "$c --version failed in rootfs: $v"
+		log "rootfs: $c ${v%%$'\n'*}"
+	done
+	# /dev is left empty: the guest mounts devtmpfs there.
+	tar --numeric-owner --sort=name --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
+		-C "$ROOT" -cf - . | gzip -n >"$OUT/rootfs.tar.gz"
 fi
-echo sandbox >"$ROOT/etc/hostname"
-printf '127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
-echo "nameserver 10.0.2.3" >"$ROOT/etc/resolv.conf" # QEMU user-mode DNS
-rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/cache/apt/*.bin "$ROOT"/var/lib/apt/lists/*
-mkdir -p "$ROOT/var/lib/apt/lists/partial"
-for c in "${SMOKE[@]}"; do
-	v=$(chroot "$ROOT" "$c" --version 2>&1) || die "$c --version failed in rootfs: $v"
-	log "rootfs: $c ${v%%$'\n'*}"
-done
-# /dev is left empty: the guest mounts devtmpfs there.
-tar --numeric-owner --sort=name --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' \
-	-C "$ROOT" -cf - . | gzip -n >"$OUT/rootfs.tar.gz"
+echo "$ROOTKEY" >"$OUT/.rootfs-key"
 
 sha() { sha256sum "$OUT/$1" | cut -d' ' -f1; }
-KSUM=$(sha kernel.tar.gz) RSUM=$(sha rootfs.tar.gz)
+KSUM=$(sha kernel.tar.gz) DSUM=$(sha debian-kernel.tar.gz) RSUM=$(sha rootfs.tar.gz)
 cat >"$OUT/manifest.json" <<EOF
 {"schemaVersion":1,"arch":"amd64","distro":"debian",
  "kernel":{"url":"kernel.tar.gz","sha256":"$KSUM","format":"tar.gz","member":"boot/vmlinuz"},
- "modules":{"url":"kernel.tar.gz","sha256":"$KSUM","format":"tar.gz","dir":"lib/modules/$KVER"},
+ "rootfs":{"url":"rootfs.tar.gz","sha256":"$RSUM","format":"tar.gz"}}
+EOF
+cat >"$OUT/manifest-debian-kernel.json" <<EOF
+{"schemaVersion":1,"arch":"amd64","distro":"debian",
+ "kernel":{"url":"debian-kernel.tar.gz","sha256":"$DSUM","format":"tar.gz","member":"boot/vmlinuz"},
+ "modules":{"url":"debian-kernel.tar.gz","sha256":"$DSUM","format":"tar.gz","dir":"lib/modules/$KVER"},
  "rootfs":{"url":"rootfs.tar.gz","sha256":"$RSUM","format":"tar.gz"}}
 EOF
 echo "$KEY" >"$OUT/.key" # written last: its presence means the outputs are complete

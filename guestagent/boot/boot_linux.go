@@ -15,9 +15,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -64,8 +66,21 @@ func (b *boot) fatal(format string, args ...any) {
 	b.log.Print("FATAL: powering off")
 	time.Sleep(fatalWait) // let the console drain
 	unix.Sync()
-	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	unix.Reboot(offCommand())
 	select {} // PID 1 must not return
+}
+
+// offCommand is the reboot(2) command that ends the VM. An x86 machine
+// without ACPI (QEMU's microvm) can't power off: the kernel only halts
+// and QEMU runs on, so there the guest resets, which QEMU, started with
+// -no-reboot, takes as the end.
+func offCommand() int {
+	if runtime.GOARCH == "amd64" {
+		if _, err := os.Stat("/sys/firmware/acpi"); err != nil {
+			return unix.LINUX_REBOOT_CMD_RESTART
+		}
+	}
+	return unix.LINUX_REBOOT_CMD_POWER_OFF
 }
 
 // RunInit is the agent as the VM's PID 1: it boots the guest from the
@@ -307,7 +322,11 @@ func (b *boot) loadDeferredModules(mods []moduleFile, ready chan<- struct{}) {
 // to the kernel. It runs before the policy's waiters are released, so an
 // agent's first command already finds module loading off.
 func (b *boot) disableModules() {
-	if err := os.WriteFile("/proc/sys/kernel/modules_disabled", []byte("1"), 0); err != nil {
+	err := os.WriteFile("/proc/sys/kernel/modules_disabled", []byte("1"), 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // a kernel without module support (ours): nothing can be loaded
+	}
+	if err != nil {
 		b.log.Printf("disable module loading: %v", err) // after the hello: no warning to report it in
 	}
 }
@@ -478,16 +497,31 @@ func (b *boot) setupRoot(p bootparams.Params) {
 			b.warn("%v", err)
 		}
 	}
-	for _, s := range p.Shares {
-		// Agents write these folders; a set-uid file or a device node in
-		// them must not be honoured.
-		if err := b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755); err != nil {
-			b.warn("share %s: %v", s.Tag, err)
+	// Each VirtioFS mount waits for a round trip to its virtiofsd: the
+	// shares mount together (they never nest).
+	errs := make([]error, len(p.Shares))
+	var wg sync.WaitGroup
+	for i, s := range p.Shares {
+		wg.Go(func() {
+			// Agents write these folders; a set-uid file or a device node
+			// in them must not be honoured.
+			errs[i] = b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.warn("share %s: %v", p.Shares[i].Tag, err)
 		}
 	}
-	if err := refreshAgentCopy(); err != nil {
-		b.warn("%s: %v (sandbox_search_files without ripgrep needs it)", AgentCopy, err)
-	}
+	// Off the boot's path: only a search without ripgrep runs the copy,
+	// and the replacement is atomic. Reading both 6 MiB files under TCG
+	// took a tenth of the mounts phase.
+	go func() {
+		if err := refreshAgentCopy(); err != nil {
+			b.log.Printf("%s: %v (sandbox_search_files without ripgrep needs it)", AgentCopy, err)
+		}
+	}()
 	if err := unix.Sethostname([]byte(Hostname)); err != nil {
 		b.warn("hostname: %v", err)
 	}
@@ -639,7 +673,7 @@ func powerOff(lg *log.Logger, p bootparams.Params, reboot bool) {
 		lg.Printf("remount / read-only: %v", err)
 	}
 	unix.Sync()
-	cmd := unix.LINUX_REBOOT_CMD_POWER_OFF
+	cmd := offCommand()
 	if reboot {
 		cmd = unix.LINUX_REBOOT_CMD_RESTART
 	}

@@ -41,7 +41,7 @@ func GuestDir(t testing.TB) string {
 	if dir == "" {
 		t.Fatalf("OSAURUS_TEST_GUEST is not set: %s", GuestHint)
 	}
-	for _, f := range []string{"manifest.json", "kernel.tar.gz", "rootfs.tar.gz"} {
+	for _, f := range []string{"manifest.json", "manifest-debian-kernel.json", "kernel.tar.gz", "debian-kernel.tar.gz", "rootfs.tar.gz"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatalf("no test guest in %s (%v): %s", dir, err, GuestHint)
 		}
@@ -196,18 +196,26 @@ func (g *Guest) Close() {
 	g.Registry.Close()
 }
 
+// The test guest's manifests: the product's own kernel, and Debian's
+// modular kernel (the path of images that bring their own).
+const (
+	OwnKernelManifest     = "manifest.json"
+	ModularKernelManifest = "manifest-debian-kernel.json"
+)
+
 // TestGuest pushes the test guest's rootfs.tar.gz to a loopback registry and
-// returns a manifest that takes the root filesystem from there and kernel
-// and modules from the guest's own manifest, served over loopback HTTP.
-func TestGuest(t testing.TB) *Guest {
+// returns a manifest that takes the root filesystem from there and the
+// kernel (and modules) from the guest's manifest named manifestFile,
+// served over loopback HTTP.
+func TestGuest(t testing.TB, manifestFile string) *Guest {
 	t.Helper()
 	dir := GuestDir(t)
-	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: %s", err, GuestHint)
 	}
 	files := Files(t, dir)
-	m, err := provision.ParseManifest(data, files.URL+"/manifest.json")
+	m, err := provision.ParseManifest(data, files.URL+"/"+manifestFile)
 	if err != nil {
 		t.Fatalf("test guest manifest: %v", err)
 	}
