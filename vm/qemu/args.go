@@ -70,8 +70,14 @@ func (p plan) kernelCmdline(spec vm.Spec) string {
 		// misfire and panic; a VM's timer needs no such check.
 		"no_timer_check",
 		"rdinit=/init",
-		spec.BootParams(port, vsock).Encode(),
 	}
+	if p.arch != "arm64" && p.machine == vm.MachineMicroVM {
+		// microvm has no reset register or keyboard controller: a
+		// restart goes straight to a triple fault, which QEMU under
+		// -no-reboot takes as the end of the VM.
+		words = append(words, "reboot=t")
+	}
+	words = append(words, spec.BootParams(port, vsock).Encode())
 	if spec.Cmdline != "" {
 		words = append(words, spec.Cmdline)
 	}
@@ -104,7 +110,10 @@ func (p plan) args(spec vm.Spec) []string {
 			// the kernel command line (auto-kernel-cmdline) and the
 			// kernel takes CPUs and interrupts from the MP table. pit
 			// and pic are asked for: "auto" leaves them out under TCG.
-			a = append(a, "-machine", "microvm,accel="+p.accel+",acpi=off,pcie=off,pit=on,pic=on,rtc=on,x-option-roms=off,memory-backend=mem")
+			a = append(a, "-machine", "microvm,accel="+p.accel+",acpi=off,pcie=off,pit=on,pic=on,rtc=on,x-option-roms=off,memory-backend=mem",
+				// QEMU's virtio-mmio is legacy (version 1) by default,
+				// which virtiofsd's vhost-user refuses.
+				"-global", "virtio-mmio.force-legacy=false")
 		} else {
 			// q35, not pc (i440fx): the guest kernel evaluates the PCI
 			// host bridge's ACPI _PRT each time it enables a PCI device.

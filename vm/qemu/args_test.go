@@ -89,6 +89,7 @@ func TestArgs(t *testing.T) {
 			want: []string{
 				"-machine=microvm,accel=tcg,acpi=off,pcie=off,pit=on,pic=on,rtc=on,x-option-roms=off,memory-backend=mem",
 				"-object=memory-backend-memfd,id=mem,size=2048M,share=on",
+				"-global=virtio-mmio.force-legacy=false",
 				"-device=virtio-blk-device,drive=root",
 				"-device=virtio-rng-device",
 				"-device=vhost-user-fs-device,chardev=fs0,tag=workspace",
@@ -150,6 +151,14 @@ func TestKernelCmdline(t *testing.T) {
 		if !slices.Contains(strings.Fields(got), w) {
 			t.Errorf("cmdline %q lacks %q", got, w)
 		}
+	}
+	if slices.Contains(strings.Fields(got), "reboot=t") {
+		t.Errorf("q35 cmdline %q has reboot=t", got)
+	}
+	mp := p
+	mp.machine = vm.MachineMicroVM
+	if got := mp.kernelCmdline(spec); !slices.Contains(strings.Fields(got), "reboot=t") {
+		t.Errorf("microvm cmdline %q lacks reboot=t", got)
 	}
 	spec.Network = vm.NetworkNone
 	if got := p.kernelCmdline(spec); !strings.Contains(got, "osaurus.net=none") || strings.Contains(got, "osaurus.ip") {
