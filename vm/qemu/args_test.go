@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -239,6 +240,44 @@ func TestChooseMachine(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "set machine to q35") {
 			t.Errorf("%s: error %q does not say the fix", name, err)
+		}
+	}
+}
+
+// TestBareArgsFollowsMachine: the boot benchmark's bare boot runs on the
+// machine type the product would use for the same spec.
+func TestBareArgsFollowsMachine(t *testing.T) {
+	dir := t.TempDir()
+	spec := testSpec()
+	spec.Shares = nil
+	spec.RunDir = filepath.Join(dir, "run")
+	spec.Kernel, spec.Initramfs, spec.RootDisk = filepath.Join(dir, "k"), filepath.Join(dir, "i"), filepath.Join(dir, "r")
+	for _, f := range []string{spec.Kernel, spec.Initramfs, spec.RootDisk} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(Config{QEMU: "/bin/true", NoVsock: true})
+	tests := []struct {
+		machine string
+		modular bool
+		want    string
+	}{
+		{"", false, DefaultMachine},
+		{vm.MachineMicroVM, false, vm.MachineMicroVM},
+		{vm.MachineQ35, false, vm.MachineQ35},
+		{"", true, vm.MachineQ35},
+	}
+	for _, tc := range tests {
+		s := spec
+		s.Machine, s.ModularKernel = tc.machine, tc.modular
+		_, args, err := d.BareArgs(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := flagValues(args, "-machine")
+		if len(m) != 1 || !strings.HasPrefix(m[0], tc.want+",") {
+			t.Errorf("machine %q modular=%v: -machine %q, want %s", tc.machine, tc.modular, m, tc.want)
 		}
 	}
 }
