@@ -142,7 +142,8 @@ func TestMicroVM(t *testing.T) {
 	})
 
 	t.Run("stop leaves nothing running", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// The app's stop timeout (sandbox.Options.StopTimeout's default).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		start := time.Now()
 		if err := m.Stop(ctx); err != nil {
