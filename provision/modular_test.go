@@ -16,8 +16,8 @@ func TestLayoutModularKernel(t *testing.T) {
 		want  bool
 	}{
 		{"not provisioned", nil, false},
-		{"built-in kernel (empty order)", ptr(""), false},
-		{"modules in load order", ptr("01-virtio_pci.ko\n"), true},
+		{"built-in kernel (empty order)", orderOf(""), false},
+		{"modules in load order", orderOf("01-virtio_pci.ko\n"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := Layout{Dir: t.TempDir()}
@@ -36,4 +36,4 @@ func TestLayoutModularKernel(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func orderOf(s string) *string { return &s }
