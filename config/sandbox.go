@@ -25,6 +25,10 @@ type Sandbox struct {
 	// Accel picks QEMU's accelerator: auto (KVM when it boots, else TCG),
 	// kvm or tcg. Ignored on macOS.
 	Accel string `json:"accel"`
+	// Machine picks QEMU's x86_64 machine type: "" (the default: microvm
+	// for a kernel with its drivers built in, q35 for one with modules),
+	// q35 or microvm, for diagnosis. Ignored on macOS and arm64.
+	Machine string `json:"machine,omitempty"`
 	// ImageManifest is the URL (https://, http://, file://) of the guest
 	// image manifest; empty means the built-in default for this machine.
 	ImageManifest string `json:"imageManifest,omitempty"`
@@ -155,6 +159,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: network: %q, allowed \"outbound\" or \"none\"", ErrInvalid, s.Network)
 	case !slices.Contains([]string{"auto", "kvm", "tcg"}, s.Accel):
 		return fmt.Errorf("%w: accel: %q, allowed \"auto\", \"kvm\" or \"tcg\"", ErrInvalid, s.Accel)
+	case !slices.Contains([]string{"", "q35", "microvm"}, s.Machine):
+		return fmt.Errorf("%w: machine: %q, allowed \"q35\", \"microvm\" or \"\" for the default", ErrInvalid, s.Machine)
 	case s.HostFreeFloorGB != 0 && !(s.HostFreeFloorGB >= 0.1 && s.HostFreeFloorGB <= 100000):
 		return fmt.Errorf("%w: hostFreeFloorGB: %g, allowed 0.1–100000 (GB, fractions allowed)", ErrInvalid, s.HostFreeFloorGB)
 	case s.RunnerMaxSteps < 1 || s.RunnerMaxSteps > MaxRunnerMaxSteps:
@@ -251,7 +257,7 @@ func CheckURL(key, v, want string, schemes ...string) error {
 // NeedsRestart reports whether changing from old to s takes effect only
 // after the VM restarts.
 func (s Sandbox) NeedsRestart(old Sandbox) bool {
-	return s.CPUs != old.CPUs || s.MemoryGB != old.MemoryGB || s.Network != old.Network || s.Accel != old.Accel
+	return s.CPUs != old.CPUs || s.MemoryGB != old.MemoryGB || s.Network != old.Network || s.Accel != old.Accel || s.Machine != old.Machine
 }
 
 // LoadSandbox reads sandbox.json; a missing file gives the defaults.
@@ -298,6 +304,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"network", "outbound or none (restart required)"},
 	{"autoStart", "true or false: start the VM when the app starts"},
 	{"accel", "auto, kvm or tcg (Linux; restart required)"},
+	{"machine", "QEMU machine type on x86_64: q35, microvm, or empty for the default (Linux; restart required)"},
 	{"imageManifest", "guest image manifest URL (https://, http://, file:///), or builtin:alpine; empty for the default"},
 	{"diagnosticsUrl", "URL the NAT diagnostic fetches; empty for the default"},
 	{"githubApiUrl", "GitHub API base URL for plugin imports (GitHub Enterprise); empty for GitHub's"},
@@ -333,6 +340,8 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.FormatBool(s.AutoStart), nil
 	case "accel":
 		return s.Accel, nil
+	case "machine":
+		return s.Machine, nil
 	case "imageManifest":
 		return s.ImageManifest, nil
 	case "diagnosticsUrl":
@@ -392,6 +401,8 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		}
 	case "accel":
 		s.Accel = value
+	case "machine":
+		s.Machine = value
 	case "imageManifest":
 		s.ImageManifest = value
 	case "diagnosticsUrl":

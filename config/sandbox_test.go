@@ -25,6 +25,10 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"autoStart", "maybe", "autoStart"},
 		{"accel", "tcg", ""},
 		{"accel", "hvf", "accel"},
+		{"machine", "microvm", ""},
+		{"machine", "q35", ""},
+		{"machine", "", ""},
+		{"machine", "pc", `machine: "pc", allowed "q35", "microvm" or "" for the default`},
 		{"imageManifest", "ftp://x", "imageManifest"},
 		{"colour", "red", `unknown key "colour"`},
 		{"githubApiUrl", "https://ghe.example.com/api/v3", ""},
@@ -107,5 +111,10 @@ func TestNeedsRestart(t *testing.T) {
 	a.CPUs = 4
 	if !a.NeedsRestart(d) {
 		t.Error("cpus change does not ask for a restart")
+	}
+	a = d
+	a.Machine = "q35"
+	if !a.NeedsRestart(d) {
+		t.Error("machine change does not ask for a restart")
 	}
 }

@@ -176,6 +176,8 @@ func newSpec(o bootOpts) (vm.Spec, error) {
 		ConsoleLog: filepath.Join(dir, "console.log"),
 		RunDir:     filepath.Join(dir, "run"),
 		Accel:      accel,
+		// As the app does: a kernel that loads modules boots on q35.
+		ModularKernel: layout.ModularKernel(),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -40,6 +41,14 @@ func (l Layout) Modules() string   { return filepath.Join(l.Dir, "kernel", "modu
 func (l Layout) Cache() string     { return filepath.Join(l.Dir, "cache") }
 func (l Layout) Pins() string      { return filepath.Join(l.Dir, "pins.json") }
 func (l Layout) StateFile() string { return filepath.Join(l.Dir, "provisioned.json") }
+
+// ModularKernel reports whether the provisioned kernel loads modules from
+// the initramfs (the manifest had a modules artifact and some were needed),
+// known from the saved load order before the provision is committed.
+func (l Layout) ModularKernel() bool {
+	b, err := os.ReadFile(filepath.Join(l.Modules(), "order"))
+	return err == nil && len(bytes.TrimSpace(b)) > 0
+}
 
 // State records a finished provision. It is written last: its presence
 // means every file it names is complete.

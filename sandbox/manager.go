@@ -706,6 +706,10 @@ func (m *Manager) spec(cfg config.Sandbox) (vm.Spec, error) {
 		ConsoleLog: p.ConsoleLog(),
 		RunDir:     p.Run(),
 		Accel:      cfg.Accel,
+		Machine:    cfg.Machine,
+		// A distribution kernel with modules boots on q35 whatever the
+		// default machine is (vm.Spec.ModularKernel says why).
+		ModularKernel: l.ModularKernel(),
 	}, nil
 }
 

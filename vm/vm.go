@@ -54,6 +54,13 @@ const (
 	AccelTCG  = "tcg"
 )
 
+// Machine types for drivers that have a choice (QEMU on x86_64). Empty is
+// the driver's default.
+const (
+	MachineQ35     = "q35"     // PCIe and ACPI: finds what any kernel's modules drive
+	MachineMicroVM = "microvm" // virtio-mmio, no PCI or ACPI: needs virtio-mmio built in
+)
+
 // Share is a host folder exposed to the guest over VirtioFS.
 type Share struct {
 	Tag       string // device tag, e.g. "workspace"
@@ -78,6 +85,16 @@ type Spec struct {
 	// NetworkConfig is NetworkConfigStatic or NetworkConfigDHCP; "" is the
 	// driver's default (QEMU: static, vz: DHCP). Ignored for NetworkNone.
 	NetworkConfig string
+	// Machine is MachineQ35, MachineMicroVM or "" for the driver's
+	// default; ignored by vz and on arm64.
+	Machine string
+	// ModularKernel: the kernel loads its drivers as modules from the
+	// initramfs (the image's manifest has a modules artifact), so it may
+	// lack what a machine without PCI needs built in (a distribution
+	// kernel has virtio-mmio only as a module). The default machine is
+	// then one its modules find. The provisioner knows this, not the
+	// kernel file, so whoever makes the spec says it.
+	ModularKernel bool
 }
 
 // Validate checks the fields every driver relies on.
@@ -107,6 +124,11 @@ func (s Spec) Validate() error {
 	case "", AccelAuto, AccelKVM, AccelTCG:
 	default:
 		return fmt.Errorf("vm spec: accel: %q, want auto, kvm or tcg", s.Accel)
+	}
+	switch s.Machine {
+	case "", MachineQ35, MachineMicroVM:
+	default:
+		return fmt.Errorf("vm spec: machine: %q, want %q, %q or empty for the default", s.Machine, MachineQ35, MachineMicroVM)
 	}
 	for _, sh := range s.Shares {
 		if sh.Tag == "" || sh.HostPath == "" || sh.GuestPath == "" {

@@ -10,5 +10,6 @@ func init() {
 	Sentinels = append(Sentinels,
 		Sentinel{"vm/qemu.ErrAlreadyRunning", qemu.ErrAlreadyRunning, agentproto.ErrExists},
 		Sentinel{"vm/qemu.ErrMissingTool", qemu.ErrMissingTool, agentproto.ErrUnsupported},
+		Sentinel{"vm/qemu.ErrMachine", qemu.ErrMachine, agentproto.ErrInvalid},
 	)
 }

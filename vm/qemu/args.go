@@ -45,6 +45,7 @@ type plan struct {
 	accel     string // vm.AccelKVM or vm.AccelTCG
 	vsockCID  uint32 // 0: use virtio-serial for the agent
 	firmware  string // optional -bios, e.g. qboot for fast x86 boots
+	machine   string // x86_64: vm.MachineQ35 or vm.MachineMicroVM
 	layout    layout
 	consoleTT string // kernel console device
 }
@@ -69,8 +70,14 @@ func (p plan) kernelCmdline(spec vm.Spec) string {
 		// misfire and panic; a VM's timer needs no such check.
 		"no_timer_check",
 		"rdinit=/init",
-		spec.BootParams(port, vsock).Encode(),
 	}
+	if p.arch != "arm64" && p.machine == vm.MachineMicroVM {
+		// microvm has no reset register or keyboard controller: a
+		// restart goes straight to a triple fault, which QEMU under
+		// -no-reboot takes as the end of the VM.
+		words = append(words, "reboot=t")
+	}
+	words = append(words, spec.BootParams(port, vsock).Encode())
 	if spec.Cmdline != "" {
 		words = append(words, spec.Cmdline)
 	}
@@ -94,20 +101,35 @@ func (p plan) args(spec vm.Spec) []string {
 			a = append(a, "-cpu", "max")
 		}
 	default:
-		// q35, not pc (i440fx): the guest kernel evaluates the PCI
-		// host bridge's ACPI _PRT each time it enables a PCI device.
-		// QEMU before 9.2 builds pc's _PRT in AML with a 128-step loop,
-		// which the kernel's interpreter runs under TCG in 0.2-0.8 s per
-		// device: six virtio functions made virtio_pci's probe take
-		// seconds (3.9 s against 0.15 s with q35's static table, same
-		// loaded machine). q35's PCIe root bus holds the same devices.
-		a = append(a, "-machine", "q35,accel="+p.accel)
+		if p.machine == vm.MachineMicroVM {
+			// microvm: virtio on MMIO transports, no PCI bus to scan,
+			// its own firmware (qboot), no option ROMs. No ACPI: with it
+			// the guest takes microvm for hardware-reduced ACPI, which
+			// has no PIT or PIC, and under TCG (no kvmclock) finds no
+			// timer and hangs. Without it QEMU names the transports on
+			// the kernel command line (auto-kernel-cmdline) and the
+			// kernel takes CPUs and interrupts from the MP table. pit
+			// and pic are asked for: "auto" leaves them out under TCG.
+			a = append(a, "-machine", "microvm,accel="+p.accel+",acpi=off,pcie=off,pit=on,pic=on,rtc=on,x-option-roms=off,memory-backend=mem",
+				// QEMU's virtio-mmio is legacy (version 1) by default,
+				// which virtiofsd's vhost-user refuses.
+				"-global", "virtio-mmio.force-legacy=false")
+		} else {
+			// q35, not pc (i440fx): the guest kernel evaluates the PCI
+			// host bridge's ACPI _PRT each time it enables a PCI device.
+			// QEMU before 9.2 builds pc's _PRT in AML with a 128-step loop,
+			// which the kernel's interpreter runs under TCG in 0.2-0.8 s per
+			// device: six virtio functions made virtio_pci's probe take
+			// seconds (3.9 s against 0.15 s with q35's static table, same
+			// loaded machine). q35's PCIe root bus holds the same devices.
+			a = append(a, "-machine", "q35,accel="+p.accel)
+		}
 		if p.accel == vm.AccelKVM {
 			a = append(a, "-cpu", "host")
 		} else {
 			a = append(a, "-cpu", "max")
 		}
-		if p.firmware != "" {
+		if p.firmware != "" && p.machine != vm.MachineMicroVM {
 			a = append(a, "-bios", p.firmware)
 		}
 	}
@@ -116,15 +138,20 @@ func (p plan) args(spec vm.Spec) []string {
 		"-m", mem+"M",
 		// vhost-user-fs needs guest RAM shared with virtiofsd.
 		"-object", "memory-backend-memfd,id=mem,size="+mem+"M,share=on",
-		"-numa", "node,memdev=mem",
+	)
+	if p.machine != vm.MachineMicroVM {
+		// microvm takes the backend as a machine property: it has no NUMA.
+		a = append(a, "-numa", "node,memdev=mem")
+	}
+	a = append(a,
 		"-kernel", spec.Kernel,
 		"-initrd", spec.Initramfs,
 		"-append", p.kernelCmdline(spec),
 		"-chardev", "file,id=console,path="+spec.ConsoleLog+",append=on",
 		"-serial", "chardev:console",
 		"-drive", "file="+spec.RootDisk+",if=none,id=root,format=raw,cache=writeback,discard=unmap",
-		"-device", "virtio-blk-pci,drive=root",
-		"-device", "virtio-rng-pci",
+		"-device", p.virtio("virtio-blk")+",drive=root",
+		"-device", p.virtio("virtio-rng"),
 		"-qmp", "unix:"+p.layout.qmpSock+",server=on,wait=off",
 		"-pidfile", p.layout.pidFile,
 	)
@@ -132,7 +159,7 @@ func (p plan) args(spec vm.Spec) []string {
 		id := "fs" + strconv.Itoa(i)
 		a = append(a,
 			"-chardev", "socket,id="+id+",path="+p.layout.fsSocks[i],
-			"-device", "vhost-user-fs-pci,chardev="+id+",tag="+sh.Tag,
+			"-device", p.virtio("vhost-user-fs")+",chardev="+id+",tag="+sh.Tag,
 		)
 	}
 	if spec.Network == vm.NetworkOutbound {
@@ -140,19 +167,28 @@ func (p plan) args(spec vm.Spec) []string {
 		// 10.0.2.15/24, gateway 10.0.2.2 (the host's loopback), DNS 10.0.2.3.
 		a = append(a,
 			"-netdev", "user,id=net0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3",
-			"-device", "virtio-net-pci,netdev=net0",
+			"-device", p.virtio("virtio-net")+",netdev=net0",
 		)
 	}
 	if p.vsockCID != 0 {
-		a = append(a, "-device", "vhost-vsock-pci,guest-cid="+strconv.FormatUint(uint64(p.vsockCID), 10))
+		a = append(a, "-device", p.virtio("vhost-vsock")+",guest-cid="+strconv.FormatUint(uint64(p.vsockCID), 10))
 	} else {
 		a = append(a,
-			"-device", "virtio-serial-pci",
+			"-device", p.virtio("virtio-serial"),
 			"-chardev", "socket,id=agent,path="+p.layout.agentSock+",server=on,wait=off",
 			"-device", "virtserialport,chardev=agent,name="+AgentPortName,
 		)
 	}
 	return a
+}
+
+// virtio names the QEMU device of a virtio kind on this plan's transport:
+// PCI functions on q35 and arm64's virt, MMIO transports on microvm.
+func (p plan) virtio(kind string) string {
+	if p.arch != "arm64" && p.machine == vm.MachineMicroVM {
+		return kind + "-device"
+	}
+	return kind + "-pci"
 }
 
 // qemuBinary is the system emulator for the host's architecture.

@@ -5,7 +5,9 @@ package qemu
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -76,11 +78,47 @@ func TestArgs(t *testing.T) {
 			want:   []string{"-device=vhost-vsock-pci,guest-cid=42"},
 			absent: []string{"virtserialport", "virtio-serial"},
 		},
+		{
+			name:   "q35 keeps qboot and a NUMA node for the shared memory",
+			mutate: func(_ *vm.Spec, p *plan) { p.firmware = "/q.rom" },
+			want:   []string{"-bios=/q.rom", "-numa=node,memdev=mem", "-device=virtio-blk-pci,drive=root", "-device=virtio-rng-pci", "-device=virtio-serial-pci"},
+			absent: []string{"microvm", "-device,", "rng-device"},
+		},
+		{
+			name:   "microvm puts every device on virtio-mmio",
+			mutate: func(_ *vm.Spec, p *plan) { p.machine = vm.MachineMicroVM; p.firmware = "/q.rom" },
+			want: []string{
+				"-machine=microvm,accel=tcg,acpi=off,pcie=off,pit=on,pic=on,rtc=on,x-option-roms=off,memory-backend=mem",
+				"-object=memory-backend-memfd,id=mem,size=2048M,share=on",
+				"-global=virtio-mmio.force-legacy=false",
+				"-device=virtio-blk-device,drive=root",
+				"-device=virtio-rng-device",
+				"-device=vhost-user-fs-device,chardev=fs0,tag=workspace",
+				"-device=vhost-user-fs-device,chardev=fs1,tag=output",
+				"-device=virtio-net-device,netdev=net0",
+				"-device=virtio-serial-device",
+				"-device=virtserialport,chardev=agent,name=" + AgentPortName,
+			},
+			// No PCI, and microvm's own firmware rather than q35's.
+			absent: []string{"-pci", "q35", "/q.rom", "-numa"},
+		},
+		{
+			name:   "microvm with vsock",
+			mutate: func(_ *vm.Spec, p *plan) { p.machine = vm.MachineMicroVM; p.vsockCID = 42 },
+			want:   []string{"-device=vhost-vsock-device,guest-cid=42"},
+			absent: []string{"-pci", "virtio-serial"},
+		},
+		{
+			name:   "arm64 ignores the machine type",
+			mutate: func(_ *vm.Spec, p *plan) { p.arch = "arm64"; p.machine = vm.MachineMicroVM },
+			want:   []string{"-machine=virt,accel=tcg", "-device=virtio-blk-pci,drive=root"},
+			absent: []string{"microvm", "-device,", "rng-device"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := testSpec()
-			p := plan{arch: "amd64", accel: vm.AccelTCG, layout: newLayout(spec.RunDir, len(spec.Shares)), consoleTT: "ttyS0"}
+			p := plan{arch: "amd64", machine: vm.MachineQ35, accel: vm.AccelTCG, layout: newLayout(spec.RunDir, len(spec.Shares)), consoleTT: "ttyS0"}
 			if tc.mutate != nil {
 				tc.mutate(&spec, &p)
 			}
@@ -114,6 +152,14 @@ func TestKernelCmdline(t *testing.T) {
 		if !slices.Contains(strings.Fields(got), w) {
 			t.Errorf("cmdline %q lacks %q", got, w)
 		}
+	}
+	if slices.Contains(strings.Fields(got), "reboot=t") {
+		t.Errorf("q35 cmdline %q has reboot=t", got)
+	}
+	mp := p
+	mp.machine = vm.MachineMicroVM
+	if got := mp.kernelCmdline(spec); !slices.Contains(strings.Fields(got), "reboot=t") {
+		t.Errorf("microvm cmdline %q lacks reboot=t", got)
 	}
 	spec.Network = vm.NetworkNone
 	if got := p.kernelCmdline(spec); !strings.Contains(got, "osaurus.net=none") || strings.Contains(got, "osaurus.ip") {
@@ -165,5 +211,73 @@ func TestChooseAccel(t *testing.T) {
 	}
 	if d.Fallback(&process{autoAccel: true, plan: plan{accel: vm.AccelTCG}}, errors.New("x")) {
 		t.Error("fell back from tcg")
+	}
+}
+
+func TestChooseMachine(t *testing.T) {
+	tests := []struct {
+		arch, machine string
+		modular       bool
+		want          string
+		wantErr       error
+	}{
+		{arch: "amd64", want: DefaultMachine},
+		{arch: "amd64", modular: true, want: vm.MachineQ35},
+		{arch: "amd64", machine: vm.MachineQ35, want: vm.MachineQ35},
+		{arch: "amd64", machine: vm.MachineMicroVM, want: vm.MachineMicroVM},
+		{arch: "amd64", machine: vm.MachineQ35, modular: true, want: vm.MachineQ35},
+		// microvm can't find a modular kernel's devices: refused, not
+		// booted into a guest that never answers.
+		{arch: "amd64", machine: vm.MachineMicroVM, modular: true, wantErr: ErrMachine},
+		{arch: "arm64", machine: vm.MachineMicroVM, want: ""},
+		{arch: "arm64", modular: true, want: ""},
+	}
+	for _, tc := range tests {
+		name := fmt.Sprintf("%s %q modular=%v", tc.arch, tc.machine, tc.modular)
+		got, err := chooseMachine(tc.arch, vm.Spec{Machine: tc.machine, ModularKernel: tc.modular})
+		if !errors.Is(err, tc.wantErr) || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q, %v", name, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "set machine to q35") {
+			t.Errorf("%s: error %q does not say the fix", name, err)
+		}
+	}
+}
+
+// TestBareArgsFollowsMachine: the boot benchmark's bare boot runs on the
+// machine type the product would use for the same spec.
+func TestBareArgsFollowsMachine(t *testing.T) {
+	dir := t.TempDir()
+	spec := testSpec()
+	spec.Shares = nil
+	spec.RunDir = filepath.Join(dir, "run")
+	spec.Kernel, spec.Initramfs, spec.RootDisk = filepath.Join(dir, "k"), filepath.Join(dir, "i"), filepath.Join(dir, "r")
+	for _, f := range []string{spec.Kernel, spec.Initramfs, spec.RootDisk} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(Config{QEMU: "/bin/true", NoVsock: true})
+	tests := []struct {
+		machine string
+		modular bool
+		want    string
+	}{
+		{"", false, DefaultMachine},
+		{vm.MachineMicroVM, false, vm.MachineMicroVM},
+		{vm.MachineQ35, false, vm.MachineQ35},
+		{"", true, vm.MachineQ35},
+	}
+	for _, tc := range tests {
+		s := spec
+		s.Machine, s.ModularKernel = tc.machine, tc.modular
+		_, args, err := d.BareArgs(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := flagValues(args, "-machine")
+		if len(m) != 1 || !strings.HasPrefix(m[0], tc.want+",") {
+			t.Errorf("machine %q modular=%v: -machine %q, want %s", tc.machine, tc.modular, m, tc.want)
+		}
 	}
 }

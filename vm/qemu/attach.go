@@ -46,9 +46,14 @@ func (d *Driver) Attach(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 		if strings.Contains(a, "accel=kvm") {
 			pl.accel = vm.AccelKVM
 		}
-		if _, cid, ok := strings.Cut(a, "vhost-vsock-pci,guest-cid="); ok {
-			n, _ := strconv.ParseUint(cid, 10, 32)
-			pl.vsockCID = uint32(n)
+		if strings.HasPrefix(a, "microvm,") {
+			pl.machine = vm.MachineMicroVM
+		}
+		for _, dev := range []string{"vhost-vsock-pci,guest-cid=", "vhost-vsock-device,guest-cid="} {
+			if _, cid, ok := strings.Cut(a, dev); ok {
+				n, _ := strconv.ParseUint(cid, 10, 32)
+				pl.vsockCID = uint32(n)
+			}
 		}
 	}
 	timeout := d.cfg.TCGBootTimeout

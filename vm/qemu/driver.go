@@ -313,9 +313,14 @@ func (d *Driver) prepare(spec vm.Spec) (processConfig, error) {
 	if len(l.agentSock) >= 104 {
 		return none, fmt.Errorf("vm spec: run dir %s: path too long for a unix socket; use a shorter data dir", spec.RunDir)
 	}
+	machine, err := chooseMachine(runtime.GOARCH, spec)
+	if err != nil {
+		return none, err
+	}
 	accel, auto, reason := d.chooseAccel(spec)
 	pl := plan{
 		arch:      runtime.GOARCH,
+		machine:   machine,
 		accel:     accel,
 		vsockCID:  d.vsockCID(),
 		layout:    l,
@@ -341,6 +346,37 @@ func (d *Driver) prepare(spec vm.Spec) (processConfig, error) {
 		bootTimeout:    timeout,
 		killWithParent: d.cfg.KillWithParent,
 	}, nil
+}
+
+// DefaultMachine is the x86_64 machine type of a spec that names none and
+// whose kernel has its drivers built in (see docs/performance.md).
+const DefaultMachine = vm.MachineQ35
+
+// ErrMachine: the spec asks for a machine type its kernel can't boot on.
+var ErrMachine = agentproto.Class(agentproto.ErrInvalid, "machine type unsuitable for the kernel")
+
+// chooseMachine decides the x86_64 machine type ("" on arm64, where QEMU's
+// virt is the only one). A kernel that loads its drivers as modules gets
+// q35: a distribution kernel has virtio-mmio, which microvm's devices
+// need, only as a module that nothing loads and that can't see the
+// devices microvm names on the kernel command line.
+func chooseMachine(arch string, spec vm.Spec) (string, error) {
+	if arch == "arm64" {
+		return "", nil
+	}
+	switch spec.Machine {
+	case vm.MachineQ35:
+		return vm.MachineQ35, nil
+	case vm.MachineMicroVM:
+		if spec.ModularKernel {
+			return "", fmt.Errorf("vm spec: machine: %w: microvm needs virtio-mmio built into the kernel, and this image's kernel loads its drivers as modules; set machine to q35, or empty to pick automatically", ErrMachine)
+		}
+		return vm.MachineMicroVM, nil
+	}
+	if spec.ModularKernel {
+		return vm.MachineQ35, nil
+	}
+	return DefaultMachine, nil
 }
 
 func fileExists(p string) bool {
