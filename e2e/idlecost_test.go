@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/provision"
 )
 
 // idleWindow is how long the idle cost is sampled: long enough for any
@@ -62,6 +65,11 @@ func commOf(pid int) string {
 // that polls busily costs about that, while the idle app measured 1-3 %
 // of a core here. A figure, not a test assertion: software rendering
 // under Xvfb costs more on slower or busier machines.
+//
+// It also reports the idle resident memory of both kinds of owner, the
+// window and the command line's background owner, after a plain start
+// and after a provision that built the root disk (from the download
+// cache), since building it once left ~600 MB resident for good.
 func BenchmarkAppIdle(b *testing.B) {
 	a := startApp(b) // on a provisioned copy: start needs no provision
 	a.c.ok("start")
@@ -92,11 +100,90 @@ func BenchmarkAppIdle(b *testing.B) {
 		parts = append(parts, commOf(k)+" "+strconv.FormatInt(r>>10, 10)+" MiB")
 	}
 	b.Logf("VM processes: %s", strings.Join(parts, ", "))
+	appRSS := procRSS(a.pid)
+	a.c.run("stop")
 	b.ReportMetric(appCPU/float64(b.N)*100, "app-cpu-%")
-	b.ReportMetric(float64(procRSS(a.pid)>>10), "app-rss-MiB")
+	b.ReportMetric(float64(appRSS>>10), "app-rss-MiB")
 	b.ReportMetric(vmCPU/float64(b.N)*100, "vm-cpu-%")
 	b.ReportMetric(float64(vmRSS>>10), "vm-rss-MiB")
 	b.ReportMetric(busyLoopCPU(b)*100, "busy-poll-cpu-%")
+
+	b.ReportMetric(float64(appRSS>>10), "window-idle-rss-after-start-MiB")
+	b.ReportMetric(float64(windowIdleAfterProvision(b)>>10), "window-idle-rss-after-provision-MiB")
+	b.ReportMetric(float64(ownerIdleRSS(b, false)>>10), "owner-idle-rss-after-start-MiB")
+	b.ReportMetric(float64(ownerIdleRSS(b, true)>>10), "owner-idle-rss-after-provision-MiB")
+}
+
+// unprovision turns a provisioned copy into one that must be provisioned
+// again, building the root disk anew: the downloads stay in the cache
+// (nothing is fetched twice) but the built disks go.
+func unprovision(b *testing.B) func(config.Paths) {
+	return func(p config.Paths) {
+		l := provision.Layout{Dir: p.ContainerDir()}
+		disks, _ := filepath.Glob(filepath.Join(l.Cache(), "disk-*.ext4"))
+		for _, f := range append(disks, l.StateFile(), l.RootDisk()) {
+			if err := os.Remove(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// windowIdleAfterProvision is the window's resident memory (KiB), idle
+// with its VM running, after it provisioned the VM itself.
+func windowIdleAfterProvision(b *testing.B) int64 {
+	a := startAppOn(b, unprovision(b))
+	a.c.ok("provision")
+	a.c.ok("start")
+	// The measurement is the waiting: nothing is asked of the app.
+	time.Sleep(idleWindow)
+	rss := procRSS(a.pid)
+	a.c.run("stop")
+	return rss
+}
+
+// ownerIdleRSS is the command line's background owner's resident memory
+// (KiB), idle with its VM running, after `start` on a provisioned copy
+// or, with provisionFirst, after `provision` and `start`.
+func ownerIdleRSS(b *testing.B, provisionFirst bool) int64 {
+	srv := newSwitchableServer(b)
+	p := copyContainer(b)
+	if provisionFirst {
+		unprovision(b)(p)
+	}
+	c := cliRun{t: b, bin: buildCLI(b), home: p.Root}
+	b.Cleanup(func() { c.run("stop") })
+	c.ok("config", "set", "imageManifest", srv.URL+"/manifest.json")
+	if provisionFirst {
+		c.ok("provision")
+	}
+	c.ok("start")
+	owner := ownerOf(b, p)
+	time.Sleep(idleWindow)
+	rss := procRSS(owner)
+	c.ok("stop")
+	return rss
+}
+
+// ownerOf is the pid of the process that started the data folder's QEMU.
+func ownerOf(b *testing.B, p config.Paths) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), "qemu-system") || !strings.Contains(string(cmd), p.Run()+"/") {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			return ppid
+		}
+	}
+	b.Fatalf("no QEMU process for %s", p.Root)
+	return 0
 }
 
 // busyLoopCPU is the share of a core a process that polls without pause

@@ -90,6 +90,13 @@ type uiApp struct {
 // as the golden layout is) and for it to own the sandbox.
 func startApp(t testing.TB) *uiApp {
 	t.Helper()
+	return startAppOn(t, nil)
+}
+
+// startAppOn is startApp with prep run on the data folder before the app
+// starts (nil: none).
+func startAppOn(t testing.TB, prep func(config.Paths)) *uiApp {
+	t.Helper()
 	requireGuest(t)
 	for _, tool := range []string{"Xvfb", "xdotool", "import"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -102,6 +109,9 @@ func startApp(t testing.TB) *uiApp {
 	}
 	srv := newSwitchableServer(t)
 	p := copyContainer(t)
+	if prep != nil {
+		prep(p)
+	}
 	cfg := testConfig(t)
 	cfg.ImageManifest = srv.URL + "/manifest.json"
 	// The NAT check fetches this: on loopback, like every test's traffic.

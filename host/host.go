@@ -69,18 +69,19 @@ type Host struct {
 	quitOnce sync.Once
 	version  string
 
-	ln        *server.Listener // the ownership lock and the control socket
-	reg       *agents.Registry
-	secrets   *secrets.Store
-	prompts   *secretprompt.Broker
-	lib       *tools.PluginRegistry // nil when the library can't open
-	mem       *memory.Store         // nil: memory is unavailable
-	events    *events.Store         // nil: no event log
-	activity  *ActivityLog          // each agent's last tool call
-	env       *tools.Env
-	bridge    *bridge.Server
-	*ToolHost // agents' tools, commands, plugins, removal: over env
-	m         *sandbox.Manager
+	ln          *server.Listener // the ownership lock and the control socket
+	stopServing func()           // ends the control socket's server; set by New
+	reg         *agents.Registry
+	secrets     *secrets.Store
+	prompts     *secretprompt.Broker
+	lib         *tools.PluginRegistry // nil when the library can't open
+	mem         *memory.Store         // nil: memory is unavailable
+	events      *events.Store         // nil: no event log
+	activity    *ActivityLog          // each agent's last tool call
+	env         *tools.Env
+	bridge      *bridge.Server
+	*ToolHost   // agents' tools, commands, plugins, removal: over env
+	m           *sandbox.Manager
 	// mcpURL or mcpErr: set once by serveMCP, before New returns.
 	mcpURL, mcpErr string
 	ports          *Ports // agents' previews on the host's loopback
@@ -103,7 +104,15 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{paths: o.Paths, kind: o.Kind, logf: o.Logf, quit: o.Quit, version: o.Version, ln: ln, secrets: o.Secrets}
-	h.onClose(func() { ln.Close() })
+	// Last of all, the control socket goes quiet and ownership is given
+	// up: a client that waits for that (stop, Quit) then knows nothing of
+	// this owner still writes in the data folder.
+	h.onClose(func() {
+		if h.stopServing != nil {
+			h.stopServing()
+		}
+		ln.Close()
+	})
 	if h.reg, err = agents.Open(o.Paths.AgentsJSON()); err != nil {
 		h.Close()
 		return nil, err
@@ -180,7 +189,9 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	// MCP first: Status reports its address, and the control socket
 	// answers Status as soon as it serves.
 	h.onClose(h.serveMCP(sctx))
-	go (&server.Server{Ctl: h, Guest: h.running}).Serve(sctx, h.ln)
+	srvCtx, stopServing := context.WithCancel(context.Background())
+	h.stopServing = stopServing
+	go (&server.Server{Ctl: h, Guest: h.running}).Serve(srvCtx, h.ln)
 	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil

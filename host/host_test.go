@@ -1,20 +1,21 @@
 package host
 
 import (
-	"fmt"
-	"strings"
-
 	"context"
 	"errors"
-	"github.com/osaurus/osaurus-sandbox/host/datadir"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -285,4 +286,60 @@ func TestOwnerConfinesOldPluginInstalls(t *testing.T) {
 	if !strings.Contains(strings.Join(logged, "\n"), "fetched of agent alice was installed before") {
 		t.Errorf("the owner did not say what it confined: %q", logged)
 	}
+}
+
+// `stop` returns only when the owner is done: when Quit returns, the
+// owner has closed everything and given up the data folder, so another
+// process can own it at once and nothing of the old one writes into it
+// any more (a folder removed right after stop was seen to fail because
+// the quitting owner still wrote its run files).
+func TestQuitReturnsWhenTheOwnerIsDone(t *testing.T) {
+	dir, err := os.MkdirTemp("", "host") // short: the control socket is in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := config.Paths{Root: dir}
+	cfg := config.Defaults()
+	cfg.MCPPort = freePort(t)
+	if err := config.SaveSandbox(p.SandboxJSON(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var h *Host
+	quit := make(chan struct{})
+	h, err = New(context.Background(), Options{Paths: p, Kind: "background", Logf: t.Logf,
+		Secrets: &secrets.Store{B: &memKeychain{m: map[string]string{}}},
+		// As Serve does: the process closes the host after the Quit call
+		// stopped the VM, on its own goroutine.
+		Quit: func() { close(quit) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { <-quit; h.Close() }()
+	t.Cleanup(h.Close)
+
+	c, err := client.Dial(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Quit(context.Background()); err != nil {
+		t.Fatalf("Quit: %v", err)
+	}
+	next, err := open(context.Background(), Options{Paths: p, Kind: "test", Logf: t.Logf,
+		Secrets: &secrets.Store{B: &memKeychain{m: map[string]string{}}}})
+	if err != nil {
+		t.Fatalf("owning the folder right after Quit returned: %v", err)
+	}
+	next.Close()
+}
+
+// freePort returns a loopback port nothing listened on a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -320,20 +320,44 @@ func extractKernel(file string, a *Artifact, arch, dst string) error {
 			}
 		}
 	}
-	data, err := io.ReadAll(r)
+	if arch != "arm64" {
+		// Streamed to the file: a whole kernel in memory would stay in
+		// the owner's resident set after provisioning.
+		var n int64
+		err := atomicfile.Write(dst, 0o644, func(w io.Writer) (err error) {
+			n, err = io.Copy(w, io.LimitReader(r, maxKernel+1))
+			switch {
+			case err != nil:
+				return err
+			case n > maxKernel:
+				return fmt.Errorf("%s member %q is larger than %d bytes", a.URL, a.Member, maxKernel)
+			case n < minKernel:
+				return fmt.Errorf("%s member %q is only %d bytes; not a kernel", a.URL, a.Member, n)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("kernel: %w", err)
+		}
+		return nil
+	}
+	// arm64 needs the whole file: the Image is found and unpacked from
+	// inside it (EFI zboot, gzip).
+	data, err := io.ReadAll(io.LimitReader(r, maxKernel+1))
 	if err != nil {
 		return fmt.Errorf("kernel: %w", err)
 	}
-	if arch == "arm64" {
-		if data, err = arm64Image(data); err != nil {
-			return fmt.Errorf("kernel: %s member %q: %w", a.URL, a.Member, err)
-		}
+	if data, err = arm64Image(data); err != nil {
+		return fmt.Errorf("kernel: %s member %q: %w", a.URL, a.Member, err)
 	}
-	if len(data) < 4096 {
+	if len(data) < minKernel {
 		return fmt.Errorf("kernel: %s member %q is only %d bytes; not a kernel", a.URL, a.Member, len(data))
 	}
 	return atomicfile.WriteFile(dst, data, 0o644)
 }
+
+// minKernel is the size below which a file is not taken for a kernel.
+const minKernel = 4096
 
 func writeInitramfs(dst string, agent []byte, mods []kmod.Module) error {
 	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -254,6 +255,12 @@ func (m *Manager) provisionBoot(ctx context.Context) (*vm.Machine, error) {
 	notify := m.setLocked(func(s *Status) { s.State, s.Reason = Provisioning, "" })
 	m.mu.Unlock()
 	notify()
+	// Building the root disk churns through gigabytes of short-lived
+	// buffers and peaks at hundreds of MB of heap. None of it is live
+	// afterwards, but the runtime keeps the freed heap resident until a GC
+	// lowers its goal and the scavenger returns it, which an idle owner
+	// may not get to for minutes. Give it back now, whatever the outcome.
+	defer debug.FreeOSMemory()
 	var mach *vm.Machine
 	cfg, err := config.LoadSandbox(m.o.Paths.SandboxJSON())
 	if err == nil {

@@ -17,7 +17,10 @@ const (
 	// cache; metadata updates are far smaller.
 	directWrite = 64 << 10
 	// cacheLimit bounds the memory held by dirty blocks before a flush.
-	cacheLimit = 256 << 20
+	// At 256 MiB the test guest's build peaked at ~580 MiB of heap; at 64
+	// MiB it peaks at ~165 MiB and builds no slower (flushed blocks that
+	// are dirtied again come back from the page cache).
+	cacheLimit = 64 << 20
 )
 
 // imageFile is the backend.Storage the engine writes through. It serves two

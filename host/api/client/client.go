@@ -22,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
@@ -211,9 +212,13 @@ func (c *Client) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox
 // session that ends instead of answering is judged by what it left.
 func (c *Client) Quit(ctx context.Context) error {
 	err := c.call(ctx, control.OpQuit, agentproto.Empty{}, nil, nil, false)
-	if err == nil || !errors.Is(err, agentproto.ErrSessionEnded) || ctx.Err() != nil {
+	// The owner may end the session before its answer arrives; either way
+	// it is done only when it no longer serves (it closes everything else
+	// first), so `stop` returns with nothing of it left running.
+	if (err != nil && !errors.Is(err, agentproto.ErrSessionEnded)) || ctx.Err() != nil {
 		return err
 	}
+	c.Close()
 	if err := c.awaitNoOwner(ctx); err != nil {
 		return err
 	}
@@ -223,13 +228,14 @@ func (c *Client) Quit(ctx context.Context) error {
 	return nil
 }
 
-// awaitNoOwner waits until nobody serves the control socket, for at
-// most ten seconds: an owner that quit closes it before it exits.
+// awaitNoOwner waits until nobody serves the control socket or holds the
+// ownership lock, for at most ten seconds: an owner that quit lets both go
+// last, after everything else it ran.
 func (c *Client) awaitNoOwner(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		peer, err := dialPeer(ctx, c.paths)
-		if errors.Is(err, api.ErrNoOwner) {
+		if errors.Is(err, api.ErrNoOwner) && !server.Owned(c.paths) {
 			return nil
 		}
 		if peer != nil {

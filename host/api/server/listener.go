@@ -23,6 +23,24 @@ func (l *Listener) Close() error {
 	return err
 }
 
+// Owned reports whether a process holds the data dir's ownership lock.
+// An owner that quits closes its control socket a moment before it lets
+// the lock go; a client waiting for it to be gone checks both. The probe
+// takes a shared lock for an instant, so an owner starting at that very
+// instant is refused as if the old one still ran.
+func Owned(p config.Paths) bool {
+	f, err := os.Open(p.OwnerLock())
+	if err != nil {
+		return false // never owned, or the folder is gone
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 func netListenUnix(path string) (net.Listener, error) { return net.Listen("unix", path) }
 
 // Listen claims ownership of the data dir and listens on its control
