@@ -4,6 +4,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -63,16 +64,23 @@ func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*c
 			return nil, err
 		}
 	}
-	dir, err := workDir(a, req.Root, req.Cwd)
+	// One thread, as the agent and in its mount namespace (the program
+	// may be in its private /tmp), checks the directory and finds the
+	// program: a thread and a namespace switch per step cost more than the
+	// checks themselves under emulation.
+	type start struct{ dir, path string }
+	st, err := account.RunAs(a, func() (start, error) {
+		dir, err := workDir(a, req.Root, req.Cwd)
+		if err != nil {
+			return start{}, err
+		}
+		path, err := lookPath(argv[0], envValue(env, "PATH"), dir)
+		return start{dir, path}, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	// As the agent, in its mount namespace: the program may be in its
-	// private /tmp.
-	path, err := account.RunAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
-	if err != nil {
-		return nil, err
-	}
+	dir, path := st.dir, st.path
 	ns, netEnv, err := s.netnsFor(a, req)
 	if err != nil {
 		return nil, err
@@ -132,40 +140,89 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-// workDir picks and checks the working directory as the user. Without a
-// root it defaults to the home ("/" if the home is missing); beneath a
-// root it defaults to the root, and the directory is opened through
-// os.Root and named by its real path so a symlink cannot lead outside.
+// workDir picks and checks the working directory; it runs as the user
+// (account.RunAs). Without a root it defaults to the home ("/" if the home
+// is missing); beneath a root it defaults to the root, and the directory
+// is resolved beneath it (openat2 RESOLVE_BENEATH: neither "..", an
+// absolute symlink nor a symlink leading out can leave it) and named by
+// its real path. O_PATH opens check search rights, as the child's chdir
+// does, and cost no open on a shared folder.
 func workDir(a *account.Account, root, cwd string) (string, error) {
-	return files.InSpace(a, root, func(sp files.Space) (string, error) {
-		name, err := sp.Name(cwd)
+	if root == "" {
+		name := cwd
+		switch {
+		case cwd == "":
+			name = a.Home
+		case filepath.IsAbs(cwd):
+			name = filepath.Clean(cwd)
+		default:
+			name = filepath.Join(a.Home, cwd)
+		}
+		fi, err := os.Stat(name)
+		if err != nil && cwd == "" {
+			return "/", nil
+		}
 		if err != nil {
-			return "", err
+			return "", oserr.Map(fmt.Errorf("working directory: %w", err))
 		}
-		if sp.Root() == "" {
-			fi, err := os.Stat(name)
-			if err != nil && cwd == "" {
-				return "/", nil
-			}
-			if err != nil {
-				return "", fmt.Errorf("working directory: %w", err)
-			}
-			if !fi.IsDir() {
-				return "", fmt.Errorf("%w: working directory %s", agentproto.ErrNotDir, cwd)
-			}
-			return name, nil
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%w: working directory %s", agentproto.ErrNotDir, cwd)
 		}
-		f, err := sp.FS().OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
-		if err != nil {
-			return "", fmt.Errorf("working directory: %w", err)
-		}
-		defer f.Close()
-		real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-		if err != nil {
-			return "", fmt.Errorf("working directory: %w", err)
-		}
-		return real, nil
+		return name, nil
+	}
+	if !filepath.IsAbs(root) {
+		return "", fmt.Errorf("%w: root %q is not absolute", agentproto.ErrInvalid, root)
+	}
+	root = filepath.Clean(root)
+	rel, err := beneath(root, cwd)
+	if err != nil {
+		return "", err
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", oserr.Map(fmt.Errorf("working directory: open %s: %w", root, err))
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if errors.Is(err, unix.EXDEV) {
+		return "", fmt.Errorf("%w: working directory %s is outside %s", agentproto.ErrEscape, cwd, root)
+	}
+	if err != nil {
+		return "", oserr.Map(fmt.Errorf("working directory %s: %w", cwd, err))
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	return real, nil
+}
+
+// beneath is cwd relative to root ("." for the root itself); an absolute
+// cwd must lie beneath root.
+func beneath(root, cwd string) (string, error) {
+	switch {
+	case cwd == "":
+		return ".", nil
+	case !filepath.IsAbs(cwd):
+		return cwd, nil
+	}
+	c := filepath.Clean(cwd)
+	if c == root {
+		return ".", nil
+	}
+	prefix := root
+	if prefix != "/" {
+		prefix += "/"
+	}
+	rel, ok := strings.CutPrefix(c, prefix)
+	if !ok {
+		return "", fmt.Errorf("%w: %s is outside %s", agentproto.ErrEscape, cwd, root)
+	}
+	return rel, nil
 }
 
 // lookPath finds file in path (the process's PATH, not the agent's).
