@@ -409,8 +409,9 @@ func (g *cgroup) procs() ([]int, error) {
 }
 
 // limitHit names the limit the group ran into, or "".
-func (g *cgroup) limitHit() string {
-	ev := readLeafEvents(g.dir)
+func (g *cgroup) limitHit() string { return g.limitFrom(readLeafEvents(g.dir)) }
+
+func (g *cgroup) limitFrom(ev leafEvents) string {
 	switch {
 	case ev.oomKill > g.events0.oomKill || ev.oomGroupKill > g.events0.oomGroupKill:
 		return agentproto.LimitMemory
@@ -418,6 +419,41 @@ func (g *cgroup) limitHit() string {
 		return agentproto.LimitProcesses
 	}
 	return ""
+}
+
+// finish ends the group and names the limit it ran into ("" for none).
+// A reused call group is emptied first and its counters read once, for
+// the limit and as the next call's baseline: the kill raises neither
+// event.
+func (g *cgroup) finish() (limit string, err error) {
+	if g.pool == nil {
+		limit = g.limitHit()
+		return limit, g.end()
+	}
+	g.once.Do(func() {
+		emptied := g.empty() == nil
+		ev := readLeafEvents(g.dir)
+		limit = g.limitFrom(ev)
+		if emptied && g.pool.putSpare(g.user, &leaf{dir: g.dir, fd: g.fd, events: ev}) {
+			return
+		}
+		defer unix.Close(g.fd)
+		err = removeGroup(g.dir)
+	})
+	return limit, err
+}
+
+// empty kills what is in the group, if anything, and waits until it is
+// gone.
+func (g *cgroup) empty() error {
+	populated, err := cgPopulated(g.dir)
+	if err != nil || !populated {
+		return err
+	}
+	if err := cgWrite(g.dir, "cgroup.kill", "1"); err != nil {
+		return err
+	}
+	return waitEmpty(g.dir, cgKillWait)
 }
 
 // end kills what is left in the group, waits for it to empty and removes
@@ -437,14 +473,8 @@ func (g *cgroup) end() error {
 // recycle empties the group and hands it to the pool; false when it
 // can't (then it is removed as usual).
 func (g *cgroup) recycle() bool {
-	populated, err := cgPopulated(g.dir)
-	if err != nil {
+	if g.empty() != nil {
 		return false
-	}
-	if populated {
-		if cgWrite(g.dir, "cgroup.kill", "1") != nil || waitEmpty(g.dir, cgKillWait) != nil {
-			return false
-		}
 	}
 	// Empty, and only root can put a process in it again.
 	return g.pool.putSpare(g.user, &leaf{dir: g.dir, fd: g.fd, events: readLeafEvents(g.dir)})

@@ -423,9 +423,12 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 	if cg != nil {
 		// The leader is gone; what it left behind goes now, which also
 		// closes the pipes it held, so the drain below ends at once.
-		st.Limit = cg.limitHit()
-		if err := s.endGroup(cg); err != nil && st.Error == "" {
-			st.Error = err.Error()
+		var err error
+		if st.Limit, err = cg.finish(); err != nil {
+			s.log.Printf("%v", err)
+			if st.Error == "" {
+				st.Error = err.Error()
+			}
 		}
 	}
 
