@@ -35,19 +35,21 @@ const (
 	drainMax = 3 * time.Second
 )
 
-// command is a process ready to start.
+// command is a process ready to start, once resolve has set path and dir.
 type command struct {
 	path string // resolved executable
 	argv []string
 	env  []string
 	dir  string
+	// root and cwd are the request's, for resolve.
+	root, cwd string
 	// netns is the network namespace to start in (see netnsFor).
 	netns netns.NsHandle
 }
 
-// prepare resolves what every process start needs: argv, environment,
-// working directory (checked with the user's rights, beneath Root when
-// set) and the executable.
+// prepare works out what every process start needs but the working
+// directory and the executable (resolve): argv, environment, the agent's
+// temporary directories and network namespace.
 func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
 	argv, err := commandArgv(req)
 	if err != nil {
@@ -64,29 +66,28 @@ func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*c
 			return nil, err
 		}
 	}
-	// One thread, as the agent and in its mount namespace (the program
-	// may be in its private /tmp), checks the directory and finds the
-	// program: a thread and a namespace switch per step cost more than the
-	// checks themselves under emulation.
-	type start struct{ dir, path string }
-	st, err := account.RunAs(a, func() (start, error) {
-		dir, err := workDir(a, req.Root, req.Cwd)
-		if err != nil {
-			return start{}, err
-		}
-		path, err := lookPath(argv[0], envValue(env, "PATH"), dir)
-		return start{dir, path}, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	dir, path := st.dir, st.path
 	ns, netEnv, err := s.netnsFor(a, req)
 	if err != nil {
 		return nil, err
 	}
 	// The policy's variables come last so the request can't override them.
-	return &command{path: path, argv: argv, env: append(env, netEnv...), dir: dir, netns: ns}, nil
+	return &command{argv: argv, env: append(env, netEnv...), netns: ns, root: req.Root, cwd: req.Cwd}, nil
+}
+
+// resolve checks the working directory and finds the program, as the
+// user (account.RunAs, or the spawn's own thread) and in its mount
+// namespace: the program may be in its private /tmp.
+func (cmd *command) resolve(a *account.Account) error {
+	dir, err := workDir(a, cmd.root, cmd.cwd)
+	if err != nil {
+		return err
+	}
+	path, err := lookPath(cmd.argv[0], envValue(cmd.env, "PATH"), dir)
+	if err != nil {
+		return err
+	}
+	cmd.dir, cmd.path = dir, path
+	return nil
 }
 
 // commandArgv is the argv a request runs: its argv, or its shell line
@@ -262,10 +263,10 @@ func lookPath(file, path, dir string) (string, error) {
 }
 
 // spawn starts cmd as a with the given stdin, stdout and stderr, inside
-// cg when set.
-func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
+// cg when set. With check, the thread that forks resolves cmd first (as
+// the user): a thread less per call.
+func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid, check bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
 	attr := &syscall.ProcAttr{
-		Dir:   cmd.dir,
 		Env:   cmd.env,
 		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Sys: &syscall.SysProcAttr{
@@ -279,11 +280,22 @@ func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, s
 		// runs a single instruction outside it.
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
-	// An agent's child starts in its mount namespace with umask 077.
-	pid, ch, err := s.reaper.Start(account.ForkAsAgent(a, cmd.netns, func() (int, error) {
-		return syscall.ForkExec(cmd.path, cmd.argv, attr)
-	}))
+	var resolve func() error
+	if check {
+		resolve = func() error { return cmd.resolve(a) }
+	}
+	// An agent's child starts in its mount namespace with umask 077. The
+	// reaper's lock covers only the fork.
+	var ch <-chan unix.WaitStatus
+	pid, err := account.ForkAsAgent(a, cmd.netns, resolve, func() (pid int, err error) {
+		attr.Dir = cmd.dir
+		pid, ch, err = s.reaper.Start(func() (int, error) { return syscall.ForkExec(cmd.path, cmd.argv, attr) })
+		return pid, err
+	})
 	if err != nil {
+		if check && cmd.path == "" {
+			return 0, nil, err // resolve's, already in the protocol's terms
+		}
 		return 0, nil, oserr.Map(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
 	}
 	return pid, ch, nil
@@ -353,7 +365,7 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 		closeAll(stdin, stdinW, outR, outW)
 		return agentproto.ExitStatus{}, err
 	}
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false, cg)
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false, true, cg)
 	closeAll(stdin, outW, errW)
 	if err != nil {
 		closeAll(stdinW, outR, errR)
@@ -579,6 +591,10 @@ func (s *Processes) StartBackground(ctx context.Context, req *agentproto.StartBa
 	if err != nil {
 		return nil, err
 	}
+	// Resolved before the log file is made, so a bad cwd leaves none.
+	if _, err := account.RunAs(a, func() (struct{}, error) { return struct{}{}, cmd.resolve(a) }); err != nil {
+		return nil, err
+	}
 	logPath, root := req.LogPath, req.Root
 	if logPath == "" {
 		// The default log lives in the home even when Root confines the
@@ -625,7 +641,7 @@ func (s *Processes) StartBackground(ctx context.Context, req *agentproto.StartBa
 			return nil, err
 		}
 	}
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true, cg)
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true, false, cg)
 	if err != nil {
 		if cg != nil {
 			s.endGroup(cg)
