@@ -111,6 +111,37 @@ func setThreadFSCreds(a *Account) error {
 	return checkThreadCreds(a)
 }
 
+// restoreThreadRootCreds undoes setThreadFSCreds on a thread that still
+// has its permitted capabilities: the effective set back from them, then
+// root's file-system ids and no supplementary group; then it checks.
+func restoreThreadRootCreds() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&caps[0])), 0); e != 0 {
+		return fmt.Errorf("%w: capget: %v", agentproto.ErrInternal, e)
+	}
+	caps[0].Effective, caps[1].Effective = caps[0].Permitted, caps[1].Permitted
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&caps[0])), 0); e != 0 {
+		return fmt.Errorf("%w: capset (restoring effective capabilities): %v", agentproto.ErrInternal, e)
+	}
+	unix.RawSyscall(unix.SYS_SETFSUID, 0, 0, 0)
+	unix.RawSyscall(unix.SYS_SETFSGID, 0, 0, 0)
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("%w: setgroups: %v", agentproto.ErrInternal, e)
+	}
+	if fs, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); fs != 0 {
+		return fmt.Errorf("%w: thread fsuid %d after restoring root's", agentproto.ErrInternal, fs)
+	}
+	if fs, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); fs != 0 {
+		return fmt.Errorf("%w: thread fsgid %d after restoring root's", agentproto.ErrInternal, fs)
+	}
+	var got [2]unix.CapUserData
+	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&got[0])), 0); e != 0 || got[0].Effective != caps[0].Permitted || got[1].Effective != caps[1].Permitted {
+		return fmt.Errorf("%w: thread effective capabilities not restored (errno %v)", agentproto.ErrInternal, e)
+	}
+	return nil
+}
+
 // checkThreadCreds verifies the calling thread: uids and gids 0 but for
 // the file-system ones, which are a's, and no effective capability.
 func checkThreadCreds(a *Account) error {

@@ -53,6 +53,30 @@ type Cgroups struct {
 
 	mu     sync.Mutex
 	limits map[string]agentproto.Limits // in force, per user group
+	// spare holds, per user, emptied call groups ready for the next call:
+	// making and removing a memory cgroup is a good part of a short
+	// call's cost. Limits live on the user's group, so a leaf carries
+	// nothing from one call to the next but its event counters, which
+	// the next call reads as its baseline.
+	spare map[string][]*leaf
+}
+
+// maxSpare bounds the spare call groups kept per user.
+const maxSpare = 2
+
+// leaf is an empty call group kept for reuse.
+type leaf struct {
+	dir    string
+	fd     int
+	events leafEvents // the counters when it was emptied
+}
+
+// leafEvents are a leaf's limit counters.
+type leafEvents struct{ oomKill, oomGroupKill, pidsMax int64 }
+
+func readLeafEvents(dir string) leafEvents {
+	mem := cgKeys(dir, "memory.events", "oom_kill", "oom_group_kill")
+	return leafEvents{oomKill: mem[0], oomGroupKill: mem[1], pidsMax: cgKey(dir, "pids.events", "max")}
 }
 
 // memReserveMB is kept out of the agents' reach for the kernel and the
@@ -90,7 +114,7 @@ func SetupCgroups(mount string, memTotal uint64) (*Cgroups, error) {
 	if err := enableControllers(mount); err != nil {
 		return nil, err
 	}
-	c := &Cgroups{top: filepath.Join(mount, "osaurus"), limits: map[string]agentproto.Limits{}}
+	c := &Cgroups{top: filepath.Join(mount, "osaurus"), limits: map[string]agentproto.Limits{}, spare: map[string][]*leaf{}}
 	if err := mkGroup(c.top, true); err != nil {
 		return nil, err
 	}
@@ -153,20 +177,28 @@ func cgWrite(dir, file, value string) error {
 
 // cgKey reads "key value" files (memory.events, cpu.stat, pids.events); a
 // missing key or file reads 0.
-func cgKey(dir, file, key string) int64 {
+func cgKey(dir, file, key string) int64 { return cgKeys(dir, file, key)[0] }
+
+// cgKeys reads several keys of one such file in one read.
+func cgKeys(dir, file string, keys ...string) []int64 {
+	out := make([]int64, len(keys))
 	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
-		return 0
+		return out
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
+		if !ok {
+			continue
+		}
+		for i, key := range keys {
+			if k == key {
+				out[i], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
 		}
 	}
-	return 0
+	return out
 }
 
 // cgValue reads a one-number file (memory.current, pids.current); "max"
@@ -254,6 +286,13 @@ type cgroup struct {
 	// whether this call ran into the limit on kernels that count the event
 	// in the group whose limit was hit.
 	pidsMax0 int64
+	// events0 are the group's own counters at the start (zero for a new
+	// group, what the last call left for a reused one).
+	events0 leafEvents
+	// pool, when set, takes the group back emptied at the end instead of
+	// removing it; user names its spare list.
+	pool *Cgroups
+	user string
 
 	once sync.Once
 }
@@ -264,6 +303,11 @@ func (c *Cgroups) newGroup(a *account.Account, lim *agentproto.Limits, kind stri
 	user, err := c.userGroup(a, lim)
 	if err != nil {
 		return nil, err
+	}
+	if kind == "call" {
+		if l := c.takeSpare(a.Name); l != nil {
+			return &cgroup{dir: l.dir, parent: user, fd: l.fd, pidsMax0: cgKey(user, "pids.events", "max"), events0: l.events, pool: c, user: a.Name}, nil
+		}
 	}
 	parent := user
 	name := "call-" + strconv.FormatUint(c.seq.Add(1), 10)
@@ -286,7 +330,46 @@ func (c *Cgroups) newGroup(a *account.Account, lim *agentproto.Limits, kind stri
 		unix.Rmdir(dir)
 		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
 	}
-	return &cgroup{dir: dir, parent: user, fd: fd, pidsMax0: cgKey(user, "pids.events", "max")}, nil
+	g := &cgroup{dir: dir, parent: user, fd: fd, pidsMax0: cgKey(user, "pids.events", "max")}
+	if kind == "call" {
+		g.pool, g.user = c, a.Name
+	}
+	return g, nil
+}
+
+func (c *Cgroups) takeSpare(user string) *leaf {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := c.spare[user]
+	if len(list) == 0 {
+		return nil
+	}
+	l := list[len(list)-1]
+	c.spare[user] = list[:len(list)-1]
+	return l
+}
+
+// putSpare keeps an emptied call group of user for reuse; false when the
+// user has enough spares or its group went (RemoveUser) meanwhile.
+func (c *Cgroups) putSpare(user string, l *leaf) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.spare[user]) >= maxSpare {
+		return false
+	}
+	if _, err := os.Stat(l.dir); err != nil {
+		return false
+	}
+	c.spare[user] = append(c.spare[user], l)
+	return true
+}
+
+// dropSpares forgets user's spare groups; c.mu is held.
+func (c *Cgroups) dropSpares(user string) {
+	for _, l := range c.spare[user] {
+		unix.Close(l.fd)
+	}
+	delete(c.spare, user)
 }
 
 // kill sends SIGKILL to every process in the group, however it detached
@@ -326,14 +409,51 @@ func (g *cgroup) procs() ([]int, error) {
 }
 
 // limitHit names the limit the group ran into, or "".
-func (g *cgroup) limitHit() string {
+func (g *cgroup) limitHit() string { return g.limitFrom(readLeafEvents(g.dir)) }
+
+func (g *cgroup) limitFrom(ev leafEvents) string {
 	switch {
-	case cgKey(g.dir, "memory.events", "oom_kill") > 0 || cgKey(g.dir, "memory.events", "oom_group_kill") > 0:
+	case ev.oomKill > g.events0.oomKill || ev.oomGroupKill > g.events0.oomGroupKill:
 		return agentproto.LimitMemory
-	case cgKey(g.dir, "pids.events", "max") > 0 || cgKey(g.parent, "pids.events", "max") > g.pidsMax0:
+	case ev.pidsMax > g.events0.pidsMax || cgKey(g.parent, "pids.events", "max") > g.pidsMax0:
 		return agentproto.LimitProcesses
 	}
 	return ""
+}
+
+// finish ends the group and names the limit it ran into ("" for none).
+// A reused call group is emptied first and its counters read once, for
+// the limit and as the next call's baseline: the kill raises neither
+// event.
+func (g *cgroup) finish() (limit string, err error) {
+	if g.pool == nil {
+		limit = g.limitHit()
+		return limit, g.end()
+	}
+	g.once.Do(func() {
+		emptied := g.empty() == nil
+		ev := readLeafEvents(g.dir)
+		limit = g.limitFrom(ev)
+		if emptied && g.pool.putSpare(g.user, &leaf{dir: g.dir, fd: g.fd, events: ev}) {
+			return
+		}
+		defer unix.Close(g.fd)
+		err = removeGroup(g.dir)
+	})
+	return limit, err
+}
+
+// empty kills what is in the group, if anything, and waits until it is
+// gone.
+func (g *cgroup) empty() error {
+	populated, err := cgPopulated(g.dir)
+	if err != nil || !populated {
+		return err
+	}
+	if err := cgWrite(g.dir, "cgroup.kill", "1"); err != nil {
+		return err
+	}
+	return waitEmpty(g.dir, cgKillWait)
 }
 
 // end kills what is left in the group, waits for it to empty and removes
@@ -341,10 +461,32 @@ func (g *cgroup) limitHit() string {
 func (g *cgroup) end() error {
 	var err error
 	g.once.Do(func() {
+		if g.pool != nil && g.recycle() {
+			return
+		}
 		defer unix.Close(g.fd)
 		err = removeGroup(g.dir)
 	})
 	return err
+}
+
+// recycle empties the group and hands it to the pool; false when it
+// can't (then it is removed as usual).
+func (g *cgroup) recycle() bool {
+	if g.empty() != nil {
+		return false
+	}
+	// Empty, and only root can put a process in it again.
+	return g.pool.putSpare(g.user, &leaf{dir: g.dir, fd: g.fd, events: readLeafEvents(g.dir)})
+}
+
+// cgPopulated reads whether a group has processes.
+func cgPopulated(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return false, fmt.Errorf("cgroup: %w", err)
+	}
+	return !bytes.Contains(b, []byte("populated 0")), nil
 }
 
 // removeGroup kills everything in dir and below, waits until it is empty
@@ -412,6 +554,7 @@ func (c *Cgroups) RemoveUser(user string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.limits, user)
+	c.dropSpares(user)
 	return removeGroup(filepath.Join(c.top, "user-"+user))
 }
 

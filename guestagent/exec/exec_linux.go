@@ -4,6 +4,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,19 +35,21 @@ const (
 	drainMax = 3 * time.Second
 )
 
-// command is a process ready to start.
+// command is a process ready to start, once resolve has set path and dir.
 type command struct {
 	path string // resolved executable
 	argv []string
 	env  []string
 	dir  string
+	// root and cwd are the request's, for resolve.
+	root, cwd string
 	// netns is the network namespace to start in (see netnsFor).
 	netns netns.NsHandle
 }
 
-// prepare resolves what every process start needs: argv, environment,
-// working directory (checked with the user's rights, beneath Root when
-// set) and the executable.
+// prepare works out what every process start needs but the working
+// directory and the executable (resolve): argv, environment, the agent's
+// temporary directories and network namespace.
 func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*command, error) {
 	argv, err := commandArgv(req)
 	if err != nil {
@@ -63,22 +66,28 @@ func (s *Processes) prepare(a *account.Account, req *agentproto.ExecRequest) (*c
 			return nil, err
 		}
 	}
-	dir, err := workDir(a, req.Root, req.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	// As the agent, in its mount namespace: the program may be in its
-	// private /tmp.
-	path, err := account.RunAs(a, func() (string, error) { return lookPath(argv[0], envValue(env, "PATH"), dir) })
-	if err != nil {
-		return nil, err
-	}
 	ns, netEnv, err := s.netnsFor(a, req)
 	if err != nil {
 		return nil, err
 	}
 	// The policy's variables come last so the request can't override them.
-	return &command{path: path, argv: argv, env: append(env, netEnv...), dir: dir, netns: ns}, nil
+	return &command{argv: argv, env: append(env, netEnv...), netns: ns, root: req.Root, cwd: req.Cwd}, nil
+}
+
+// resolve checks the working directory and finds the program, as the
+// user (account.RunAs, or the spawn's own thread) and in its mount
+// namespace: the program may be in its private /tmp.
+func (cmd *command) resolve(a *account.Account) error {
+	dir, err := workDir(a, cmd.root, cmd.cwd)
+	if err != nil {
+		return err
+	}
+	path, err := lookPath(cmd.argv[0], envValue(cmd.env, "PATH"), dir)
+	if err != nil {
+		return err
+	}
+	cmd.dir, cmd.path = dir, path
+	return nil
 }
 
 // commandArgv is the argv a request runs: its argv, or its shell line
@@ -132,40 +141,89 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-// workDir picks and checks the working directory as the user. Without a
-// root it defaults to the home ("/" if the home is missing); beneath a
-// root it defaults to the root, and the directory is opened through
-// os.Root and named by its real path so a symlink cannot lead outside.
+// workDir picks and checks the working directory; it runs as the user
+// (account.RunAs). Without a root it defaults to the home ("/" if the home
+// is missing); beneath a root it defaults to the root, and the directory
+// is resolved beneath it (openat2 RESOLVE_BENEATH: neither "..", an
+// absolute symlink nor a symlink leading out can leave it) and named by
+// its real path. O_PATH opens check search rights, as the child's chdir
+// does, and cost no open on a shared folder.
 func workDir(a *account.Account, root, cwd string) (string, error) {
-	return files.InSpace(a, root, func(sp files.Space) (string, error) {
-		name, err := sp.Name(cwd)
+	if root == "" {
+		name := cwd
+		switch {
+		case cwd == "":
+			name = a.Home
+		case filepath.IsAbs(cwd):
+			name = filepath.Clean(cwd)
+		default:
+			name = filepath.Join(a.Home, cwd)
+		}
+		fi, err := os.Stat(name)
+		if err != nil && cwd == "" {
+			return "/", nil
+		}
 		if err != nil {
-			return "", err
+			return "", oserr.Map(fmt.Errorf("working directory: %w", err))
 		}
-		if sp.Root() == "" {
-			fi, err := os.Stat(name)
-			if err != nil && cwd == "" {
-				return "/", nil
-			}
-			if err != nil {
-				return "", fmt.Errorf("working directory: %w", err)
-			}
-			if !fi.IsDir() {
-				return "", fmt.Errorf("%w: working directory %s", agentproto.ErrNotDir, cwd)
-			}
-			return name, nil
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%w: working directory %s", agentproto.ErrNotDir, cwd)
 		}
-		f, err := sp.FS().OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
-		if err != nil {
-			return "", fmt.Errorf("working directory: %w", err)
-		}
-		defer f.Close()
-		real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-		if err != nil {
-			return "", fmt.Errorf("working directory: %w", err)
-		}
-		return real, nil
+		return name, nil
+	}
+	if !filepath.IsAbs(root) {
+		return "", fmt.Errorf("%w: root %q is not absolute", agentproto.ErrInvalid, root)
+	}
+	root = filepath.Clean(root)
+	rel, err := beneath(root, cwd)
+	if err != nil {
+		return "", err
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", oserr.Map(fmt.Errorf("working directory: open %s: %w", root, err))
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if errors.Is(err, unix.EXDEV) {
+		return "", fmt.Errorf("%w: working directory %s is outside %s", agentproto.ErrEscape, cwd, root)
+	}
+	if err != nil {
+		return "", oserr.Map(fmt.Errorf("working directory %s: %w", cwd, err))
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	return real, nil
+}
+
+// beneath is cwd relative to root ("." for the root itself); an absolute
+// cwd must lie beneath root.
+func beneath(root, cwd string) (string, error) {
+	switch {
+	case cwd == "":
+		return ".", nil
+	case !filepath.IsAbs(cwd):
+		return cwd, nil
+	}
+	c := filepath.Clean(cwd)
+	if c == root {
+		return ".", nil
+	}
+	prefix := root
+	if prefix != "/" {
+		prefix += "/"
+	}
+	rel, ok := strings.CutPrefix(c, prefix)
+	if !ok {
+		return "", fmt.Errorf("%w: %s is outside %s", agentproto.ErrEscape, cwd, root)
+	}
+	return rel, nil
 }
 
 // lookPath finds file in path (the process's PATH, not the agent's).
@@ -205,10 +263,10 @@ func lookPath(file, path, dir string) (string, error) {
 }
 
 // spawn starts cmd as a with the given stdin, stdout and stderr, inside
-// cg when set.
-func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
+// cg when set. With check, the thread that forks resolves cmd first (as
+// the user): a thread less per call.
+func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, setsid, check bool, cg *cgroup) (int, <-chan unix.WaitStatus, error) {
 	attr := &syscall.ProcAttr{
-		Dir:   cmd.dir,
 		Env:   cmd.env,
 		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Sys: &syscall.SysProcAttr{
@@ -222,11 +280,22 @@ func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, s
 		// runs a single instruction outside it.
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cg.fd
 	}
-	// An agent's child starts in its mount namespace with umask 077.
-	pid, ch, err := s.reaper.Start(account.ForkAsAgent(a, cmd.netns, func() (int, error) {
-		return syscall.ForkExec(cmd.path, cmd.argv, attr)
-	}))
+	var resolve func() error
+	if check {
+		resolve = func() error { return cmd.resolve(a) }
+	}
+	// An agent's child starts in its mount namespace with umask 077. The
+	// reaper's lock covers only the fork.
+	var ch <-chan unix.WaitStatus
+	pid, err := account.ForkAsAgent(a, cmd.netns, resolve, func() (pid int, err error) {
+		attr.Dir = cmd.dir
+		pid, ch, err = s.reaper.Start(func() (int, error) { return syscall.ForkExec(cmd.path, cmd.argv, attr) })
+		return pid, err
+	})
 	if err != nil {
+		if check && cmd.path == "" {
+			return 0, nil, err // resolve's, already in the protocol's terms
+		}
 		return 0, nil, oserr.Map(fmt.Errorf("exec %s: %w", cmd.argv[0], err))
 	}
 	return pid, ch, nil
@@ -296,7 +365,7 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 		closeAll(stdin, stdinW, outR, outW)
 		return agentproto.ExitStatus{}, err
 	}
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false, cg)
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{stdin, outW, errW}, false, true, cg)
 	closeAll(stdin, outW, errW)
 	if err != nil {
 		closeAll(stdinW, outR, errR)
@@ -366,9 +435,12 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 	if cg != nil {
 		// The leader is gone; what it left behind goes now, which also
 		// closes the pipes it held, so the drain below ends at once.
-		st.Limit = cg.limitHit()
-		if err := s.endGroup(cg); err != nil && st.Error == "" {
-			st.Error = err.Error()
+		var err error
+		if st.Limit, err = cg.finish(); err != nil {
+			s.log.Printf("%v", err)
+			if st.Error == "" {
+				st.Error = err.Error()
+			}
 		}
 	}
 
@@ -519,6 +591,10 @@ func (s *Processes) StartBackground(ctx context.Context, req *agentproto.StartBa
 	if err != nil {
 		return nil, err
 	}
+	// Resolved before the log file is made, so a bad cwd leaves none.
+	if _, err := account.RunAs(a, func() (struct{}, error) { return struct{}{}, cmd.resolve(a) }); err != nil {
+		return nil, err
+	}
 	logPath, root := req.LogPath, req.Root
 	if logPath == "" {
 		// The default log lives in the home even when Root confines the
@@ -565,7 +641,7 @@ func (s *Processes) StartBackground(ctx context.Context, req *agentproto.StartBa
 			return nil, err
 		}
 	}
-	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true, cg)
+	pid, exited, err := s.spawn(a, cmd, [3]*os.File{devNull, logFile, logFile}, true, false, cg)
 	if err != nil {
 		if cg != nil {
 			s.endGroup(cg)

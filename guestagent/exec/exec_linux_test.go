@@ -209,10 +209,36 @@ func TestExecBeneathRoot(t *testing.T) {
 	if _, out, _ := e.run(t, agentproto.ExecRequest{Identity: id, Argv: []string{"pwd"}, Cwd: "sub"}); out != filepath.Join(ws, "sub")+"\n" {
 		t.Fatalf("cwd = %q", out)
 	}
-	x := newExecIO()
-	_, err := e.svc.Exec(context.Background(), &agentproto.ExecRequest{Identity: id, Argv: []string{"pwd"}, Cwd: "out"}, x.io())
-	if !errors.Is(err, agentproto.ErrEscape) {
-		t.Fatalf("cwd through a symlink out of root: err = %v, want ErrEscape", err)
+	// A symlink that stays beneath the root is followed, to its real path.
+	if err := os.Symlink("sub", filepath.Join(ws, "in")); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := e.run(t, agentproto.ExecRequest{Identity: id, Argv: []string{"pwd"}, Cwd: "in"}); out != filepath.Join(ws, "sub")+"\n" {
+		t.Fatalf("cwd through a symlink beneath root = %q", out)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(ws, "sub"), filepath.Join(ws, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cwd  string
+		want error
+	}{
+		{"out", agentproto.ErrEscape},           // symlink out of the root
+		{"abs", agentproto.ErrEscape},           // absolute symlink, even to inside
+		{"../", agentproto.ErrEscape},           // dot-dot
+		{"sub/../../etc", agentproto.ErrEscape}, // dot-dot further down
+		{"/etc", agentproto.ErrEscape},          // absolute, outside
+		{"file", agentproto.ErrNotDir},
+		{"missing", agentproto.ErrNotFound},
+	} {
+		x := newExecIO()
+		_, err := e.svc.Exec(context.Background(), &agentproto.ExecRequest{Identity: id, Argv: []string{"pwd"}, Cwd: tc.cwd}, x.io())
+		if !errors.Is(err, tc.want) {
+			t.Errorf("cwd %q beneath root: err = %v, want %v", tc.cwd, err, tc.want)
+		}
 	}
 }
 
