@@ -128,6 +128,7 @@ func saveWarmState(b *testing.B, dir string) warmState {
 	if st, err := m.Agent().Exec(ctx, agentproto.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || st.Code != 0 {
 		b.Fatalf("exec before save: %v %+v", err, st)
 	}
+	b.Logf("cold-booted VM (no shares) after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
 	file := filepath.Join(dir, "state.bin")
 	q, err := dialQMP(ctx, filepath.Join(spec.RunDir, "qmp.sock"))
 	if err != nil {
@@ -201,6 +202,9 @@ func runWarm(b *testing.B, state warmState, probe bool) warmResult {
 		b.Fatalf("first exec after restore: %v %+v", err, st)
 	}
 	done := time.Now()
+	if probe {
+		b.Logf("restored VM after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
+	}
 	r := warmResult{total: done.Sub(start), load: d.resumed.Sub(d.started), hello: booted.Sub(d.resumed), exec: done.Sub(booted)}
 	var out bytes.Buffer
 	if st, err := m.Agent().Exec(ctx, agentproto.ExecRequest{Shell: "od -An -tx1 -N16 /dev/urandom; date +%s.%N"}, nil, &out, nil); err != nil || st.Code != 0 {
