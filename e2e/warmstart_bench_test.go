@@ -51,7 +51,7 @@ func BenchmarkWarmStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	var cold, warm []time.Duration
-	var samples []string
+	var samples, roundLog []string
 	for range b.N {
 		for i := range rounds {
 			r, _ := runProduct(b, false)
@@ -59,14 +59,14 @@ func BenchmarkWarmStart(b *testing.B) {
 			w := runWarm(b, state, i == 0)
 			warm = append(warm, w.total)
 			samples = append(samples, w.random)
-			b.Logf("round %d: cold %v, warm %v (QEMU start → loaded %v, → hello %v, → first exec %v), guest clock off by %v after hello",
+			roundLog = append(roundLog, fmt.Sprintf("round %d: cold %v, warm %v (QEMU start → loaded %v, → hello %v, → first exec %v), guest clock off by %v after hello",
 				i+1, r.total.Round(time.Millisecond), w.total.Round(time.Millisecond),
-				w.load.Round(time.Millisecond), w.hello.Round(time.Millisecond), w.exec.Round(time.Millisecond), w.clockSkew.Round(time.Millisecond))
+				w.load.Round(time.Millisecond), w.hello.Round(time.Millisecond), w.exec.Round(time.Millisecond), w.clockSkew.Round(time.Millisecond)))
 		}
 	}
-	b.Logf("cold boot → first exec: median %v of %d", median(cold).Round(time.Millisecond), len(cold))
-	b.Logf("restore → first exec: median %v of %d", median(warm).Round(time.Millisecond), len(warm))
-	b.Logf("state file: %d MiB (guest RAM %d MiB), disk copy %d MiB apparent, %d MiB allocated",
+	wlogf(b, "cold boot → first exec: median %v of %d", median(cold).Round(time.Millisecond), len(cold))
+	wlogf(b, "restore → first exec: median %v of %d", median(warm).Round(time.Millisecond), len(warm))
+	wlogf(b, "state file: %d MiB (guest RAM %d MiB), disk copy %d MiB apparent, %d MiB allocated",
 		st.Size()>>20, state.memMiB, state.diskSize>>20, state.diskAlloc>>20)
 	same := 0
 	for i := 1; i < len(samples); i++ {
@@ -74,7 +74,8 @@ func BenchmarkWarmStart(b *testing.B) {
 			same++
 		}
 	}
-	b.Logf("first 16 bytes of /dev/urandom after restore: %q; %d of %d later restores repeated the first", samples, same, len(samples)-1)
+	wlogf(b, "first 16 bytes of /dev/urandom after restore: %q; %d of %d later restores repeated the first", samples, same, len(samples)-1)
+	wlogf(b, "%s", strings.Join(roundLog, "\n"))
 	b.ReportMetric(median(cold).Seconds(), "cold-s")
 	b.ReportMetric(median(warm).Seconds(), "warm-s")
 	b.ReportMetric(float64(st.Size()>>20), "state-MiB")
@@ -128,7 +129,7 @@ func saveWarmState(b *testing.B, dir string) warmState {
 	if st, err := m.Agent().Exec(ctx, agentproto.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || st.Code != 0 {
 		b.Fatalf("exec before save: %v %+v", err, st)
 	}
-	b.Logf("cold-booted VM (no shares) after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
+	wlogf(b, "cold-booted VM (no shares) after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
 	file := filepath.Join(dir, "state.bin")
 	q, err := dialQMP(ctx, filepath.Join(spec.RunDir, "qmp.sock"))
 	if err != nil {
@@ -166,7 +167,7 @@ func saveWarmState(b *testing.B, dir string) warmState {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	b.Logf("save: %v", time.Since(start).Round(time.Millisecond))
+	wlogf(b, "save: %v", time.Since(start).Round(time.Millisecond))
 	var fst syscall.Stat_t
 	if err := syscall.Stat(disk, &fst); err != nil {
 		b.Fatal(err)
@@ -203,7 +204,7 @@ func runWarm(b *testing.B, state warmState, probe bool) warmResult {
 	}
 	done := time.Now()
 	if probe {
-		b.Logf("restored VM after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
+		wlogf(b, "restored VM after its first exec: QEMU RSS %d MiB", procRSS(m.Info().Pid)>>10)
 	}
 	r := warmResult{total: done.Sub(start), load: d.resumed.Sub(d.started), hello: booted.Sub(d.resumed), exec: done.Sub(booted)}
 	var out bytes.Buffer
@@ -246,7 +247,7 @@ func probeHotplug(b *testing.B, ctx context.Context, m *vm.Machine, spec vm.Spec
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		b.Logf("hot-plug: virtiofsd: %v", err)
+		wlogf(b, "hot-plug: virtiofsd: %v", err)
 		return
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
@@ -257,18 +258,18 @@ func probeHotplug(b *testing.B, ctx context.Context, m *vm.Machine, spec vm.Spec
 	}
 	q, err := dialQMP(ctx, filepath.Join(spec.RunDir, "qmp.sock"))
 	if err != nil {
-		b.Logf("hot-plug: qmp: %v", err)
+		wlogf(b, "hot-plug: qmp: %v", err)
 		return
 	}
 	defer q.Close()
 	_, err = q.run("chardev-add", map[string]any{"id": "hfs0", "backend": map[string]any{
 		"type": "socket", "data": map[string]any{"addr": map[string]any{"type": "unix", "data": map[string]any{"path": sock}}, "server": false}}})
 	if err != nil {
-		b.Logf("hot-plug: chardev-add: %v", err)
+		wlogf(b, "hot-plug: chardev-add: %v", err)
 		return
 	}
 	_, err = q.run("device_add", map[string]any{"driver": "vhost-user-fs-pci", "id": "hfs0dev", "chardev": "hfs0", "tag": "hotplugged", "bus": "hp0"})
-	b.Logf("hot-plug: device_add vhost-user-fs-pci on pcie-root-port hp0: err=%v", err)
+	wlogf(b, "hot-plug: device_add vhost-user-fs-pci on pcie-root-port hp0: err=%v", err)
 	var out bytes.Buffer
 	// The guest may take a moment to see a hot-plugged device; poll.
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
@@ -279,7 +280,7 @@ func probeHotplug(b *testing.B, ctx context.Context, m *vm.Machine, spec vm.Spec
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	b.Logf("hot-plug: guest virtio device ids, virtiofs mounts: %q", strings.TrimSpace(out.String()))
+	wlogf(b, "hot-plug: guest virtio device ids, virtiofs mounts: %q", strings.TrimSpace(out.String()))
 }
 
 // warmDriver starts QEMU with the product driver's own arguments (no
@@ -483,4 +484,10 @@ func readTail(path string) string {
 		data = data[len(data)-4096:]
 	}
 	return string(data)
+}
+
+// wlogf also prints to stderr: a benchmark's own log keeps 10 lines.
+func wlogf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	fmt.Fprintf(os.Stderr, "warmstart: "+format+"\n", args...)
 }
