@@ -123,7 +123,7 @@ func saveWarmState(b *testing.B, dir string) warmState {
 	spec := warmSpec(b, dir, disk)
 	m, err := vm.Boot(ctx, &warmDriver{}, spec, vm.Options{})
 	if err != nil {
-		b.Fatalf("boot for save: %v %v\nconsole:\n%s", err, errors.Unwrap(err), readTail(spec.ConsoleLog))
+		b.Fatalf("boot for save: %v\nconsole:\n%s", err, readTail(spec.ConsoleLog))
 	}
 	defer func() { m.Kill(); <-m.Done() }()
 	if st, err := m.Agent().Exec(ctx, agentproto.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || st.Code != 0 {
