@@ -161,9 +161,34 @@ func TestKernelCmdline(t *testing.T) {
 	if got := mp.kernelCmdline(spec); !slices.Contains(strings.Fields(got), "reboot=t") {
 		t.Errorf("microvm cmdline %q lacks reboot=t", got)
 	}
+	if strings.Contains(got, "lpj=") {
+		t.Errorf("cmdline %q presets lpj without a value", got)
+	}
+	lp := p
+	lp.lpj = 25961380
+	if got := lp.kernelCmdline(spec); !slices.Contains(strings.Fields(got), "lpj=25961380") {
+		t.Errorf("cmdline %q lacks the preset lpj", got)
+	}
 	spec.Network = vm.NetworkNone
 	if got := p.kernelCmdline(spec); !strings.Contains(got, "osaurus.net=none") || strings.Contains(got, "osaurus.ip") {
 		t.Errorf("network none: cmdline %q", got)
+	}
+}
+
+func TestHostLPJ(t *testing.T) {
+	for _, tc := range []struct {
+		cpuinfo string
+		want    int64
+	}{
+		{"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.138\ncache size\t: 512 KB\n", 25961380},
+		{"processor\t: 0\ncpu MHz\t\t: 2000.000\nprocessor\t: 1\ncpu MHz\t\t: 3000.000\n", 20000000},
+		{"processor\t: 0\nBogoMIPS\t: 50.00\n", 0}, // arm64: no cpu MHz line
+		{"cpu MHz\t\t: fast\n", 0},
+		{"", 0},
+	} {
+		if got := hostLPJ(tc.cpuinfo, 100); got != tc.want {
+			t.Errorf("hostLPJ(%q) = %d, want %d", tc.cpuinfo, got, tc.want)
+		}
 	}
 }
 

@@ -326,6 +326,11 @@ func (d *Driver) prepare(spec vm.Spec) (processConfig, error) {
 		layout:    l,
 		consoleTT: "ttyS0",
 	}
+	if runtime.GOARCH == "amd64" && accel == vm.AccelTCG && !spec.ModularKernel {
+		if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+			pl.lpj = hostLPJ(string(b), ownKernelHZ)
+		}
+	}
 	if runtime.GOARCH == "arm64" {
 		pl.consoleTT = "ttyAMA0"
 	} else if fw := "/usr/share/qemu/qboot.rom"; fileExists(fw) {
