@@ -194,7 +194,7 @@ func BenchmarkMachineTypes(b *testing.B) {
 			}
 		}
 		for _, machine := range machines {
-			bt, ex := middle(boots[machine]), middle(execs[machine])
+			bt, ex := median(boots[machine]), median(execs[machine])
 			b.Logf("%s: median boot to first exec %v, exec true %v (%d runs)", machine, bt.Round(time.Millisecond), ex.Round(100*time.Microsecond), runs)
 			b.ReportMetric(bt.Seconds(), machine+"-boot-s")
 			b.ReportMetric(float64(ex.Microseconds())/1000, machine+"-exec-ms")
@@ -237,19 +237,5 @@ func bootOnce(b *testing.B, machine string) (boot, exec time.Duration) {
 		run()
 		ds = append(ds, time.Since(t0))
 	}
-	return boot, middle(ds)
-}
-
-// middle is the median of ds (kept here: the boot benchmark's helpers are
-// being reshaped).
-func middle(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return boot, median(ds)
 }
