@@ -78,7 +78,7 @@ func TestDispatch(t *testing.T) {
 			}
 		})
 	}
-	if code, _ := do(t, as, "GET", "/api/agent/tasks/../../x", ""); code != 404 {
+	if code, _ := do(t, as, "GET", "/api/agent/tasks/../../x", ""); code != 400 {
 		t.Errorf("bad id: %d", code)
 	}
 	// Not configured → 503 naming the setting.

@@ -40,6 +40,8 @@ func FuzzBridgeRequest(f *testing.F) {
 		"POST /api/events/emit HTTP/1.1\r\nHost: b\r\nContent-Length: 30\r\n\r\n{\"type\":\"t\",\"data\":{\"a\":1}}",
 		"POST /api/plugin/create HTTP/1.1\r\nHost: b\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
 		"GET /api/agent/tasks/..%2f..%2fx HTTP/1.1\r\nHost: b\r\n\r\n",
+		"GET /api/./ping HTTP/1.1\r\nHost: b\r\n\r\n",
+		"GET /. HTTP/1.1\r\nHost: b\r\n\r\n",
 	} {
 		f.Add([]byte(s), "", false)
 	}
