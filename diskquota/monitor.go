@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -54,6 +55,7 @@ type Monitor struct {
 	UsageFile string
 	Logf      func(string, ...any)
 
+	mu      sync.Mutex // one round at a time: Run's and Attach's
 	guest   *agentproto.Client
 	applied map[string]string // user → reason the guest has
 	caps    map[string]int64  // user → temporary-area cap the guest has
@@ -88,6 +90,24 @@ func (m *Monitor) Run(ctx context.Context) {
 
 // Round measures once and brings the guest's blocks in line.
 func (m *Monitor) Round(ctx context.Context) Report {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.round(ctx, m.session())
+}
+
+// Attach brings a new guest session in line at once, before anything
+// else uses it: a restarted VM forgot every block and cap, and until the
+// next round an agent's first command would get a temporary area as big
+// as its whole quota, whatever its home already holds (and an agent over
+// its quota would run). Call it before the session is handed out.
+func (m *Monitor) Attach(ctx context.Context, g *agentproto.Client) Report {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.guest, m.applied, m.caps = g, map[string]string{}, map[string]int64{}
+	return m.round(ctx, g)
+}
+
+func (m *Monitor) round(ctx context.Context, g *agentproto.Client) Report {
 	// Settings changed by the CLI or the window apply on this round. A
 	// stat; the file is read only when it was replaced (every save
 	// replaces it), not every second.
@@ -97,7 +117,6 @@ func (m *Monitor) Round(ctx context.Context) Report {
 	m.Tracker.Refresh()
 	r := Report{Time: time.Now().UTC().Truncate(time.Second), Agents: map[string]int64{}, Tmp: map[string]int64{},
 		Blocked: map[string]string{}, caps: map[string]int64{}}
-	g := m.session()
 	list := m.Registry.List()
 	tmp := m.tmpUsage(ctx, g, list)
 	free, ferr := int64(-1), error(nil)

@@ -159,3 +159,63 @@ func TestMonitorCountsTemporaryFiles(t *testing.T) {
 		t.Fatalf("alice back under her quota is still blocked: %v %+v", r.Blocked, fg.limits["agent-alice"])
 	}
 }
+
+// A new guest session gets the caps and blocks from Attach, before the
+// monitor's Guest hands it out (during a boot it still answers "none"),
+// and the next round keeps them rather than starting over.
+func TestMonitorAttachPrimesANewSession(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"alice", "bob"} {
+		if _, err := reg.Add(n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = 0.02; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 15e6) // 5 MB left
+	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 21e6)   // over
+	fg := &fakeGuest{tmp: map[string]int64{}, limits: map[string]agentproto.UserLimitRequest{}}
+	g := fg.client(t)
+	tr := NewTracker(filepath.Join(ws, "agents"), ws)
+	defer tr.Close()
+	var running *agentproto.Client // what Guest returns: nothing until the boot is done
+	m := &Monitor{Tracker: tr, Registry: reg, Guest: func() (*agentproto.Client, error) {
+		if running == nil {
+			return nil, agentproto.ErrUnavailable
+		}
+		return running, nil
+	}}
+	m.Round(context.Background()) // the VM is still booting: nothing to send
+	if len(fg.limits) != 0 {
+		t.Fatalf("limits sent without a guest: %v", fg.limits)
+	}
+
+	m.Attach(context.Background(), g)
+	fg.mu.Lock()
+	alice, bob := fg.limits["agent-alice"], fg.limits["agent-bob"]
+	fg.mu.Unlock()
+	if alice.Blocked || alice.TmpMaxBytes <= 0 || alice.TmpMaxBytes > 5e6 {
+		t.Fatalf("alice after Attach: %+v, want unblocked with /tmp capped at what her files leave (5 MB)", alice)
+	}
+	if !bob.Blocked || !strings.Contains(bob.Reason, "diskGB") {
+		t.Fatalf("bob after Attach: %+v, want blocked over his quota", bob)
+	}
+
+	// The session is handed out; the next round has nothing new to say.
+	running = g
+	fg.mu.Lock()
+	clear(fg.limits)
+	fg.mu.Unlock()
+	m.Round(context.Background())
+	fg.mu.Lock()
+	defer fg.mu.Unlock()
+	if len(fg.limits) != 0 {
+		t.Fatalf("the round after Attach sent again: %v", fg.limits)
+	}
+}

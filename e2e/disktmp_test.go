@@ -103,6 +103,26 @@ func TestDiskQuotaHomeAndTmp(t *testing.T) {
 		})
 		execOut(t, alice, "rm -f /tmp/fill ~/big")
 	})
+
+	t.Run("first command after a restart", func(t *testing.T) {
+		// A restarted VM forgot the caps; the owner gives them to the new
+		// session before any tool can use it, so alice's very first
+		// command already finds /tmp capped at what her home leaves.
+		execOut(t, alice, "head -c 40000000 /dev/zero > ~/big")
+		pollTools(t, "the monitor sees alice's home", func() bool { return report().Agents["alice"] >= 40e6 })
+		e.ok("stop")
+		// The call starts the VM (and an owner) itself, and runs the
+		// moment the VM is up: no monitor round can come in between.
+		r := execOut(t, alice, "df -B1 --output=size /tmp | tail -n 1")
+		size, err := strconv.ParseInt(strings.TrimSpace(str(r["stdout"])), 10, 64)
+		if err != nil {
+			t.Fatalf("df: %v", r)
+		}
+		if left := int64(quota) - homeBytes(t, home); size > left {
+			t.Errorf("alice's /tmp is %d bytes at her first command after the restart, over the %d her 40 MB home leaves of her quota", size, left)
+		}
+		execOut(t, alice, "rm -f ~/big")
+	})
 }
 
 // homeBytes is what the files under dir take on the host.

@@ -25,11 +25,12 @@ func (h *Host) enforceDisk(ctx context.Context) (stop func()) {
 		UsageFile: p.DiskUsageFile(),
 		Logf:      h.logf,
 	}
+	h.disk.Store(mon)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		mon.Run(ctx)
 	}()
-	return func() { cancel(); <-done; t.Close() }
+	return func() { h.disk.Store(nil); cancel(); <-done; t.Close() }
 }

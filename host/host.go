@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
@@ -85,6 +87,9 @@ type Host struct {
 	// mcpURL or mcpErr: set once by serveMCP, before New returns.
 	mcpURL, mcpErr string
 	ports          *Ports // agents' previews on the host's loopback
+	// disk is the quota monitor, set by New once it runs (nil while
+	// open adopts a VM; its first round covers that one).
+	disk atomic.Pointer[diskquota.Monitor]
 
 	closeOnce sync.Once
 	closers   []func() // run last first by Close
@@ -159,8 +164,15 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		},
 		Agent: assets.GuestAgent,
 		Logf:  o.Logf,
-		// The host API bridge: serves the guest's calls, installs osaurus-host.
-		OnGuest: h.bridge.Attach,
+		// The host API bridge serves the guest's calls and installs
+		// osaurus-host; the disk monitor gives a new session its blocks
+		// and caps before any tool can use it.
+		OnGuest: func(ctx context.Context, c *agentproto.Client) {
+			h.bridge.Attach(ctx, c)
+			if mon := h.disk.Load(); mon != nil {
+				mon.Attach(ctx, c)
+			}
+		},
 	})
 	// Previews end with the VM that served them.
 	h.onClose(h.m.Subscribe(func(st sandbox.Status) {
