@@ -27,7 +27,7 @@ APP_BUNDLE   := $(BIN)/Osaurus Sandbox.app
 
 export GOTOOLCHAIN := local
 
-.PHONY: all run build agent deps deps-test test test-guest kernel kernel-all unit e2e bench lint clean darwin-check app mac-only fuzz fuzz-short
+.PHONY: all run build agent deps deps-test test test-guest kernel kernel-all unit e2e bench soak lint clean darwin-check app mac-only fuzz fuzz-short
 
 all: build
 
@@ -132,10 +132,17 @@ fuzz-short:
 unit: deps-test agent lint darwin-check
 	$(GO) test $(GOTEST_FLAGS) -short ./...
 
+# 10,010 tool calls through the stdio MCP server, checking that nothing
+# grows with them (BenchmarkSoak; `make bench` makes 1,100).
+SOAK_ROUNDS ?= 910
+soak: agent test-guest
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSoak$$" -benchtime $(SOAK_ROUNDS)x -timeout 2h ./e2e/
+
 bench: agent test-guest
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(BootVsBare|ProvisionFromCache|AppIdle|VMDeath|DiskQuota|ResourceLimits)$$" -benchtime 1x ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(ExecTrue|FileWriteRead1MiB)$$" -benchtime 2s ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkExecTrueLayers$$" -benchtime 18x ./e2e/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSoak$$" -benchtime 100x ./e2e/
 	$(GO) test -run "^$$" -bench "^BenchmarkUnaryRoundTrip$$" -benchtime 2s ./agentproto/
 	$(GO) test -run "^$$" -bench "^BenchmarkMemoryQuery100k$$" -benchtime 200x ./store/memory/
 	$(GO) test -run "^$$" -bench "^BenchmarkTrackerRefresh$$" -benchtime 20x ./diskquota/

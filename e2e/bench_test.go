@@ -105,41 +105,9 @@ func BenchmarkFileWriteRead1MiB(b *testing.B) {
 // spawn; the target for mcp/spawn is at most 1.2. An op is one round of
 // all six.
 func BenchmarkExecTrueLayers(b *testing.B) {
-	m := sharedGuest(b)
-	home, err := os.MkdirTemp("", "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(home) })
-	paths := config.Paths{Root: home}
-	reg := openAgents(b, paths.AgentsJSON())
-	a, err := reg.Add("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
-		b.Fatal(err)
-	}
-	env := tools.NewEnv(tools.Options{
-		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		// The limiters still run, but never refuse a benchmark's
-		// thousands of calls: every command starts a new turn, and the
-		// rate quota is out of reach.
-		Exec: limit.NewExecLimiter(limit.ExecOptions{IdleGap: time.Nanosecond}),
-		Rate: limit.NewRateLimiter(limit.RateOptions{Default: 1 << 30}),
-	})
-	th := &host.ToolHost{Env: env, Registry: reg}
-	serveOwner(b, paths, m, th)
-
-	cmd := exec.Command(buildCLI(b), "mcp", "--agent", "bench")
-	cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)
-	cmd.Stderr = testLog{b, "stdio server: "}
+	ba := newBenchAgent(b, "bench", false)
+	m, a, th, paths, cs := ba.m, ba.a, ba.th, ba.paths, ba.mcp
 	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cs.Close() })
 	mcpExec := func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"command": "true"}})
 		if err != nil || res.IsError {
@@ -243,4 +211,55 @@ func timed(f func()) func() time.Duration {
 		f()
 		return time.Since(t)
 	}
+}
+
+// benchAgent is an agent of the shared guest with autonomous exec on,
+// served by an owner in this process and reached through the real
+// `osaurus-sandbox mcp` stdio server. Its limiters still run but never
+// refuse a benchmark's thousands of calls: every command starts a new
+// turn, and the rate quota is out of reach.
+type benchAgent struct {
+	m      *vm.Machine
+	paths  config.Paths
+	a      agents.Agent
+	th     *host.ToolHost
+	mcp    *mcp.ClientSession
+	mcpPid int // the stdio server's process
+}
+
+func newBenchAgent(b *testing.B, name string, background bool) *benchAgent {
+	m := sharedGuest(b)
+	home, err := os.MkdirTemp("", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(home) })
+	paths := config.Paths{Root: home}
+	reg := openAgents(b, paths.AgentsJSON())
+	a, err := reg.Add(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if a, err = reg.Update(a.ID, func(a *agents.Agent) error {
+		a.AutonomousExec.Enabled, a.AutonomousExec.BackgroundProcesses = true, background
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	env := tools.NewEnv(tools.Options{
+		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
+		Exec:  limit.NewExecLimiter(limit.ExecOptions{IdleGap: time.Nanosecond}),
+		Rate:  limit.NewRateLimiter(limit.RateOptions{Default: 1 << 30}),
+	})
+	th := &host.ToolHost{Env: env, Registry: reg}
+	serveOwner(b, paths, m, th)
+	cmd := exec.Command(buildCLI(b), "mcp", "--agent", name)
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)
+	cmd.Stderr = testLog{b, "stdio server: "}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return &benchAgent{m: m, paths: paths, a: a, th: th, mcp: cs, mcpPid: cmd.Process.Pid}
 }
