@@ -156,7 +156,18 @@ func RunInit(agentVersion string) {
 		NetPolicy:    netPolicy,
 		// The network policy's modules load once the host is connected,
 		// off boot's critical path; the policy waits for them.
-		AfterFirstHello: func() { b.loadDeferredModules(deferred, modulesReady) },
+		AfterFirstHello: func() {
+			b.loadDeferredModules(deferred, modulesReady)
+			// Off the boot's path, and out of the first commands' way:
+			// only a search without ripgrep runs the disk's copy, and the
+			// replacement is atomic. Comparing the two 6 MiB files takes
+			// CPU time a booting guest under TCG doesn't have to spare.
+			time.AfterFunc(agentCopyDelay, func() {
+				if err := refreshAgentCopy(); err != nil {
+					b.log.Printf("%s: %v (sandbox_search_files without ripgrep needs it)", AgentCopy, err)
+				}
+			})
+		},
 		Cgroups:         cgroups,
 	})
 	if err != nil {
@@ -514,14 +525,6 @@ func (b *boot) setupRoot(p bootparams.Params) {
 			b.warn("share %s: %v", p.Shares[i].Tag, err)
 		}
 	}
-	// Off the boot's path: only a search without ripgrep runs the copy,
-	// and the replacement is atomic. Reading both 6 MiB files under TCG
-	// took a tenth of the mounts phase.
-	go func() {
-		if err := refreshAgentCopy(); err != nil {
-			b.log.Printf("%s: %v (sandbox_search_files without ripgrep needs it)", AgentCopy, err)
-		}
-	}()
 	if err := unix.Sethostname([]byte(Hostname)); err != nil {
 		b.warn("hostname: %v", err)
 	}
@@ -529,6 +532,10 @@ func (b *boot) setupRoot(p bootparams.Params) {
 		b.warn("/etc/hosts: %v", err)
 	}
 }
+
+// agentCopyDelay is how long after the host's first hello the disk's
+// copy of the agent is refreshed.
+const agentCopyDelay = 3 * time.Second
 
 // AgentCopy is the root disk's copy of the guest agent (provisioning puts
 // it there): agents' processes run it, e.g. its search when the image has
