@@ -156,9 +156,7 @@ func bootShared() (*vm.Machine, error) {
 	g := m.Agent()
 	bin, err := assets.HostCLI(g.Info.Arch)
 	if err == nil {
-		if _, err = g.WriteFile(ctx, agentproto.WriteFileRequest{Path: bridge.HostCLIPath + ".new", Data: bin, Mode: 0o755, MakeParents: true}); err == nil {
-			err = g.Move(ctx, agentproto.MoveRequest{Src: bridge.HostCLIPath + ".new", Dst: bridge.HostCLIPath, Overwrite: true})
-		}
+		_, err = bridge.InstallHostCLI(ctx, g, bin)
 	}
 	if err != nil {
 		m.Stop(ctx)
