@@ -168,7 +168,7 @@ func RunInit(agentVersion string) {
 				}
 			})
 		},
-		Cgroups:         cgroups,
+		Cgroups: cgroups,
 	})
 	if err != nil {
 		b.fatal("%v", err)
