@@ -107,20 +107,7 @@ func (f *fakeGuest) client(t *testing.T) *agentproto.Client {
 // together: the temporary area is capped at what the files leave, and
 // the sum over the quota blocks the agent with a message naming both.
 func TestMonitorCountsTemporaryFiles(t *testing.T) {
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "workspace")
-	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"alice", "bob"} {
-		if _, err := reg.Add(n); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = 0.02; return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws, reg := aliceAndBob(t, 0.02)
 	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 8e6)
 	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 8e6)
 	fg := &fakeGuest{tmp: map[string]int64{"agent-alice": 13e6, "agent-bob": 2e6}, limits: map[string]agentproto.UserLimitRequest{}}
@@ -164,20 +151,7 @@ func TestMonitorCountsTemporaryFiles(t *testing.T) {
 // monitor's Guest hands it out (during a boot it still answers "none"),
 // and the next round keeps them rather than starting over.
 func TestMonitorAttachPrimesANewSession(t *testing.T) {
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "workspace")
-	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"alice", "bob"} {
-		if _, err := reg.Add(n); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = 0.02; return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws, reg := aliceAndBob(t, 0.02)
 	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 15e6) // 5 MB left
 	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 21e6)   // over
 	fg := &fakeGuest{tmp: map[string]int64{}, limits: map[string]agentproto.UserLimitRequest{}}
@@ -218,4 +192,24 @@ func TestMonitorAttachPrimesANewSession(t *testing.T) {
 	if len(fg.limits) != 0 {
 		t.Fatalf("the round after Attach sent again: %v", fg.limits)
 	}
+}
+
+// aliceAndBob is a registry of two agents with diskGB each, and the
+// workspace their homes are in.
+func aliceAndBob(t *testing.T, diskGB float64) (string, *agents.Registry) {
+	t.Helper()
+	dir := t.TempDir()
+	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"alice", "bob"} {
+		if _, err := reg.Add(n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = diskGB; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "workspace"), reg
 }
