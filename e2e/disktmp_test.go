@@ -52,12 +52,14 @@ func TestDiskQuotaHomeAndTmp(t *testing.T) {
 
 	t.Run("tmp then home", func(t *testing.T) {
 		// The monitor caps a new agent's /tmp in its first round after
-		// the agent's first call (until then an overshoot is caught by
-		// the block, as in TestDiskQuota); this subtest is about the cap.
-		pollTools(t, "alice's /tmp capped at her quota", func() bool {
+		// the agent was added (until then its /tmp is its whole quota, and
+		// an overshoot is caught by the block, as in TestDiskQuota); this
+		// subtest is about the cap, which leaves the home at least
+		// TmpHeadroom.
+		pollTools(t, "alice's /tmp capped below her quota", func() bool {
 			r := execOut(t, alice, "df -B1 --output=size /tmp | tail -n 1")
 			n, err := strconv.ParseInt(strings.TrimSpace(str(r["stdout"])), 10, 64)
-			return err == nil && n <= quota
+			return err == nil && n <= quota-diskquota.TmpHeadroom
 		})
 		tmp := fillTmp(t)
 		// The round that counts /tmp decides on a block too.
