@@ -106,7 +106,7 @@ func BenchmarkFileWriteRead1MiB(b *testing.B) {
 // all six.
 func BenchmarkExecTrueLayers(b *testing.B) {
 	ba := newBenchAgent(b, "bench", false)
-	m, a, th, paths, cs := ba.m, ba.a, ba.th, ba.paths, ba.mcp
+	m, a, th, paths, cs := ba.m, ba.a, ba.th, ba.paths, ba.mcp.cs
 	ctx := context.Background()
 	mcpExec := func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"command": "true"}})
@@ -223,7 +223,7 @@ type benchAgent struct {
 	paths  config.Paths
 	a      agents.Agent
 	th     *host.ToolHost
-	mcp    *mcp.ClientSession
+	mcp    *session
 	mcpPid int // the stdio server's process
 }
 
@@ -256,10 +256,6 @@ func newBenchAgent(b *testing.B, name string, background bool) *benchAgent {
 	cmd := exec.Command(buildCLI(b), "mcp", "--agent", name)
 	cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)
 	cmd.Stderr = testLog{b, "stdio server: "}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cs.Close() })
-	return &benchAgent{m: m, paths: paths, a: a, th: th, mcp: cs, mcpPid: cmd.Process.Pid}
+	s := newSession(b, "stdio "+name, &mcp.CommandTransport{Command: cmd})
+	return &benchAgent{m: m, paths: paths, a: a, th: th, mcp: s, mcpPid: cmd.Process.Pid}
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -13,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
 // BenchmarkSoak makes many tool calls of every common kind (files,
@@ -29,20 +25,10 @@ import (
 // calls.
 func BenchmarkSoak(b *testing.B) {
 	ba := newBenchAgent(b, "soak", true)
-	ctx := context.Background()
 	calls := 0
-	call := func(tool string, args map[string]any) envelope.Envelope {
+	call := func(tool string, args map[string]any) map[string]any {
 		calls++
-		res, err := ba.mcp.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			b.Fatalf("call %d, %s: %v", calls, tool, err)
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		env, err := envelope.Parse(string(raw))
-		if err != nil || !env.OK {
-			b.Fatalf("call %d, %s %v: %s", calls, tool, args, raw)
-		}
-		return env
+		return ba.mcp.ok(b, tool, args)
 	}
 	round := func(i int) {
 		f := fmt.Sprintf("soak/f-%d.txt", i%5)
@@ -55,7 +41,10 @@ func BenchmarkSoak(b *testing.B) {
 		call("sandbox_file_info", map[string]any{"path": f})
 		call("sandbox_exec", map[string]any{"command": "echo $((6*7)) > /tmp/soak && cat /tmp/soak"})
 		bg := call("sandbox_exec_background", map[string]any{"command": "sleep 60"})
-		pid := int(resultField(b, bg, "pid"))
+		pid := bg["pid"] // a JSON number, passed back as it came
+		if pid == nil {
+			b.Fatalf("sandbox_exec_background gave no pid: %v", bg)
+		}
 		call("sandbox_process", map[string]any{"action": "kill", "pid": pid, "force": true})
 		call("sandbox_process", map[string]any{"action": "wait", "pid": pid, "timeout": 30})
 	}
@@ -141,18 +130,4 @@ func countFDs(b *testing.B, pid string) int64 {
 		b.Fatal(err)
 	}
 	return int64(len(ents))
-}
-
-// resultField reads a number from an envelope's result object.
-func resultField(b *testing.B, env envelope.Envelope, key string) float64 {
-	raw, _ := json.Marshal(env.Result)
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		b.Fatalf("result of %s: %s", env.Tool, raw)
-	}
-	v, ok := m[key].(float64)
-	if !ok {
-		b.Fatalf("result of %s has no %s: %s", env.Tool, key, raw)
-	}
-	return v
 }
