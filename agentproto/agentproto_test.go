@@ -171,3 +171,9 @@ func BenchmarkUnaryRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+func TestPrimeCodec(t *testing.T) {
+	if err := PrimeCodec(); err != nil {
+		t.Fatal(err)
+	}
+}

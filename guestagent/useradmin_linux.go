@@ -127,7 +127,7 @@ func fileExists(p string) bool {
 // user with the same home is success (Created false).
 func (s *Service) UserAdd(ctx context.Context, req *agentproto.UserAddRequest) (*agentproto.UserAddResponse, error) {
 	if !account.ValidUserName(req.Name) {
-		return nil, fmt.Errorf("%w: user name %q must match %s", agentproto.ErrInvalid, req.Name, account.UserNameRE)
+		return nil, fmt.Errorf("%w: user name %q must match %s", agentproto.ErrInvalid, req.Name, account.UserNamePattern)
 	}
 	home := filepath.Clean(req.Home)
 	if !filepath.IsAbs(req.Home) || home == "/" {

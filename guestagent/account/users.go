@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,11 +50,28 @@ type Account struct {
 	Groups []int // supplementary groups, the primary group first
 }
 
-var UserNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+// UserNamePattern is what ValidUserName accepts, for error messages.
+const UserNamePattern = `^[a-z_][a-z0-9_-]{0,31}$`
 
 // ValidUserName reports whether name is acceptable for UserAdd: short,
-// lower case and safe in every account file and shell.
-func ValidUserName(name string) bool { return UserNameRE.MatchString(name) }
+// lower case and safe in every account file and shell. It matches
+// UserNamePattern, checked by hand: a regular expression compiled at the
+// agent's start costs the guest's boot about 10 ms under emulation.
+func ValidUserName(name string) bool {
+	if len(name) == 0 || len(name) > 32 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Lookup finds a user and its groups. The empty name is root; a root-less
 // passwd file still yields uid 0 so a broken image stays manageable.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -28,6 +29,20 @@ func TestValidUserName(t *testing.T) {
 			t.Errorf("ValidUserName(%q) = %v, want %v", name, got, want)
 		}
 	}
+}
+
+// FuzzValidUserName checks the hand-written check against the pattern it
+// stands for.
+func FuzzValidUserName(f *testing.F) {
+	re := regexp.MustCompile(UserNamePattern)
+	for _, s := range []string{"agent", "_", "a-", "9", "A", "a\n", "a\x00", "é", "a23456789012345678901234567890ab"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidUserName(name), re.MatchString(name); got != want {
+			t.Fatalf("ValidUserName(%q) = %v, the pattern says %v", name, got, want)
+		}
+	})
 }
 
 func TestLookup(t *testing.T) {

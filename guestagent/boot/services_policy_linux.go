@@ -48,10 +48,7 @@ func noServiceStarts(root string) error {
 			}
 		}
 		os.Remove(p) // a symlink or another file: replaced, never written through
-		if err := guestagent.WriteFileAtomic(p, policyRCDScript); err != nil {
-			return fmt.Errorf("install %s: %w", p, err)
-		}
-		if err := os.Chmod(p, 0o755); err != nil {
+		if err := guestagent.RewriteBootFile(p, policyRCDScript, 0o755); err != nil {
 			return fmt.Errorf("install %s: %w", p, err)
 		}
 		return nil

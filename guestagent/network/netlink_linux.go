@@ -5,7 +5,6 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -101,6 +100,19 @@ func (r *rtnl) do(m *nlmsg) error {
 }
 
 // linkUp sets IFF_UP on the interface with index idx.
+// index is the interface index of name. One ioctl: net.InterfaceByName
+// dumps and parses every link, which the boot pays for in emulated time.
+func (r *rtnl) index(name string) (int, error) {
+	ifr, err := unix.NewIfreq(name)
+	if err == nil {
+		err = unix.IoctlIfreq(r.fd, unix.SIOCGIFINDEX, ifr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("interface %s: %w", name, err)
+	}
+	return int(ifr.Uint32()), nil
+}
+
 func (r *rtnl) linkUp(idx int) error { return r.setLinkFlags(idx, unix.IFF_UP, unix.IFF_UP) }
 
 // setLinkFlags sets the interface flags in mask to flags.
@@ -160,16 +172,16 @@ func (r *rtnl) addDefaultRoute(idx int, gw netip.Addr) error {
 
 // LinkUp brings the named interface up.
 func LinkUp(name string) error {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", name, err)
-	}
 	r, err := openRtnl()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if err := r.linkUp(ifi.Index); err != nil {
+	idx, err := r.index(name)
+	if err != nil {
+		return err
+	}
+	if err := r.linkUp(idx); err != nil {
 		return fmt.Errorf("%s up: %w", name, err)
 	}
 	return nil
@@ -178,23 +190,23 @@ func LinkUp(name string) error {
 // ConfigureInterface brings name up with address addr and, when gw is
 // valid, a default route through gw.
 func ConfigureInterface(name string, addr netip.Prefix, gw netip.Addr) error {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", name, err)
-	}
 	r, err := openRtnl()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if err := r.linkUp(ifi.Index); err != nil {
+	idx, err := r.index(name)
+	if err != nil {
+		return err
+	}
+	if err := r.linkUp(idx); err != nil {
 		return fmt.Errorf("%s up: %w", name, err)
 	}
-	if err := r.addAddr(ifi.Index, addr); err != nil {
+	if err := r.addAddr(idx, addr); err != nil {
 		return fmt.Errorf("%s address %s: %w", name, addr, err)
 	}
 	if gw.IsValid() {
-		if err := r.addDefaultRoute(ifi.Index, gw); err != nil {
+		if err := r.addDefaultRoute(idx, gw); err != nil {
 			return fmt.Errorf("default route via %s: %w", gw, err)
 		}
 	}

@@ -146,9 +146,12 @@ func startProcess(ctx context.Context, c processConfig) (*process, error) {
 	return p, nil
 }
 
-// startHelpers starts one virtiofsd per share, all at once: each takes a
-// process start and a socket to appear, and QEMU waits for the last.
+// startHelpers starts one virtiofsd per share, all at once (each is a
+// process start), each on a socket that listens before QEMU starts.
 func startHelpers(ctx context.Context, c processConfig, l layout) ([]*helper, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	helpers := make([]*helper, len(c.spec.Shares))
 	errs := make([]error, len(c.spec.Shares))
 	var wg sync.WaitGroup
@@ -156,7 +159,7 @@ func startHelpers(ctx context.Context, c processConfig, l layout) ([]*helper, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			helpers[i], errs[i] = startVirtiofsd(ctx, c.virtiofsd, sh, l.fsSocks[i], l.fsPids[i], c.killWithParent)
+			helpers[i], errs[i] = startVirtiofsd(c.virtiofsd, sh, l.fsSocks[i], l.fsPids[i], c.killWithParent)
 		}()
 	}
 	wg.Wait()

@@ -3,8 +3,8 @@
 package qemu
 
 import (
-	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -54,25 +54,51 @@ func askVirtiofsdFlavor(path string) string {
 	return "rust"
 }
 
-func virtiofsdArgs(flavor, sock, dir string) []string {
+// virtiofsdArgs are the flags for a virtiofsd serving dir on the
+// listening socket it inherits as fd 3 (listenFD).
+func virtiofsdArgs(flavor, dir string) []string {
+	fd := "--fd=" + strconv.Itoa(listenFD)
 	if flavor == "c" {
-		return []string{"--socket-path=" + sock, "-o", "source=" + dir, "-o", "cache=auto", "-o", "announce_submounts"}
+		return []string{fd, "-o", "source=" + dir, "-o", "cache=auto", "-o", "announce_submounts"}
 	}
 	sandbox := "namespace"
 	if os.Geteuid() != 0 {
 		// Unprivileged: no namespaces to set up; the host folder is ours.
 		sandbox = "none"
 	}
-	return []string{"--socket-path=" + sock, "--shared-dir=" + dir, "--cache=auto", "--sandbox=" + sandbox, "--announce-submounts"}
+	return []string{fd, "--shared-dir=" + dir, "--cache=auto", "--sandbox=" + sandbox, "--announce-submounts"}
 }
 
-func startVirtiofsd(ctx context.Context, path string, sh vm.Share, sock, pidFile string, killWithParent bool) (*helper, error) {
+// listenFD is the vhost-user socket's descriptor in virtiofsd: the first
+// of ExtraFiles.
+const listenFD = 3
+
+// startVirtiofsd starts a virtiofsd for sh on a socket at sock. The socket
+// is made here and handed over already listening, so QEMU can start at
+// once: its connection waits in the backlog until virtiofsd accepts it,
+// instead of QEMU waiting for virtiofsd to create the socket.
+func startVirtiofsd(path string, sh vm.Share, sock, pidFile string, killWithParent bool) (*helper, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("virtiofsd socket for %s: %w", sh.GuestPath, err)
+	}
+	// The socket file stays for QEMU; our descriptor goes to virtiofsd.
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	ln.Close()
+	if err != nil {
+		os.Remove(sock)
+		return nil, fmt.Errorf("virtiofsd socket for %s: %w", sh.GuestPath, err)
+	}
+	defer lf.Close()
 	h := &helper{share: sh, log: newTailBuffer(4 << 10), exited: make(chan struct{})}
-	h.cmd = exec.Command(path, virtiofsdArgs(virtiofsdFlavor(path), sock, sh.HostPath)...)
+	h.cmd = exec.Command(path, virtiofsdArgs(virtiofsdFlavor(path), sh.HostPath)...)
+	h.cmd.ExtraFiles = []*os.File{lf}
 	h.cmd.Stdout = h.log
 	h.cmd.Stderr = h.log
 	h.cmd.SysProcAttr = sysProcAttr(killWithParent)
 	if err := h.cmd.Start(); err != nil {
+		os.Remove(sock)
 		return nil, fmt.Errorf("start virtiofsd for %s: %w", sh.GuestPath, err)
 	}
 	// The pid file lets a later run of the app find this virtiofsd if the
@@ -83,25 +109,7 @@ func startVirtiofsd(ctx context.Context, path string, sh vm.Share, sock, pidFile
 		os.Remove(pidFile)
 		close(h.exited)
 	}()
-	// QEMU must find the socket when it starts.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(sock); err == nil {
-			return h, nil
-		}
-		select {
-		case <-h.exited:
-			return nil, fmt.Errorf("virtiofsd for %s exited at start: %v%s", sh.GuestPath, h.waitErr, h.log.summary())
-		case <-ctx.Done():
-			h.stop()
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			h.stop()
-			return nil, fmt.Errorf("virtiofsd for %s did not create its socket in 10s%s", sh.GuestPath, h.log.summary())
-		}
-	}
+	return h, nil
 }
 
 // stop ends virtiofsd: politely, then firmly.
