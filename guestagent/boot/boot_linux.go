@@ -119,6 +119,7 @@ func RunInit(agentVersion string) {
 	b.switchRoot(params.RootDevice)
 	go warmUp(reaper)
 	clock.Mark("root")
+	sharesMounted := b.startShares(params.Shares)
 	b.setupRoot(params)
 	b.closeFUSE()
 	// Without them agents read each other's temporary files and write
@@ -131,6 +132,7 @@ func RunInit(agentVersion string) {
 	}
 	clock.Mark("mounts")
 	networkUp()
+	sharesMounted()
 	clock.Mark("network")
 	// Without cgroups one agent's fork bomb or allocation takes the VM
 	// down for all, and a call's processes outlive it: no VM is better.
@@ -537,28 +539,35 @@ func (b *boot) setupRoot(p bootparams.Params) {
 			b.warn("%v", err)
 		}
 	}
-	// Each VirtioFS mount waits for a round trip to its virtiofsd: the
-	// shares mount together (they never nest).
-	errs := make([]error, len(p.Shares))
+	if err := unix.Sethostname([]byte(Hostname)); err != nil {
+		b.warn("hostname: %v", err)
+	}
+	if err := ensureHostsEntry("/etc/hosts", Hostname); err != nil {
+		b.warn("/etc/hosts: %v", err)
+	}
+}
+
+// startShares mounts the VirtioFS shares in the background and returns
+// the wait for them, which passes on their warnings. Each mount waits for
+// a round trip to its virtiofsd, a host process: the shares mount
+// together (they never nest) and beside the rest of the root's set-up.
+func (b *boot) startShares(shares []bootparams.Share) (wait func()) {
+	errs := make([]error, len(shares))
 	var wg sync.WaitGroup
-	for i, s := range p.Shares {
+	for i, s := range shares {
 		wg.Go(func() {
 			// Agents write these folders; a set-uid file or a device node
 			// in them must not be honoured.
 			errs[i] = b.mount(mountSpec{s.Tag, s.Mount, "virtiofs", unix.MS_NOSUID | unix.MS_NODEV, ""}, 0o755)
 		})
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			b.warn("share %s: %v", p.Shares[i].Tag, err)
+	return func() {
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				b.warn("share %s: %v", shares[i].Tag, err)
+			}
 		}
-	}
-	if err := unix.Sethostname([]byte(Hostname)); err != nil {
-		b.warn("hostname: %v", err)
-	}
-	if err := ensureHostsEntry("/etc/hosts", Hostname); err != nil {
-		b.warn("/etc/hosts: %v", err)
 	}
 }
 
