@@ -118,6 +118,19 @@ func RunInit(agentVersion string) {
 	networkUp := b.startNetwork(params.Network)
 	b.switchRoot(params.RootDevice)
 	go warmUp(reaper)
+	// The cgroup tree needs only the moved /sys: it is made beside the
+	// root's set-up. PID 1 itself needs no oom_score_adj: the kernel never
+	// picks the global init, and a -1000 here would be inherited by every
+	// process.
+	type cgroupsResult struct {
+		c   *exec.Cgroups
+		err error
+	}
+	cgroupsReady := make(chan cgroupsResult, 1)
+	go func() {
+		c, err := exec.SetupCgroups(exec.CgroupMount, memTotal())
+		cgroupsReady <- cgroupsResult{c, err}
+	}()
 	clock.Mark("root")
 	sharesMounted := b.startShares(params.Shares)
 	b.setupRoot(params)
@@ -136,12 +149,11 @@ func RunInit(agentVersion string) {
 	clock.Mark("network")
 	// Without cgroups one agent's fork bomb or allocation takes the VM
 	// down for all, and a call's processes outlive it: no VM is better.
-	// PID 1 itself needs no oom_score_adj: the kernel never picks the
-	// global init, and a -1000 here would be inherited by every process.
-	cgroups, err := exec.SetupCgroups(exec.CgroupMount, memTotal())
-	if err != nil {
-		b.fatal("%v", err)
+	cg := <-cgroupsReady
+	if cg.err != nil {
+		b.fatal("%v", cg.err)
 	}
+	cgroups := cg.c
 
 	uptime, err := guestagent.Uptime()
 	if err != nil {
@@ -242,25 +254,13 @@ func (b *boot) mountEarly() {
 	}
 }
 
-// commonFiles are what nearly every command run in the guest maps first:
-// the dynamic loader, the C library and the shell (sandbox_exec runs
-// `sh -c`), on Debian and on Alpine. Those a distribution lacks are
-// skipped.
-var commonFiles = []string{
-	"/bin/sh", "/etc/ld.so.cache",
-	"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1",
-	"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
-	"/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1",
-}
-
-// warmUp readies the root disk for the first commands, beside the boot on
-// the VM's other CPU: it reads the files they all start with into the page
-// cache and starts the image's shell once. Under emulation a program's first
-// start pays for translating the dynamic loader's and the C library's code,
-// which every later command shares (a first `true` took 31-48 ms without
-// this, 21 ms after it).
+// warmUp starts the image's shell once, beside the boot on the VM's other
+// CPU. Under emulation a program's first start pays for translating the
+// dynamic loader's and the C library's code, which every later command
+// shares (a first `true` took 31-48 ms without this, about 20 ms after
+// it); the shell's start also reads those files into the page cache.
+// While it runs, the codec of the host's first calls is primed.
 func warmUp(r *exec.Reaper) {
-	prefetch(commonFiles)
 	attr := &syscall.ProcAttr{
 		Dir: "/",
 		Env: []string{"PATH=" + exec.BasePath},
@@ -269,30 +269,9 @@ func warmUp(r *exec.Reaper) {
 	_, done, err := r.Start(func() (int, error) {
 		return syscall.ForkExec("/bin/sh", []string{"sh", "-c", ":"}, attr)
 	})
-	// Then the codec the host's first calls are decoded with, while the
-	// shell runs.
 	agentproto.PrimeCodec()
 	if err == nil {
 		<-done
-	}
-}
-
-// prefetch has the kernel read files into the page cache without waiting
-// for it, while boot goes on: the first commands then don't fault them in
-// from the root disk a page cluster at a time.
-func prefetch(paths []string) {
-	const chunk = 1 << 20 // one readahead request covers at most this much
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		if fi, err := f.Stat(); err == nil {
-			for off := int64(0); off < fi.Size(); off += chunk {
-				unix.Fadvise(int(f.Fd()), off, chunk, unix.FADV_WILLNEED)
-			}
-		}
-		f.Close()
 	}
 }
 
