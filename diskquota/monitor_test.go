@@ -16,20 +16,8 @@ import (
 // Round blocks the agent over its quota, and every agent under the floor,
 // with messages naming the limit and the fix; the usage file is written.
 func TestMonitorRound(t *testing.T) {
-	dir := t.TempDir()
+	dir, reg := aliceAndBob(t, 0.01, 0)
 	ws := filepath.Join(dir, "workspace")
-	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"alice", "bob"} {
-		if _, err := reg.Add(n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := reg.Update("alice", func(a *agents.Agent) error { a.DiskGB = 0.01; return nil }); err != nil {
-		t.Fatal(err)
-	}
 	write(t, filepath.Join(ws, "agents", "alice", "big"), 12e6)
 	write(t, filepath.Join(ws, "agents", "bob", "small"), 1e6)
 	free := int64(100e9)
@@ -107,7 +95,8 @@ func (f *fakeGuest) client(t *testing.T) *agentproto.Client {
 // together: the temporary area is capped at what the files leave, and
 // the sum over the quota blocks the agent with a message naming both.
 func TestMonitorCountsTemporaryFiles(t *testing.T) {
-	ws, reg := aliceAndBob(t, 0.02)
+	dir, reg := aliceAndBob(t, 0.02, 0.02)
+	ws := filepath.Join(dir, "workspace")
 	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 8e6)
 	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 8e6)
 	fg := &fakeGuest{tmp: map[string]int64{"agent-alice": 13e6, "agent-bob": 2e6}, limits: map[string]agentproto.UserLimitRequest{}}
@@ -151,7 +140,8 @@ func TestMonitorCountsTemporaryFiles(t *testing.T) {
 // monitor's Guest hands it out (during a boot it still answers "none"),
 // and the next round keeps them rather than starting over.
 func TestMonitorAttachPrimesANewSession(t *testing.T) {
-	ws, reg := aliceAndBob(t, 0.02)
+	dir, reg := aliceAndBob(t, 0.02, 0.02)
+	ws := filepath.Join(dir, "workspace")
 	write(t, filepath.Join(ws, "agents", "alice", "home-file"), 15e6) // 5 MB left
 	write(t, filepath.Join(ws, "agents", "bob", "home-file"), 21e6)   // over
 	fg := &fakeGuest{tmp: map[string]int64{}, limits: map[string]agentproto.UserLimitRequest{}}
@@ -194,22 +184,29 @@ func TestMonitorAttachPrimesANewSession(t *testing.T) {
 	}
 }
 
-// aliceAndBob is a registry of two agents with diskGB each, and the
-// workspace their homes are in.
-func aliceAndBob(t *testing.T, diskGB float64) (string, *agents.Registry) {
+// aliceAndBob is a registry of the agents alice and bob with the given
+// diskGB (0: the default), in a fresh folder whose "workspace" holds their
+// homes.
+func aliceAndBob(t *testing.T, aliceGB, bobGB float64) (string, *agents.Registry) {
 	t.Helper()
 	dir := t.TempDir()
 	reg, err := agents.Open(filepath.Join(dir, "agents.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"alice", "bob"} {
-		if _, err := reg.Add(n); err != nil {
+	for _, a := range []struct {
+		name string
+		gb   float64
+	}{{"alice", aliceGB}, {"bob", bobGB}} {
+		if _, err := reg.Add(a.name); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := reg.Update(n, func(a *agents.Agent) error { a.DiskGB = diskGB; return nil }); err != nil {
+		if a.gb == 0 {
+			continue
+		}
+		if _, err := reg.Update(a.name, func(ag *agents.Agent) error { ag.DiskGB = a.gb; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return filepath.Join(dir, "workspace"), reg
+	return dir, reg
 }

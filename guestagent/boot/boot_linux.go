@@ -118,19 +118,7 @@ func RunInit(agentVersion string) {
 	networkUp := b.startNetwork(params.Network)
 	b.switchRoot(params.RootDevice)
 	go warmUp(reaper)
-	// The cgroup tree needs only the moved /sys: it is made beside the
-	// root's set-up. PID 1 itself needs no oom_score_adj: the kernel never
-	// picks the global init, and a -1000 here would be inherited by every
-	// process.
-	type cgroupsResult struct {
-		c   *exec.Cgroups
-		err error
-	}
-	cgroupsReady := make(chan cgroupsResult, 1)
-	go func() {
-		c, err := exec.SetupCgroups(exec.CgroupMount, memTotal())
-		cgroupsReady <- cgroupsResult{c, err}
-	}()
+	cgroupsMade := b.startCgroups()
 	clock.Mark("root")
 	sharesMounted := b.startShares(params.Shares)
 	b.setupRoot(params)
@@ -147,13 +135,7 @@ func RunInit(agentVersion string) {
 	networkUp()
 	sharesMounted()
 	clock.Mark("network")
-	// Without cgroups one agent's fork bomb or allocation takes the VM
-	// down for all, and a call's processes outlive it: no VM is better.
-	cg := <-cgroupsReady
-	if cg.err != nil {
-		b.fatal("%v", cg.err)
-	}
-	cgroups := cg.c
+	cgroups := cgroupsMade()
 
 	uptime, err := guestagent.Uptime()
 	if err != nil {
@@ -547,6 +529,32 @@ func (b *boot) startShares(shares []bootparams.Share) (wait func()) {
 				b.warn("share %s: %v", shares[i].Tag, err)
 			}
 		}
+	}
+}
+
+// startCgroups makes the agents' cgroup tree in the background (it needs
+// only the moved /sys) and returns the wait for it. PID 1 itself needs no
+// oom_score_adj: the kernel never picks the global init, and a -1000 here
+// would be inherited by every process.
+func (b *boot) startCgroups() (wait func() *exec.Cgroups) {
+	type result struct {
+		c   *exec.Cgroups
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := exec.SetupCgroups(exec.CgroupMount, memTotal())
+		done <- result{c, err}
+	}()
+	return func() *exec.Cgroups {
+		r := <-done
+		if r.err != nil {
+			// Without cgroups one agent's fork bomb or allocation takes
+			// the VM down for all, and a call's processes outlive it: no
+			// VM is better.
+			b.fatal("%v", r.err)
+		}
+		return r.c
 	}
 }
 

@@ -99,10 +99,10 @@ func (r *rtnl) do(m *nlmsg) error {
 	}
 }
 
-// linkUp sets IFF_UP on the interface with index idx.
-// index is the interface index of name. One ioctl: net.InterfaceByName
-// dumps and parses every link, which the boot pays for in emulated time.
-func (r *rtnl) index(name string) (int, error) {
+// up brings the interface called name up and returns its index, found
+// with one ioctl: net.InterfaceByName dumps and parses every link, which
+// the boot pays for in emulated time.
+func (r *rtnl) up(name string) (int, error) {
 	ifr, err := unix.NewIfreq(name)
 	if err == nil {
 		err = unix.IoctlIfreq(r.fd, unix.SIOCGIFINDEX, ifr)
@@ -110,10 +110,12 @@ func (r *rtnl) index(name string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("interface %s: %w", name, err)
 	}
-	return int(ifr.Uint32()), nil
+	idx := int(ifr.Uint32())
+	if err := r.setLinkFlags(idx, unix.IFF_UP, unix.IFF_UP); err != nil {
+		return 0, fmt.Errorf("%s up: %w", name, err)
+	}
+	return idx, nil
 }
-
-func (r *rtnl) linkUp(idx int) error { return r.setLinkFlags(idx, unix.IFF_UP, unix.IFF_UP) }
 
 // setLinkFlags sets the interface flags in mask to flags.
 func (r *rtnl) setLinkFlags(idx int, flags, mask uint32) error {
@@ -177,14 +179,8 @@ func LinkUp(name string) error {
 		return err
 	}
 	defer r.Close()
-	idx, err := r.index(name)
-	if err != nil {
-		return err
-	}
-	if err := r.linkUp(idx); err != nil {
-		return fmt.Errorf("%s up: %w", name, err)
-	}
-	return nil
+	_, err = r.up(name)
+	return err
 }
 
 // ConfigureInterface brings name up with address addr and, when gw is
@@ -195,12 +191,9 @@ func ConfigureInterface(name string, addr netip.Prefix, gw netip.Addr) error {
 		return err
 	}
 	defer r.Close()
-	idx, err := r.index(name)
+	idx, err := r.up(name)
 	if err != nil {
 		return err
-	}
-	if err := r.linkUp(idx); err != nil {
-		return fmt.Errorf("%s up: %w", name, err)
 	}
 	if err := r.addAddr(idx, addr); err != nil {
 		return fmt.Errorf("%s address %s: %w", name, addr, err)
