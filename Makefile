@@ -11,7 +11,9 @@ AGENTS     := $(AGENT_DIR)/sandbox-agent-linux-amd64 $(AGENT_DIR)/sandbox-agent-
 # (and CI on the same machine) reuses it.
 TEST_GUEST ?= $(HOME)/.cache/osaurus-sandbox/test-guest
 # Debian's kernel of the test guest, unpacked, for the module resolver's
-# real-kernel test.
+# real-kernel test. Each step of test-guest (kernel, guest, this unpack)
+# builds beside its output and renames it into place under a lock, so runs
+# sharing the cache are safe.
 TEST_KERNEL := $(TEST_GUEST)-kernel
 # The guest's own kernel (scripts/build-kernel.sh), cached outside the tree
 # like the test guest; the script rebuilds it only when its inputs change.
@@ -93,9 +95,7 @@ kernel-all:
 test-guest: deps-test
 	scripts/build-kernel.sh amd64 $(KERNEL_CACHE)/amd64
 	scripts/build-test-guest.sh $(TEST_GUEST) $(KERNEL_CACHE)/amd64
-	@if [ ! -f $(TEST_KERNEL)/.key ] || ! cmp -s $(TEST_KERNEL)/.key $(TEST_GUEST)/.key; then \
-		rm -rf $(TEST_KERNEL) && mkdir -p $(TEST_KERNEL) && \
-		tar -xzf $(TEST_GUEST)/debian-kernel.tar.gz -C $(TEST_KERNEL) && cp $(TEST_GUEST)/.key $(TEST_KERNEL)/.key; fi
+	scripts/unpack-test-kernel.sh $(TEST_GUEST) $(TEST_KERNEL)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -88,7 +88,8 @@ KPKG=$(kpkg) || true
 KPKGVER=$(apt-cache policy "$KPKG" | awk '/Candidate:/ { print $2 }')
 KVER=${KPKG#linux-image-}
 
-KEY=$({ cat "$SELF" "$KERNELDIR/.key"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE ${EXTRA[*]}"; } | sha256sum | cut -d' ' -f1)
+KKEY=$(<"$KERNELDIR/.key")
+KEY=$({ cat "$SELF"; echo "$KKEY"; echo "$KPKG=$KPKGVER"; echo "$INCLUDE ${EXTRA[*]}"; } | sha256sum | cut -d' ' -f1)
 if [[ -f $OUTDIR/.key && $(<"$OUTDIR/.key") == "$KEY" ]] &&
 	[[ -s $OUTDIR/kernel.tar.gz && -s $OUTDIR/debian-kernel.tar.gz && -s $OUTDIR/rootfs.tar.gz && -s $OUTDIR/manifest.json ]]; then
 	log "test guest up to date ($OUTDIR, kernel $KVER)"
@@ -131,6 +132,9 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" --clamp-mt
 # The product's own kernel: everything built in, so no modules.
 mkdir -p "$WORK/own/boot"
 cp "$KERNELDIR/vmlinuz" "$WORK/own/boot/vmlinuz"
+# build-kernel.sh swaps KERNELDIR under its own lock: a kernel built by a
+# concurrent run since KEY was taken would pair the new image with the old key.
+[[ $(<"$KERNELDIR/.key") == "$KKEY" ]] || die "the kernel in $KERNELDIR changed during this build: run it again"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
 	-C "$WORK/own" -cf - boot | gzip -n >"$OUT/kernel.tar.gz"
 
