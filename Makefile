@@ -43,7 +43,7 @@ deps-test:
 # into the app.
 agent: $(AGENTS)
 
-$(AGENT_DIR)/sandbox-agent-linux-%: $(shell find agentproto vm/bootparams guestagent cmd/sandbox-agent -name '*.go' 2>/dev/null) go.mod
+$(AGENT_DIR)/sandbox-agent-linux-%: $(shell find agentproto errdefs netpolicy vm/bootparams guestagent cmd/sandbox-agent -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags='-s -w' -o $@ ./cmd/sandbox-agent
 
 # osaurus-host, the guest's bridge client, ships next to the agent; the app

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // A classed sentinel is itself and its class, wrapped or not, and crosses
@@ -39,5 +41,27 @@ func TestClass(t *testing.T) {
 	}
 	if errors.Is(notRunning, Class(ErrUnavailable, "the sandbox VM is not running")) {
 		t.Error("two sentinels of one class with the same message are the same error")
+	}
+}
+
+// Every errdefs class has a wire code of its own, in errdefs.Classes'
+// order (most specific first), and comes back from the wire as itself.
+func TestEveryClassHasACode(t *testing.T) {
+	if len(codes) != len(errdefs.Classes) {
+		t.Fatalf("%d wire codes for %d classes", len(codes), len(errdefs.Classes))
+	}
+	seen := map[string]bool{}
+	for i, c := range errdefs.Classes {
+		if codes[i].err != c {
+			t.Errorf("code %d (%s) is %v, errdefs.Classes has %v there", i, codes[i].code, codes[i].err, c)
+		}
+		w := ToWire(c)
+		if seen[w.Code] {
+			t.Errorf("%v shares the code %s", c, w.Code)
+		}
+		seen[w.Code] = true
+		if back := (&RemoteError{Code: w.Code}).Unwrap(); back != c {
+			t.Errorf("%v comes back from the wire as %v", c, back)
+		}
 	}
 }

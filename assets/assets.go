@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 //go:embed agent
 var agentFS embed.FS
 
 // ErrAgentMissing: the app was built without `make agent`.
-var ErrAgentMissing = agentproto.Class(agentproto.ErrUnsupported, "guest agent not embedded in this build")
+var ErrAgentMissing = errdefs.Class(errdefs.ErrUnsupported, "guest agent not embedded in this build")
 
 // GuestAgent returns the static guest agent for a guest architecture
 // ("amd64" or "arm64").

@@ -9,7 +9,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/bridge"
-	"github.com/osaurus/osaurus-sandbox/internal/errclass"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // statusOfClass is the bridge's answer to each class, the table
@@ -37,10 +37,14 @@ var statusOfClass = map[error]int{
 	agentproto.ErrVersion:      http.StatusInternalServerError,
 }
 
-// Every host sentinel gets its class's status, wrapped or after crossing
+// A sentinel of every class gets its class's status, wrapped or after crossing
 // the control socket, so routes answer alike for alike failures.
 func TestStatusOfIsByClass(t *testing.T) {
-	for _, s := range errclass.Sentinels {
+	for _, class := range errdefs.Classes { // a package's sentinel of each class
+		s := struct {
+			Name       string
+			Err, Class error
+		}{class.Error(), errdefs.Class(class, "a sentinel of "+class.Error()), class}
 		want, ok := statusOfClass[s.Class]
 		if !ok {
 			t.Fatalf("%s: class %v has no status in the table", s.Name, s.Class)

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
@@ -146,7 +146,7 @@ func Defaults() Sandbox {
 }
 
 // ErrInvalid is wrapped by every validation failure.
-var ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid setting")
+var ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid setting")
 
 // Validate names the first bad key and what it accepts.
 func (s Sandbox) Validate() error {

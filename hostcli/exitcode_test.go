@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/internal/errclass"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // exitOfClass is the CLI's exit code for each class, the table
@@ -35,10 +35,14 @@ var exitOfClass = map[error]int{
 	agentproto.ErrVersion:      ExitError,
 }
 
-// Every host sentinel exits as its class says, wrapped as commands wrap
+// A sentinel of every class exits as its class says, wrapped as commands wrap
 // it and after crossing the control socket from the owner.
 func TestExitCodeIsByClass(t *testing.T) {
-	for _, s := range errclass.Sentinels {
+	for _, class := range errdefs.Classes { // a package's sentinel of each class
+		s := struct {
+			Name       string
+			Err, Class error
+		}{class.Error(), errdefs.Class(class, "a sentinel of "+class.Error()), class}
 		want, ok := exitOfClass[s.Class]
 		if !ok {
 			t.Fatalf("%s: class %v has no exit code in the table", s.Name, s.Class)

@@ -15,15 +15,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // Errors.
 var (
 	// ErrNotConfigured: inferenceUrl or inferenceModel is not set.
-	ErrNotConfigured = agentproto.Class(agentproto.ErrUnsupported, "inference is not configured")
+	ErrNotConfigured = errdefs.Class(errdefs.ErrUnsupported, "inference is not configured")
 	// ErrUpstream is wrapped by every failure of the model server.
-	ErrUpstream = agentproto.Class(agentproto.ErrUpstream, "the model server failed")
+	ErrUpstream = errdefs.Class(errdefs.ErrUpstream, "the model server failed")
 )
 
 // MaxResponse bounds a model server's answer.

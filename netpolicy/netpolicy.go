@@ -22,7 +22,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // Mode is the kind of policy.
@@ -60,7 +60,7 @@ const (
 )
 
 // ErrInvalid is the sentinel of every parse failure.
-var ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid network setting")
+var ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid network setting")
 
 // Error is a setting that does not parse. Its message names the field,
 // the offending entry, why, and what to write instead.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/zalando/go-keyring"
 )
 
@@ -25,11 +25,11 @@ const MinScrubLen = 6
 
 var (
 	// ErrNotFound: the agent has no secret of that name.
-	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "secret not found")
+	ErrNotFound = errdefs.Class(errdefs.ErrNotFound, "secret not found")
 	// ErrUnavailable: the keychain can't be reached.
-	ErrUnavailable = agentproto.Class(agentproto.ErrUnavailable, "the OS keychain is not available")
+	ErrUnavailable = errdefs.Class(errdefs.ErrUnavailable, "the OS keychain is not available")
 	// ErrInvalid: a bad agent name, key or value.
-	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid secret")
+	ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid secret")
 )
 
 var (

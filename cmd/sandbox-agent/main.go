@@ -14,7 +14,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/guestagent"
 	"github.com/osaurus/osaurus-sandbox/guestagent/boot"
 	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
@@ -82,7 +82,7 @@ func serveStdio() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
 	defer stop()
 	err = svc.ServeConn(ctx, stdio{}, guestagent.TransportStdio)
-	if errors.Is(err, agentproto.ErrSessionEnded) {
+	if errors.Is(err, errdefs.ErrSessionEnded) {
 		return nil // the host hung up: the normal end
 	}
 	return err

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // Throwaway runs fn on a locked OS thread of its own and returns what it
@@ -29,7 +29,7 @@ func Throwaway[T any](fn func() (T, error)) (T, error) {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
 		defer func() {
 			if p := recover(); p != nil {
-				ch <- result{err: fmt.Errorf("%w: panic on a throwaway thread: %v", agentproto.ErrInternal, p)}
+				ch <- result{err: fmt.Errorf("%w: panic on a throwaway thread: %v", errdefs.ErrInternal, p)}
 			}
 		}()
 		v, err := fn()

@@ -13,26 +13,51 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
-// classes names every agentproto class.
-var classes = map[string]error{
-	"ErrNotFound": agentproto.ErrNotFound, "ErrExists": agentproto.ErrExists,
-	"ErrPermission": agentproto.ErrPermission, "ErrInvalid": agentproto.ErrInvalid,
-	"ErrEscape": agentproto.ErrEscape, "ErrIsDir": agentproto.ErrIsDir,
-	"ErrNotDir": agentproto.ErrNotDir, "ErrNotEmpty": agentproto.ErrNotEmpty,
-	"ErrTooLarge": agentproto.ErrTooLarge, "ErrNoSuchUser": agentproto.ErrNoSuchUser,
-	"ErrUnsupported": agentproto.ErrUnsupported, "ErrTimeout": agentproto.ErrTimeout,
-	"ErrProtocol": agentproto.ErrProtocol, "ErrVersion": agentproto.ErrVersion,
-	"ErrInternal": agentproto.ErrInternal, "ErrSessionEnded": agentproto.ErrSessionEnded,
-	"ErrUnavailable": agentproto.ErrUnavailable, "ErrQuota": agentproto.ErrQuota,
-	"ErrBusy": agentproto.ErrBusy, "ErrUpstream": agentproto.ErrUpstream,
+// classes names every errdefs class.
+var classes = map[string]error{}
+
+func init() {
+	for _, c := range errdefs.Classes {
+		classes[className(c)] = c
+	}
+}
+
+// className is the Go name of class c ("ErrNotFound").
+func className(c error) string {
+	for name, v := range map[string]error{
+		"ErrNotFound": errdefs.ErrNotFound, "ErrExists": errdefs.ErrExists,
+		"ErrPermission": errdefs.ErrPermission, "ErrInvalid": errdefs.ErrInvalid,
+		"ErrEscape": errdefs.ErrEscape, "ErrIsDir": errdefs.ErrIsDir,
+		"ErrNotDir": errdefs.ErrNotDir, "ErrNotEmpty": errdefs.ErrNotEmpty,
+		"ErrTooLarge": errdefs.ErrTooLarge, "ErrNoSuchUser": errdefs.ErrNoSuchUser,
+		"ErrUnsupported": errdefs.ErrUnsupported, "ErrTimeout": errdefs.ErrTimeout,
+		"ErrProtocol": errdefs.ErrProtocol, "ErrVersion": errdefs.ErrVersion,
+		"ErrInternal": errdefs.ErrInternal, "ErrSessionEnded": errdefs.ErrSessionEnded,
+		"ErrUnavailable": errdefs.ErrUnavailable, "ErrQuota": errdefs.ErrQuota,
+		"ErrBusy": errdefs.ErrBusy, "ErrUpstream": errdefs.ErrUpstream,
+	} {
+		if v == c {
+			return name
+		}
+	}
+	return ""
+}
+
+func TestEveryClassIsNamed(t *testing.T) {
+	if len(classes) != len(errdefs.Classes) {
+		t.Fatalf("%d of %d classes named: add the new class to className", len(classes), len(errdefs.Classes))
+	}
 }
 
 // Each sentinel, wrapped as callers wrap it, is itself and its one class,
 // and crosses a wire (the control socket) as that class.
 func TestSentinelsAreOfTheirClass(t *testing.T) {
-	for _, s := range Sentinels {
+	for _, s := range sentinels {
 		err := fmt.Errorf("context: %w", s.Err)
 		if !errors.Is(err, s.Err) || !errors.Is(err, s.Class) {
 			t.Errorf("%s: Is(itself) %v, Is(%v) %v", s.Name, errors.Is(err, s.Err), s.Class, errors.Is(err, s.Class))
@@ -52,20 +77,35 @@ func TestSentinelsAreOfTheirClass(t *testing.T) {
 	}
 }
 
-// skipped are the trees that are not host packages: the guest agent (its
-// errors get their class from oserr), the protocol that defines the
-// classes, commands, scripts, tests and build tools.
-var skipped = []string{".git", "guestagent", "agentproto", "cmd", "scripts", "e2e", "internal/darwincheck", "testdata", "assets/agent"}
+// The edges read the class alone: each answers for every sentinel,
+// wrapped, what it answers for the sentinel's class. (Their own tests give
+// the answer for each class.)
+func TestEdgesAnswerByClass(t *testing.T) {
+	for _, s := range sentinels {
+		err := fmt.Errorf("context: %w", s.Err)
+		if got, want := envelope.FromError("sandbox_x", err).Kind, envelope.FromError("sandbox_x", s.Class).Kind; got != want {
+			t.Errorf("envelope.FromError(%s) is %s, its class gives %s", s.Name, got, want)
+		}
+		if got, want := bridge.StatusOf(err), bridge.StatusOf(s.Class); got != want {
+			t.Errorf("bridge.StatusOf(%s) is %d, its class gives %d", s.Name, got, want)
+		}
+	}
+}
 
-// notListed are classed sentinels Sentinels can't import, with their class.
+// skipped are the trees that are not host packages: the guest agent (its
+// errors get their class from oserr), the packages that define the
+// classes, commands, scripts, tests and build tools.
+var skipped = []string{".git", "guestagent", "agentproto", "errdefs", "cmd", "scripts", "e2e", "internal/darwincheck", "testdata", "assets/agent"}
+
+// notListed are classed sentinels this package can't import, with their class.
 var notListed = map[string]string{"ui.ErrNoDisplay": "ErrUnsupported"}
 
 // Every exported Err variable of a host package is made with
-// agentproto.Class and is in Sentinels with the same class, and every
-// entry of Sentinels is still in the source.
+// errdefs.Class (or agentproto.Class, its old name) and is in sentinels with the same class, and every
+// entry of sentinels is still in the source.
 func TestListIsComplete(t *testing.T) {
 	listed := map[string]error{}
-	for _, s := range Sentinels {
+	for _, s := range sentinels {
 		listed[s.Name] = s.Class
 	}
 	seen := map[string]bool{}
@@ -111,16 +151,16 @@ func TestListIsComplete(t *testing.T) {
 					case ok && class == "":
 						// not a new error: a copy of another, or a typed value
 					case !ok:
-						t.Errorf("%s (%s) is not made with agentproto.Class: give it a class so the edges can translate it", name, rel)
+						t.Errorf("%s (%s) is not made with errdefs.Class: give it a class so the edges can translate it", name, rel)
 					case notListed[name] != "":
 						if notListed[name] != class {
 							t.Errorf("%s is of %s, the test expects %s", name, class, notListed[name])
 						}
 						seen[name] = true
 					case listed[name] == nil:
-						t.Errorf("%s (%s) is missing from errclass.Sentinels", name, rel)
+						t.Errorf("%s (%s) is missing from sentinels", name, rel)
 					case listed[name] != classes[class]:
-						t.Errorf("%s is of %s in the source but of %v in errclass.Sentinels", name, class, listed[name])
+						t.Errorf("%s is of %s in the source but of %v in sentinels", name, class, listed[name])
 					default:
 						seen[name] = true
 					}
@@ -134,7 +174,7 @@ func TestListIsComplete(t *testing.T) {
 	}
 	for name := range listed {
 		if !seen[name] {
-			t.Errorf("errclass.Sentinels lists %s, which the source no longer has", name)
+			t.Errorf("sentinels lists %s, which the source no longer has", name)
 		}
 	}
 	for name := range notListed {
@@ -144,7 +184,8 @@ func TestListIsComplete(t *testing.T) {
 	}
 }
 
-// classOf returns X of agentproto.Class(agentproto.X, ...) for other
+// classOf returns X of errdefs.Class(errdefs.X, ...) (or of its old
+// spelling, agentproto.Class(agentproto.X, ...)) for other
 // sentinels' values; ok is false for anything else an Err variable is set
 // to that makes a new error (errors.New, fmt.Errorf).
 func classOf(e ast.Expr) (string, bool) {
@@ -158,7 +199,7 @@ func classOf(e ast.Expr) (string, bool) {
 	}
 	pkg, _ := fn.X.(*ast.Ident)
 	switch {
-	case pkg != nil && pkg.Name == "agentproto" && fn.Sel.Name == "Class" && len(call.Args) == 2:
+	case pkg != nil && (pkg.Name == "errdefs" || pkg.Name == "agentproto") && fn.Sel.Name == "Class" && len(call.Args) == 2:
 		arg, ok := call.Args[0].(*ast.SelectorExpr)
 		if !ok {
 			return "", false

@@ -4,8 +4,12 @@
 // raw error for the log. The window shows the sentence; the CLI prints it
 // above the detail.
 //
-// Errors that crossed the control socket arrive as text, so the rules
-// match the text as well as the typed error.
+// The module's own errors are recognised by identity and class, never by
+// their text: a package registers a sentence for its sentinel (Register),
+// matched with errors.Is, and a class's sentinel keeps its class across the
+// control socket (errdefs). Only errors from outside the module (the
+// standard library's TLS, DNS and network errors, which cross the socket
+// as text) are matched by their words as well as their type.
 package explain
 
 import (
@@ -16,6 +20,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -51,6 +56,27 @@ func (e Explained) Long() string {
 	return e.Short() + "\nDetail: " + e.Detail
 }
 
+// known are the registered sentinels' sentences, in registration order.
+var known struct {
+	sync.RWMutex
+	list []registered
+}
+
+type registered struct {
+	err           error
+	sentence, fix string
+}
+
+// Register gives sentinel, and every error that is it (errors.Is), a
+// sentence and a fix; the package defining the sentinel calls it from an
+// init function. The first match in registration order wins, before any
+// rule for errors from outside the module.
+func Register(sentinel error, sentence, fix string) {
+	known.Lock()
+	defer known.Unlock()
+	known.list = append(known.list, registered{sentinel, sentence, fix})
+}
+
 // Error explains err. A nil err explains as the zero Explained.
 func Error(err error) Explained {
 	if err == nil {
@@ -58,6 +84,17 @@ func Error(err error) Explained {
 	}
 	msg := err.Error()
 	ex := Explained{Detail: msg}
+	known.RLock()
+	for _, r := range known.list {
+		if errors.Is(err, r.err) {
+			ex.Sentence, ex.Fix = r.sentence, r.fix
+			break
+		}
+	}
+	known.RUnlock()
+	if ex.Known() {
+		return ex
+	}
 	for _, r := range rules {
 		if s, fix, ok := r(err, msg); ok {
 			ex.Sentence, ex.Fix = s, fix
@@ -70,24 +107,14 @@ func Error(err error) Explained {
 // Text is Error(err).Long(): what the CLI prints.
 func Text(err error) string { return Error(err).Long() }
 
-// rule recognises one kind of error. Order matters: the first that
-// matches wins, so the specific ones (the control socket) come before the
-// general (connection refused).
+// rule recognises one kind of error from outside the module. Order
+// matters: the first that matches wins, so the specific ones come before
+// the general (connection refused).
 type rule func(err error, msg string) (sentence, fix string, ok bool)
 
 var rules = []rule{
-	noOwner, diskFull, tempFile, untrusted, certName, certExpired, redirects,
+	diskFull, tempFile, untrusted, certName, certExpired, redirects,
 	htmlPage, httpStatus, dns, refused, timeout, permission,
-}
-
-// noOwner: no process serves the data folder's control socket.
-func noOwner(_ error, msg string) (string, string, bool) {
-	if !strings.Contains(msg, "no sandbox app is running") &&
-		!(strings.Contains(msg, "dial unix") && strings.Contains(msg, "control.sock")) {
-		return "", "", false
-	}
-	return "The osaurus-sandbox app isn't running for this data folder.",
-		"Open the window (`osaurus-sandbox`) or run `osaurus-sandbox start`, which starts it in the background; `osaurus-sandbox status` shows what runs.", true
 }
 
 func diskFull(err error, msg string) (string, string, bool) {

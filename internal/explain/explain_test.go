@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 func TestError(t *testing.T) {
@@ -33,9 +36,6 @@ func TestError(t *testing.T) {
 		{"net/http redirects", errors.New(`Get "https://a.example/m.json": stopped after 10 redirects`), []string{"too many redirects (a.example)"}, false},
 		{"deadline typed", fmt.Errorf("fetch manifest: %w", context.DeadlineExceeded), []string{"took too long", "HTTPS_PROXY"}, false},
 		{"deadline text", errors.New(`Get "https://a.example/": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`), []string{"took too long and was given up (a.example)"}, false},
-		{"control socket", errors.New("no sandbox app is running: dial unix /home/u/.osaurus-sandbox/run/control.sock: connect: no such file or directory"),
-			[]string{"isn't running for this data folder", "osaurus-sandbox start"}, false},
-		{"control socket refused", errors.New("dial unix /d/run/control.sock: connect: connection refused"), []string{"isn't running for this data folder"}, false},
 		{"atomic write temp", errors.New("open /home/u/.osaurus-sandbox/.sandbox.json.tmp-284719: permission denied"),
 			[]string{"/home/u/.osaurus-sandbox/sandbox.json was not saved", "aren't allowed to write", "unchanged"}, false},
 		{"atomic write full disk", errors.New("write /d/.agents.json.tmp-1: no space left on device"), []string{"disk is full", "/d/.agents.json.tmp-1"}, false},
@@ -81,5 +81,33 @@ func TestError(t *testing.T) {
 func TestNil(t *testing.T) {
 	if ex := Error(nil); ex.Known() || ex.Short() != "" {
 		t.Fatalf("nil explains as %+v", ex)
+	}
+}
+
+// The module's sentinels are known by identity and class, not by their
+// words: a registered sentinel is explained wrapped, and a registered
+// class after crossing a wire; an unregistered error with the same text
+// is not.
+func TestRegistered(t *testing.T) {
+	noApp := errdefs.Class(errdefs.ErrUnavailable, "no test app is running")
+	Register(noApp, "The test app isn't running.", "Start it.")
+	Register(errdefs.ErrTooLarge, "It is too large.", "Make it smaller.")
+	for _, tc := range []struct {
+		name     string
+		err      error
+		sentence string
+	}{
+		{"sentinel", noApp, "The test app isn't running."},
+		{"wrapped", fmt.Errorf("dial /d/run/control.sock: %w: connection refused", noApp), "The test app isn't running."},
+		{"class over the wire", &agentproto.RemoteError{Op: "x", Code: "too_large", Message: "file of 9 GiB"}, "It is too large."},
+		{"same words, not the sentinel", errors.New("no test app is running"), ""},
+		{"same class, another sentinel", errdefs.Class(errdefs.ErrUnavailable, "no test app is running"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := Error(tc.err)
+			if ex.Sentence != tc.sentence || ex.Detail != tc.err.Error() {
+				t.Errorf("%+v, want the sentence %q", ex, tc.sentence)
+			}
+		})
 	}
 }

@@ -14,11 +14,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // ErrLocked: TryLock found the lock held by someone else.
-var ErrLocked = agentproto.Class(agentproto.ErrBusy, "file is locked by another process")
+var ErrLocked = errdefs.Class(errdefs.ErrBusy, "file is locked by another process")
 
 // pollInterval is how often Lock retries a held lock.
 const pollInterval = 10 * time.Millisecond

@@ -7,11 +7,11 @@ import (
 	"path"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // ErrNoChecksum: a checksum file has no usable SHA-256 entry for a file.
-var ErrNoChecksum = agentproto.Class(agentproto.ErrUpstream, "no SHA-256 entry in checksum file")
+var ErrNoChecksum = errdefs.Class(errdefs.ErrUpstream, "no SHA-256 entry in checksum file")
 
 // maxChecksumFile bounds what is read; real ones are a few KiB.
 const maxChecksumFile = 4 << 20

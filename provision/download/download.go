@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 )
@@ -44,9 +44,9 @@ const (
 var (
 	// ErrChecksumMismatch: the downloaded bytes are not the expected ones.
 	// The concrete error is a *ChecksumError.
-	ErrChecksumMismatch = agentproto.Class(agentproto.ErrUpstream, "checksum mismatch")
+	ErrChecksumMismatch = errdefs.Class(errdefs.ErrUpstream, "checksum mismatch")
 	// ErrStalled: the server sent no bytes for the client's StallTimeout.
-	ErrStalled = agentproto.Class(agentproto.ErrTimeout, "download stalled")
+	ErrStalled = errdefs.Class(errdefs.ErrTimeout, "download stalled")
 )
 
 // Progress reports one download's advance.

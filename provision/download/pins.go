@@ -11,15 +11,15 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
 var (
 	// ErrPinConflict: Record was asked to change a URL's recorded digest.
-	ErrPinConflict = agentproto.Class(agentproto.ErrInvalid, "pin conflict")
+	ErrPinConflict = errdefs.Class(errdefs.ErrInvalid, "pin conflict")
 	// ErrUnpinned: an artifact has no digest, no pin and no checksum file.
-	ErrUnpinned = agentproto.Class(agentproto.ErrInvalid, "artifact is not pinned")
+	ErrUnpinned = errdefs.Class(errdefs.ErrInvalid, "artifact is not pinned")
 )
 
 // Pins records the digest first seen for URLs that the manifest could not

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	dext4 "github.com/diskfs/go-diskfs/filesystem/ext4"
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 // DefaultSize is the image size used when Options.Size is zero.
@@ -37,13 +37,13 @@ const MinSize int64 = 512 << 20
 var (
 	// ErrUnsafePath reports a tar entry, hard link target or extra file whose
 	// path would land outside the image root.
-	ErrUnsafePath = agentproto.Class(agentproto.ErrEscape, "path escapes image root")
+	ErrUnsafePath = errdefs.Class(errdefs.ErrEscape, "path escapes image root")
 	// ErrDuplicateEntry reports a tar entry for a path that already holds a
 	// file or symlink; the engine cannot delete, so archives must be
 	// flattened (as rootfs tarballs and flattened OCI images are).
-	ErrDuplicateEntry = agentproto.Class(agentproto.ErrExists, "duplicate archive entry")
+	ErrDuplicateEntry = errdefs.Class(errdefs.ErrExists, "duplicate archive entry")
 	// ErrInvalidOptions reports unusable Options (size, extra files).
-	ErrInvalidOptions = agentproto.Class(agentproto.ErrInvalid, "invalid image options")
+	ErrInvalidOptions = errdefs.Class(errdefs.ErrInvalid, "invalid image options")
 )
 
 // File is an extra regular file written into the image after the tarball,

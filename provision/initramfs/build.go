@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 )
 
@@ -21,7 +21,7 @@ const (
 )
 
 // ErrNoInit is returned by Build when the Spec has no init binary.
-var ErrNoInit = agentproto.Class(agentproto.ErrInvalid, "initramfs: spec has no init binary")
+var ErrNoInit = errdefs.Class(errdefs.ErrInvalid, "initramfs: spec has no init binary")
 
 // File is an extra entry for the image.
 type File struct {

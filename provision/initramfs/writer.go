@@ -13,18 +13,18 @@ import (
 	"path"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
 
 var (
 	// ErrExists is returned when an entry is added at a path the archive
 	// already holds (re-adding a directory with the same mode is allowed).
-	ErrExists = agentproto.Class(agentproto.ErrExists, "path already in archive")
+	ErrExists = errdefs.Class(errdefs.ErrExists, "path already in archive")
 	// ErrInvalidPath is returned for empty paths, paths escaping the root
 	// and paths whose parent is not a directory in the archive.
-	ErrInvalidPath = agentproto.Class(agentproto.ErrInvalid, "invalid archive path")
+	ErrInvalidPath = errdefs.Class(errdefs.ErrInvalid, "invalid archive path")
 	// ErrClosed is returned when adding to a closed Writer.
-	ErrClosed = agentproto.Class(agentproto.ErrInternal, "initramfs writer closed")
+	ErrClosed = errdefs.Class(errdefs.ErrInternal, "initramfs writer closed")
 )
 
 const (

@@ -21,13 +21,13 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/ulikunitz/xz"
 )
 
 // ErrNotFound is returned (wrapped) when a wanted module, or a dependency of
 // one, is neither a module file in the tree nor built into the kernel.
-var ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "kernel module not found")
+var ErrNotFound = errdefs.Class(errdefs.ErrNotFound, "kernel module not found")
 
 // Module is a loadable kernel module ready to be handed to finit_module.
 type Module struct {
@@ -71,7 +71,7 @@ func OptionalGuestModules() []string {
 }
 
 // ErrBadName: a module name from an image is not a kernel module name.
-var ErrBadName = agentproto.Class(agentproto.ErrInvalid, "invalid module name")
+var ErrBadName = errdefs.Class(errdefs.ErrInvalid, "invalid module name")
 
 // CheckName accepts what the kernel does as a module name (letters,
 // digits, '_' and '-', at most 55 bytes) and nothing else. Module names

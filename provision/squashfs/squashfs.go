@@ -29,16 +29,16 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/pierrec/lz4/v4"
 )
 
 // ErrFormat: the image is not SquashFS 4.0 or is damaged.
-var ErrFormat = agentproto.Class(agentproto.ErrInvalid, "squashfs: invalid image")
+var ErrFormat = errdefs.Class(errdefs.ErrInvalid, "squashfs: invalid image")
 
 // ErrUnsupported: the image uses a feature this reader lacks (a compressor
 // such as lzo, or an xz filter other than x86/ARM/ARM-Thumb BCJ).
-var ErrUnsupported = agentproto.Class(agentproto.ErrUnsupported, "squashfs: unsupported")
+var ErrUnsupported = errdefs.Class(errdefs.ErrUnsupported, "squashfs: unsupported")
 
 const (
 	magic          = 0x73717368 // "hsqs"

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
@@ -40,7 +40,7 @@ const (
 
 var (
 	// ErrInvalid: a field the caller sent is not acceptable (HTTP 400).
-	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid")
+	ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid")
 
 	agentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	typeRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$`)

@@ -19,7 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
 
@@ -43,9 +43,9 @@ const (
 
 var (
 	// ErrInvalid: a field the caller sent is not acceptable (HTTP 400).
-	ErrInvalid = agentproto.Class(agentproto.ErrInvalid, "invalid")
+	ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid")
 	// ErrNotFound: no such entry for this agent.
-	ErrNotFound = agentproto.Class(agentproto.ErrNotFound, "memory entry not found")
+	ErrNotFound = errdefs.Class(errdefs.ErrNotFound, "memory entry not found")
 )
 
 // InvalidError names the field and the fix.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/internal/errclass"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -34,10 +34,14 @@ var kindOfClass = map[error]envelope.Kind{
 	agentproto.ErrVersion:      envelope.ExecutionError,
 }
 
-// Every host sentinel a tool runs into becomes its class's kind, wrapped
+// A sentinel of every class a tool runs into becomes its class's kind, wrapped
 // or after crossing the control socket, keeping its message.
 func TestFromErrorIsByClass(t *testing.T) {
-	for _, s := range errclass.Sentinels {
+	for _, class := range errdefs.Classes { // a package's sentinel of each class
+		s := struct {
+			Name       string
+			Err, Class error
+		}{class.Error(), errdefs.Class(class, "a sentinel of "+class.Error()), class}
 		want, ok := kindOfClass[s.Class]
 		if !ok {
 			t.Fatalf("%s: class %v has no kind in the table", s.Name, s.Class)

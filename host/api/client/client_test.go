@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
-	"github.com/osaurus/osaurus-sandbox/internal/errclass"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -235,7 +235,11 @@ func TestOwnerErrorsKeepTheirClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, s := range errclass.Sentinels {
+	for _, class := range errdefs.Classes { // a package's sentinel of each class
+		s := struct {
+			Name       string
+			Err, Class error
+		}{class.Error(), errdefs.Class(class, "a sentinel of "+class.Error()), class}
 		ctl.set(fmt.Errorf("owner: %w", s.Err))
 		_, err := cl.Status(ctx)
 		if !errors.Is(err, s.Class) || !strings.Contains(err.Error(), s.Err.Error()) {
