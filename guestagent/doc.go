@@ -13,7 +13,8 @@
 // (account files, credential switches, private /tmp), guestagent/network
 // (DHCP, netlink, the per-agent network policy and egress proxy),
 // guestagent/exec (processes, the reaper, cgroups), guestagent/files (file
-// operations), guestagent/relay (the host API bridge socket) and
+// operations), guestagent/relay (the host API bridge socket),
+// guestagent/search (`sandbox-agent search`, the fallback text search) and
 // guestagent/oserr (system errors to wire codes). Their pure logic is
 // tested without root; this package's tests need root.
 package guestagent

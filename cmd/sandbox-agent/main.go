@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/guestagent/boot"
 	"github.com/osaurus/osaurus-sandbox/guestagent/exec"
 	"github.com/osaurus/osaurus-sandbox/guestagent/network"
+	"github.com/osaurus/osaurus-sandbox/guestagent/search"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,7 @@ func main() {
 	case len(os.Args) >= 2 && os.Args[1] == "search":
 		// The text search sandbox_search_files falls back to without
 		// ripgrep; it runs as the agent's user like any of its commands.
-		os.Exit(guestagent.Search(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(search.Run(os.Args[2:], os.Stdout, os.Stderr))
 	case len(os.Args) == 2 && os.Args[1] == "netrules":
 		// The network policy as the kernel holds it, for support and tests.
 		rules, err := network.InstalledRules()

@@ -1,4 +1,6 @@
-package guestagent
+// Package search is `sandbox-agent search`, the guest agent's own text
+// search (Run). It is pure file reading, so its tests run without root.
+package search
 
 import (
 	"bufio"
@@ -16,7 +18,7 @@ import (
 	"syscall"
 )
 
-// Search is `sandbox-agent search`, the guest agent's own text search:
+// Run is `sandbox-agent search`, the guest agent's own text search:
 // sandbox_search_files runs it, as the agent's user, when the image has no
 // ripgrep. It takes the subset of ripgrep's arguments that tool passes and
 // writes ripgrep's `-n --no-heading --null` output, with ripgrep's exit
@@ -27,7 +29,7 @@ import (
 // ignore.go), and matches line by line. It never reads ignore files above
 // the searched folder (the tool passes --no-ignore-parent), and its
 // regular expressions are Go's RE2 syntax, which ripgrep's mostly shares.
-func Search(args []string, stdout, stderr io.Writer) int {
+func Run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseSearchArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-agent search: %v\n", err)

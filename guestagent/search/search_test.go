@@ -1,4 +1,4 @@
-package guestagent
+package search
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func runSearch(t *testing.T, dir string, args ...string) (string, string, int) {
 	}
 	defer os.Chdir(wd)
 	var out, errOut bytes.Buffer
-	code := Search(args, &out, &errOut)
+	code := Run(args, &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 
