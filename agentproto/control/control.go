@@ -59,9 +59,10 @@ type ToolRequest struct {
 	Args  json.RawMessage `json:"args,omitempty"`
 }
 
-// ToolReply is OpTool's answer: the envelope's JSON.
+// ToolReply is OpTool's answer: the envelope's JSON, carried as JSON (not
+// as a string holding it), so it is encoded once and not escaped.
 type ToolReply struct {
-	Envelope string `json:"envelope"`
+	Envelope json.RawMessage `json:"envelope"`
 }
 
 // EndTurnRequest is OpEndTurn's request.

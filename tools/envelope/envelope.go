@@ -128,17 +128,23 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 // JSON is the envelope as the string a tool returns. A result that can't
 // be encoded becomes an execution_error envelope, so the model always gets
 // valid JSON.
-func (e Envelope) JSON() string {
+func (e Envelope) JSON() string { return string(e.JSONBytes()) }
+
+// JSONBytes is JSON as bytes, for a wire that carries it as JSON.
+func (e Envelope) JSONBytes() []byte {
 	b, err := e.MarshalJSON()
 	if err != nil {
 		b, _ = Fail(e.Tool, ExecutionError, "the tool produced a result that can't be encoded as JSON: "+err.Error()).MarshalJSON()
 	}
-	return string(b)
+	return b
 }
 
 // Parse decodes an envelope, e.g. in a client or a test. Result holds the
 // generic JSON decoding (maps, slices, json.Number, ...).
-func Parse(s string) (Envelope, error) {
+func Parse(s string) (Envelope, error) { return ParseBytes([]byte(s)) }
+
+// ParseBytes is Parse of JSON bytes.
+func ParseBytes(b []byte) (Envelope, error) {
 	var w struct {
 		OK        *bool    `json:"ok"`
 		Tool      string   `json:"tool"`
@@ -150,7 +156,7 @@ func Parse(s string) (Envelope, error) {
 		Field     string   `json:"field"`
 		Expected  string   `json:"expected"`
 	}
-	d := json.NewDecoder(bytes.NewReader([]byte(s)))
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	if err := d.Decode(&w); err != nil {
 		return Envelope{}, fmt.Errorf("parse tool envelope: %w", err)

@@ -144,14 +144,11 @@ func (f *lineFilter) readLine() ([]byte, error) {
 }
 
 // check returns the line (with its newline) to pass on, or nil after
-// answering it.
+// answering it. An object, every message but a batch, is decoded once:
+// the decoder's syntax error is the parse error.
 func (f *lineFilter) check(line []byte) []byte {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return nil
-	}
-	if !json.Valid(trimmed) {
-		f.answer(nil, codeParseError, "parse error: the line is not JSON; send one JSON-RPC 2.0 message per line")
 		return nil
 	}
 	switch trimmed[0] {
@@ -163,18 +160,33 @@ func (f *lineFilter) check(line []byte) []byte {
 			Result  json.RawMessage `json:"result"`
 			Error   json.RawMessage `json:"error"`
 		}
-		if json.Unmarshal(trimmed, &m) != nil || m.JSONRPC != "2.0" || (m.Method == nil && m.Result == nil && m.Error == nil) {
+		err := json.Unmarshal(trimmed, &m)
+		if _, syntax := err.(*json.SyntaxError); syntax {
+			f.answer(nil, codeParseError, parseErrorMsg)
+			return nil
+		}
+		if err != nil || m.JSONRPC != "2.0" || (m.Method == nil && m.Result == nil && m.Error == nil) {
 			f.answer(validID(m.ID), codeInvalidRequest, `invalid request: a message is a JSON object with "jsonrpc": "2.0" and a "method" (or a "result" or "error")`)
 			return nil
 		}
 	case '[':
 		// A batch: the SDK answers it (or refuses it in newer protocol versions).
+		if !json.Valid(trimmed) {
+			f.answer(nil, codeParseError, parseErrorMsg)
+			return nil
+		}
 	default:
-		f.answer(nil, codeInvalidRequest, "invalid request: a message is a JSON object")
+		if !json.Valid(trimmed) {
+			f.answer(nil, codeParseError, parseErrorMsg)
+		} else {
+			f.answer(nil, codeInvalidRequest, "invalid request: a message is a JSON object")
+		}
 		return nil
 	}
 	return append(trimmed, '\n')
 }
+
+const parseErrorMsg = "parse error: the line is not JSON; send one JSON-RPC 2.0 message per line"
 
 // validID is id when it is a JSON-RPC id (a string or a number).
 func validID(id json.RawMessage) json.RawMessage {

@@ -359,7 +359,7 @@ func (c *Client) RunTool(ctx context.Context, agentID, tool string, args json.Ra
 	if err != nil {
 		return envelope.Failf(tool, envelope.Unavailable, "the sandbox is not available: %v. Retry once it is running (`osaurus-sandbox start`).", err)
 	}
-	e, err := envelope.Parse(r.Envelope)
+	e, err := envelope.ParseBytes(r.Envelope)
 	if err != nil {
 		return envelope.Failf(tool, envelope.Unavailable, "the sandbox's owner answered with a bad envelope: %v", err)
 	}

@@ -120,7 +120,7 @@ func (s *Server) mux() *agentproto.Mux {
 		return c.Respond(rs)
 	})
 	m.Handle(control.OpTool, agentproto.Unary(func(ctx context.Context, req *control.ToolRequest) (*control.ToolReply, error) {
-		return &control.ToolReply{Envelope: s.Ctl.RunTool(ctx, req.Agent, req.Tool, req.Args).JSON()}, nil
+		return &control.ToolReply{Envelope: s.Ctl.RunTool(ctx, req.Agent, req.Tool, req.Args).JSONBytes()}, nil
 	}))
 	m.Handle(control.OpEndTurn, agentproto.Unary(func(ctx context.Context, req *control.EndTurnRequest) (*agentproto.Empty, error) {
 		return &agentproto.Empty{}, s.Ctl.EndTurn(ctx, req.Agent)
