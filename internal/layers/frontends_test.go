@@ -1,0 +1,124 @@
+package layers
+
+import (
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// forbidden are what the front ends must not link: the VM, its images, the
+// host API bridge, the lifecycle manager, the stores and the owner. They
+// reach all of it through the owner (host/api).
+var forbidden = []string{"vm/...", "provision/...", "bridge/...", "sandbox", "store/...", "host"}
+
+// knownThick are the forbidden packages each front end still links today
+// (issue 31's "thin front ends"): the list may only shrink. A package that
+// is no longer linked must be taken off it; a new one fails the test.
+var knownThick = map[string][]string{
+	"hostcli": {
+		"bridge", "provision", "provision/download", "provision/ext4", "provision/initramfs",
+		"provision/kmod", "provision/squashfs", "sandbox", "store/events", "store/memory",
+		"vm", "vm/bootparams", "vm/qemu",
+	},
+	"ui": {
+		"provision", "provision/download", "provision/ext4", "provision/initramfs", "provision/kmod",
+		"provision/squashfs", "sandbox", "store/events", "store/memory", "vm", "vm/bootparams",
+	},
+}
+
+func isForbidden(pkg string) bool {
+	for _, p := range forbidden {
+		if ok, _ := matches(p, pkg); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// graph is the import graph below front end fe (module packages, non-test
+// files) for goos.
+func graph(t *testing.T, fe, goos string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}|{{join .Imports " "}}`, "./"+fe)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=arm64", "CGO_ENABLED=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./%s for %s: %v", fe, goos, err)
+	}
+	g := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(l, "|")
+		if pkg != module && !strings.HasPrefix(pkg, module+"/") {
+			continue
+		}
+		for _, imp := range strings.Fields(imps) {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				g[rel(pkg)] = append(g[rel(pkg)], rel(imp))
+			}
+		}
+		if g[rel(pkg)] == nil {
+			g[rel(pkg)] = []string{}
+		}
+	}
+	return g
+}
+
+// chain is the shortest import chain from to dst, for the message.
+func chain(g map[string][]string, from, dst string) string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == dst {
+			var path []string
+			for ; p != ""; p = prev[p] {
+				path = append([]string{p}, path...)
+			}
+			return strings.Join(path, " → ")
+		}
+		for _, d := range g[p] {
+			if _, seen := prev[d]; !seen {
+				prev[d] = p
+				queue = append(queue, d)
+			}
+		}
+	}
+	return dst
+}
+
+// The command line and the window link none of the owner's machinery
+// beyond what knownThick still lists: `go list -deps ./hostcli ./ui`.
+func TestFrontEndsAreThin(t *testing.T) {
+	for fe, known := range knownThick {
+		allowed := map[string]bool{}
+		for _, k := range known {
+			allowed[k] = true
+		}
+		linked := map[string]bool{}
+		for _, goos := range []string{"linux", "darwin"} {
+			g := graph(t, fe, goos)
+			var thick []string
+			for pkg := range g {
+				if isForbidden(pkg) {
+					linked[pkg] = true
+					if !allowed[pkg] {
+						thick = append(thick, chain(g, fe, pkg))
+					}
+				}
+			}
+			sort.Strings(thick)
+			for _, c := range thick {
+				t.Errorf("%s (%s) links %s: reach it through host/api instead", fe, goos, c)
+			}
+		}
+		for _, k := range known {
+			if !linked[k] {
+				t.Errorf("%s no longer links %s: take it off knownThick", fe, k)
+			}
+		}
+	}
+}
