@@ -1,4 +1,5 @@
-// Package scripts holds the tests of the build scripts beside it.
+// Package scripts holds the tests of the build scripts beside it, which
+// run on Linux (make test-guest builds the guest on Debian).
 package scripts
 
 import (
