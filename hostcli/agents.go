@@ -26,6 +26,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
@@ -34,8 +35,9 @@ const agentUsage = `usage:
   osaurus-sandbox agent list [--json]
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
-  osaurus-sandbox agent remove NAME [--purge [--yes]]
+  osaurus-sandbox agent remove NAME [--purge] [--yes]
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
+  osaurus-sandbox agent disconnect NAME [--client ID] [--yes]
 keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
@@ -112,6 +114,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return c.agentShow(ctx, reg, args[0])
 	case sub == "connect":
 		return c.agentConnect(ctx, reg, args)
+	case sub == "disconnect":
+		return c.agentDisconnect(reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
@@ -138,7 +142,11 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it.", a.Name, a.Slug, a.ID, a.Home())) {
 			return ExitDeclined
 		}
-		return c.agentRemove(ctx, reg, a.ID, *purge)
+		code := c.agentRemove(ctx, reg, a.ID, *purge)
+		if code == ExitOK {
+			c.offerDisconnect(a.Slug, *yes)
+		}
+		return code
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
@@ -232,10 +240,12 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	return ExitOK
 }
 
+// mcpClient is how an MCP client reaches a: the installed binary (with a
+// warning on stderr when there is only a temporary or build copy).
 func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = "osaurus-sandbox"
+	exe, warning := connect.Executable()
+	if warning != "" {
+		fmt.Fprintln(c.err, "warning:", warning)
 	}
 	cl := mcpserver.Client{Exe: exe, Agent: a, Token: tok}
 	if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {

@@ -230,6 +230,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 type cli struct {
 	paths    config.Paths
 	in       io.Reader
+	lines    *bufio.Reader // over in, for the answers to questions
 	out, err io.Writer
 	own      Owner
 	sec      *secrets.Store // the OS keychain
@@ -329,7 +330,7 @@ func (c *cli) confirmed(op api.Op, warning string) func(context.Context, []strin
 // closed, as in a script) is a no, with the hint.
 func (c *cli) confirm(warning string) bool {
 	fmt.Fprintf(c.err, "%s\nType yes to continue: ", warning)
-	line, err := bufio.NewReader(c.in).ReadString('\n')
+	line, err := c.line()
 	switch {
 	case strings.TrimSpace(line) == "yes":
 		return true
@@ -339,6 +340,15 @@ func (c *cli) confirm(warning string) bool {
 		fmt.Fprintln(c.err, "Nothing was changed.")
 	}
 	return false
+}
+
+// line reads one answer from stdin; one reader for every question, so a
+// second question gets the second line.
+func (c *cli) line() (string, error) {
+	if c.lines == nil {
+		c.lines = bufio.NewReader(c.in)
+	}
+	return c.lines.ReadString('\n')
 }
 
 func (c *cli) stop(ctx context.Context, args []string) int {
