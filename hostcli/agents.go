@@ -36,6 +36,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge] [--yes]
+  osaurus-sandbox agent repair
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
   osaurus-sandbox agent disconnect NAME [--client ID] [--yes]
 keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
@@ -49,6 +50,9 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(c.err, agentUsage)
 		return ExitUsage
+	}
+	if args[0] == "repair" {
+		return c.agentRepair(args[1:])
 	}
 	reg, err := c.openAgents()
 	if err != nil {
@@ -150,6 +154,39 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
+}
+
+// agentRepair rewrites a damaged agents.json with the agents it can still
+// read, keeping the damaged file aside.
+func (c *cli) agentRepair(args []string) int {
+	if fs := c.flags("agent repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	res, err := agents.Repair(c.paths.AgentsJSON())
+	if err != nil {
+		return c.fail(err)
+	}
+	if res.Aside == "" {
+		fmt.Fprintf(c.out, "%s is fine (%d agents); nothing to repair\n", c.paths.AgentsJSON(), len(res.Kept))
+		return ExitOK
+	}
+	fmt.Fprintf(c.out, "moved the damaged file to %s\n", res.Aside)
+	var names []string
+	for _, a := range res.Kept {
+		names = append(names, a.Name)
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(c.out, "kept %d agents: %s\n", len(names), strings.Join(names, ", "))
+	} else {
+		fmt.Fprintln(c.out, "no agent could be read: starting with none (add them again with `osaurus-sandbox agent add NAME --adopt-home`, which gives each its old home)")
+	}
+	for _, d := range res.Dropped {
+		fmt.Fprintf(c.out, "could not read: %s\n", d)
+	}
+	if len(res.Dropped) > 0 {
+		fmt.Fprintf(c.out, "what could not be read is still in %s\n", res.Aside)
+	}
+	return ExitOK
 }
 
 func onOff(b bool) string {

@@ -91,7 +91,10 @@ func TestAgentDisconnect(t *testing.T) {
 		}
 	}
 	claude, cursor := filepath.Join(home, ".claude.json"), filepath.Join(home, ".cursor", "mcp.json")
-	has := func(file, server string) bool { b, _ := os.ReadFile(file); return strings.Contains(string(b), `"`+server+`"`) }
+	has := func(file, server string) bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"`+server+`"`)
+	}
 
 	for _, tt := range []struct {
 		name   string
