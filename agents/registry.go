@@ -459,11 +459,18 @@ func (e *AmbiguousError) Is(target error) bool {
 }
 
 // nameFree checks that no agent other than self uses name, ignoring case,
-// so a name always finds one agent.
+// or a name that folds to the same slug ("Data Analyst", "data_analyst"),
+// or has name as its slug: a name or slug always finds one agent.
 func nameFree(recs []record, name, self string) error {
+	f := folded(name)
 	for _, rec := range recs {
-		if rec.ID != self && strings.EqualFold(rec.Name, name) {
+		switch {
+		case rec.ID == self:
+		case strings.EqualFold(rec.Name, name):
 			return &ValidationError{Field: "name", Got: fmt.Sprintf("%q, already used by agent %s", name, rec.Slug), Want: "a name no other agent has"}
+		case f == folded(rec.Name) || f == rec.Slug:
+			return &ValidationError{Field: "name", Got: fmt.Sprintf("%q, too like agent %q (slug %s): both would be %q on the command line", name, rec.Name, rec.Slug, f),
+				Want: "a name that differs in letters or digits, not only in case, spaces or punctuation"}
 		}
 	}
 	return nil

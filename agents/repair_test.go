@@ -99,3 +99,32 @@ func TestRepairDamagedFile(t *testing.T) {
 		t.Fatal("repair rewrote a good file")
 	}
 }
+
+// Names that differ only in case, spaces or punctuation fold to one slug:
+// the second is refused, on add and on rename, so a slug typed on the
+// command line always finds one agent.
+func TestNamesThatFoldAlikeAreRefused(t *testing.T) {
+	r := openTemp(t)
+	da, err := r.Add("Data Analyst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := r.Add("bob")
+	for _, name := range []string{"data-analyst", "data_analyst", "DATA  analyst!"} {
+		if _, err := r.Add(name); err == nil || !strings.Contains(err.Error(), `too like agent "Data Analyst" (slug data-analyst)`) {
+			t.Errorf("Add(%q): %v", name, err)
+		}
+		if _, err := r.Update("bob", func(a *Agent) error { a.Name = name; return nil }); err == nil || !strings.Contains(err.Error(), "too like") {
+			t.Errorf("rename to %q: %v", name, err)
+		}
+	}
+	if a, err := r.Get("data-analyst"); err != nil || a.ID != da.ID {
+		t.Fatalf("the slug finds %v %v", a, err)
+	}
+	if a, err := r.Update(bob.ID, func(a *Agent) error { a.Name = "Data Analyst 2"; return nil }); err != nil || a.Slug != "bob" {
+		t.Fatalf("a name that differs in a digit: %v %v", a, err)
+	}
+	if _, err := r.Update(da.ID, func(a *Agent) error { a.Name = "data analyst"; return nil }); err != nil {
+		t.Fatalf("an agent's own name, recased: %v", err)
+	}
+}

@@ -271,6 +271,9 @@ func LoadSandbox(path string) (Sandbox, error) {
 	if err != nil {
 		return s, err
 	}
+	if _, err := readRaw(path); err != nil {
+		return Defaults(), err // not JSON: named, with the fix
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {

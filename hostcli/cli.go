@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -269,6 +270,9 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, secrets.ErrUnavailable):
+		// No keychain is not "the VM is not running", which 3 promises.
+		return ExitError
 	case errors.Is(err, agentproto.ErrUnavailable), errors.Is(err, agentproto.ErrSessionEnded):
 		return ExitNotRunning
 	}
@@ -424,6 +428,9 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintln(c.out, describe(st.Status))
+	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil {
+		fmt.Fprintln(c.out, "settings:", explain.Text(err))
+	}
 	if st.Reason != "" {
 		fmt.Fprintln(c.out, "reason:", st.Reason)
 	}
@@ -593,14 +600,21 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 
 // config shows and changes sandbox.json. A hand-edited file with a bad or
 // unknown key doesn't lock the user out: get shows the good settings and
-// each problem with its line, set and reset KEY repair it.
+// each problem with its line, set and reset KEY repair it. A file that
+// isn't JSON at all is named with the fix: get shows the defaults the
+// app uses meanwhile, reset moves the file aside.
 func (c *cli) config(ctx context.Context, args []string) int {
 	path := c.paths.SandboxJSON()
 	cfg, probs, err := config.LoadSandboxLenient(path)
-	if err != nil {
+	var damaged *config.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
 		return c.fail(err)
 	}
 	report := func(probs []config.Problem) int {
+		if damaged != nil {
+			fmt.Fprintf(c.err, "osaurus-sandbox: %v\n(shown: the defaults, which the app uses until then)\n", damaged)
+			return ExitError
+		}
 		if len(probs) == 0 {
 			return ExitOK
 		}
@@ -615,14 +629,26 @@ func (c *cli) config(ctx context.Context, args []string) int {
 		}
 		return report(left)
 	}
+	known := func(key string) bool { return slices.Contains(configKeys(), key) }
+	unknown := func(key string) int {
+		fmt.Fprintf(c.err, "osaurus-sandbox: config: unknown key %q; the keys are %s (`osaurus-sandbox config get` shows each with its values)\n", key, strings.Join(configKeys(), ", "))
+		return ExitUsage
+	}
 	switch {
 	case len(args) == 1 && args[0] == "get":
+		w := 15
+		for _, k := range config.KeyDocs() {
+			w = max(w, len(k[0]))
+		}
 		for _, k := range config.KeyDocs() {
 			v, _ := cfg.Get(k[0])
-			fmt.Fprintf(c.out, "%-15s %-10s  # %s\n", k[0], v, k[1])
+			fmt.Fprintf(c.out, "%-*s %-10s  # %s\n", w, k[0], v, k[1])
 		}
 		return report(probs)
 	case len(args) == 2 && args[0] == "get":
+		if !known(args[1]) {
+			return unknown(args[1])
+		}
 		v, err := cfg.Get(args[1])
 		if err != nil {
 			return c.fail(err)
@@ -630,19 +656,39 @@ func (c *cli) config(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.out, v)
 		return report(probs)
 	case len(args) == 3 && args[0] == "set":
+		if !known(args[1]) {
+			return unknown(args[1])
+		}
+		if damaged != nil {
+			return c.fail(damaged)
+		}
 		old, next, left, err := config.SetKey(path, args[1], args[2])
 		if err != nil {
 			return c.fail(err)
 		}
 		return saved(old, next, left)
+	case len(args) == 1 && args[0] == "reset", len(args) == 2 && args[0] == "reset" && damaged != nil:
+		// Every setting back to its default; the file is kept aside.
+		aside, err := config.MoveAside(path)
+		if err != nil {
+			return c.fail(err)
+		}
+		if aside != "" {
+			fmt.Fprintf(c.out, "moved %s to %s\n", path, aside)
+		}
+		fmt.Fprintln(c.out, "every setting is at its default; restart the VM for it to take effect if it runs (osaurus-sandbox stop && osaurus-sandbox start)")
+		return ExitOK
 	case len(args) == 2 && args[0] == "reset":
 		old, next, left, err := config.ResetKey(path, args[1])
 		if err != nil {
+			if !known(args[1]) {
+				return unknown(args[1])
+			}
 			return c.fail(err)
 		}
 		return saved(old, next, left)
 	}
-	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset KEY")
+	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset [KEY]")
 	return ExitUsage
 }
 
