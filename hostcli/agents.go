@@ -273,7 +273,8 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())
 	fmt.Fprintf(c.out, "\nClaude Code, HTTP (needs the app or `osaurus-sandbox serve` running):\n  %s\n", cl.ClaudeCodeHTTP())
-	fmt.Fprintln(c.out, "\nThe bearer token is this agent's password: keep it private.")
+	fmt.Fprintln(c.out, "\nAfter adding it, start a new Claude Code session: a running one doesn't load new servers.")
+	fmt.Fprintln(c.out, "The bearer token is this agent's password: keep it private.")
 	return ExitOK
 }
 

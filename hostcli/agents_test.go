@@ -75,8 +75,9 @@ func TestAgentCommands(t *testing.T) {
 		"network in force:     only *.example.org, example.com over HTTP and HTTPS, through the sandbox's proxy\n",
 		`"args": [` + "\n" + `        "mcp",`,
 		`"OSAURUS_SANDBOX_HOME": "` + home + `"`,
-		"claude mcp add --env OSAURUS_SANDBOX_HOME=" + home + " osaurus-sandbox-data-analyst -- ",
-		"claude mcp add --transport http osaurus-sandbox-data-analyst http://127.0.0.1:47821/mcp --header 'Authorization: Bearer " + tok + "'",
+		"claude mcp add --scope user --env OSAURUS_SANDBOX_HOME=" + home + " osaurus-sandbox-data-analyst -- ",
+		"claude mcp add --scope user --transport http osaurus-sandbox-data-analyst http://127.0.0.1:47821/mcp --header 'Authorization: Bearer " + tok + "'",
+		"start a new Claude Code session",
 	} {
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)

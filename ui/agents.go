@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 )
 
 // agentsTab lists agents and edits the selected one.
@@ -24,6 +24,8 @@ type agentsTab struct {
 	reg *agents.Registry
 	win fyne.Window
 	exe string
+	// exeWarning: exe is a temporary or build copy (connect.Executable).
+	exeWarning string
 
 	List    *widget.List
 	NewName *widget.Entry
@@ -77,8 +79,10 @@ type agentsTab struct {
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
-	exe, _ := os.Executable()
-	t := &agentsTab{reg: reg, win: win, exe: exe, do: do}
+	// The installed binary when this one runs from a build or temporary
+	// folder (`make run`): client configs must outlive the clone.
+	exe, exeWarning := connect.Executable()
+	t := &agentsTab{reg: reg, win: win, exe: exe, exeWarning: exeWarning, do: do}
 	t.List = widget.NewList(
 		func() int { return len(t.items) },
 		func() fyne.CanvasObject {

@@ -187,6 +187,9 @@ func (v *connectView) show(a *agents.Agent) {
 	default:
 		s += fmt.Sprintf(" Last tool call: %s, %s (over %s).", last.Tool, ago(v.now().Sub(last.LastCall)), last.Via)
 	}
+	if v.t.exeWarning != "" {
+		s += "\nNote: " + v.t.exeWarning + "."
+	}
 	v.State.SetText(s)
 }
 

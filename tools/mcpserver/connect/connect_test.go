@@ -106,7 +106,7 @@ func TestConnectMergesAndBacksUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := ch.Describe()
-	if ch.Replaces == nil || !strings.Contains(d, "Replaces osaurus-sandbox-alice") || !strings.Contains(d, "Kept as they are: github") || !strings.Contains(d, "/opt/osaurus-sandbox") {
+	if ch.Replaces == nil || !strings.Contains(d, "Replaces osaurus-sandbox-alice") || !strings.Contains(d, "Kept as they are: github") || !strings.Contains(d, "/opt/osaurus-sandbox") || !strings.Contains(d, "Start a new Claude Code session") {
 		t.Fatalf("describe:\n%s", d)
 	}
 	backup, err := Apply(ch)
