@@ -60,6 +60,14 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	sub, args := args[0], args[1:]
 	switch {
+	case sub == "add" && len(args) >= 2 && args[0] == "--":
+		// `agent add -- -rf`: after --, the name as written.
+		args = append([]string{args[1]}, args[2:]...)
+		if len(args) > 1 {
+			fmt.Fprintln(c.err, agentUsage)
+			return ExitUsage
+		}
+		fallthrough
 	case sub == "add" && len(args) >= 1:
 		fs := c.flags("agent add")
 		adopt := fs.Bool("adopt-home", false, "give a home left by a removed agent of the same name, and its files, to the new agent")

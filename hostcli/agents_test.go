@@ -130,3 +130,41 @@ func TestSetAgentResources(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpText: every usage line is a command (prose is not printed after
+// the program's name), the keys a command takes are listed, the flag
+// spellings agree, and `--` works before a name.
+func TestHelpText(t *testing.T) {
+	t.Setenv(config.HomeEnv, t.TempDir())
+	words := map[string]bool{"help": true}
+	for cmd := range (&cli{}).commands() {
+		words[cmd] = true
+	}
+	for _, h := range helps {
+		var b strings.Builder
+		h.write(&b)
+		for l := range strings.SplitSeq(b.String(), "\n") {
+			if rest, ok := strings.CutPrefix(l, "  osaurus-sandbox "); ok && !words[strings.Fields(rest)[0]] && !strings.HasPrefix(rest, "--") {
+				t.Errorf("help %s: %q is not a command", h.name, l)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+		not  string
+	}{
+		{[]string{"help", "config"}, []string{"Keys: cpus, memoryGB,", "mcpPort."}, ""},
+		{[]string{"help", "agent", "set"}, []string{"Keys: name,", "projects"}, "osaurus-sandbox keys"},
+		{[]string{"help", "plugin"}, []string{"\nimport, update and install show"}, "osaurus-sandbox import, update"},
+		{[]string{"help"}, []string{"exec [--user U] [--timeout D]"}, "--timeout S"},
+	} {
+		out, _, code := run(t, tt.args...)
+		if code != ExitOK || !containsAll(out, tt.want...) || tt.not != "" && strings.Contains(out, tt.not) {
+			t.Errorf("%v: %d\n%s", tt.args, code, out)
+		}
+	}
+	if out, errOut, code := run(t, "agent", "add", "--", "-rf"); code != ExitOK || !strings.Contains(out, "added -rf") {
+		t.Errorf("agent add -- -rf: %d %q %q", code, out, errOut)
+	}
+}

@@ -204,7 +204,7 @@ func TestConfigRepairOnRealBinary(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{[]string{"config", "get"}, ExitError, "cpus            4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
+		{[]string{"config", "get"}, ExitError, "cpus" + strings.Repeat(" ", len("pluginSetupAllowlist")-len("cpus")+1) + "4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
 		{[]string{"config", "get", "cpus"}, ExitError, "4\n", "sandbox.json line 4: invalid setting: memoryGB: 64, allowed 1–8"},
 		{[]string{"config", "set", "memoryGB", "4"}, ExitError, "saved", "line 3"},
 		{[]string{"config", "reset", "colour"}, ExitOK, "saved", ""},

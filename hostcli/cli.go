@@ -50,7 +50,7 @@ Day one:
   stop                  shut the VM down gracefully
 
 Using the VM:
-  exec [--user U] [--timeout S] -- CMD [ARG...]
+  exec [--user U] [--timeout D] -- CMD [ARG...]
                         run a command in the VM and print its output
   logs [-f]             show the VM console log (-f follows it)
 
@@ -106,7 +106,7 @@ Plugins (JSON recipes: packages, files and tools for agents):
 Settings (sandbox.json):
   config get [KEY]      show one setting or all
   config set KEY VALUE  change a setting
-  config reset KEY      put a setting back to its default
+  config reset [KEY]    put a setting (or every one) back to its default
 
 Starting over (your workspace, output and agents' homes are always kept):
   reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
