@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -482,11 +483,18 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	}
 	// Without a running VM there is nothing to check: say so once
 	// (exit 3), rather than starting an owner to fail every check.
-	notRunning := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	notRunningErr := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	notRunning := func() int {
+		if *asJSON {
+			// A script reading stdout gets JSON here too: no checks, and why.
+			json.NewEncoder(c.out).Encode(map[string]any{"running": false, "error": notRunningErr.Error(), "results": []diagnostics.Result{}})
+		}
+		return c.fail(notRunningErr)
+	}
 	cl, err := client.Dial(ctx, c.paths)
 	if errors.Is(err, api.ErrNoOwner) {
 		if client.Probe(c.paths).State != sandbox.Running {
-			return c.fail(notRunning)
+			return notRunning()
 		}
 		cl, err = client.Connect(ctx, c.paths) // adopts the VM left running
 	}
@@ -497,7 +505,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	if st, err := cl.Status(ctx); err != nil {
 		return c.fail(err)
 	} else if st.State != sandbox.Running {
-		return c.fail(notRunning)
+		return notRunning()
 	}
 	rs, err := cl.Diagnostics(ctx, func(r diagnostics.Result) {
 		if !*asJSON {
@@ -663,6 +671,11 @@ func (c *cli) config(ctx context.Context, args []string) int {
 			return c.fail(damaged)
 		}
 		old, next, left, err := config.SetKey(path, args[1], args[2])
+		if err != nil && len(args[2]) > 80 {
+			// A long value pasted by mistake is not echoed back whole.
+			fmt.Fprintln(c.err, "osaurus-sandbox:", strings.ReplaceAll(explain.Text(err), strconv.Quote(args[2]), config.QuoteShort(args[2])))
+			return exitCode(err)
+		}
 		if err != nil {
 			return c.fail(err)
 		}
