@@ -390,6 +390,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// Tools run in the owner (started on the first call when none runs),
 	// under the limits every process shares. The connection is made on
 	// the first call: MCP clients start their servers eagerly.
+	c.noteBackgroundOwner(ctx, "the first tool call")
 	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
 	// The secret prompts of this process: the MCP client's URL elicitation.

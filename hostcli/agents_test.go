@@ -10,6 +10,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 )
 
 func run(t *testing.T, args ...string) (string, string, int) {
@@ -166,5 +167,33 @@ func TestHelpText(t *testing.T) {
 	}
 	if out, errOut, code := run(t, "agent", "add", "--", "-rf"); code != ExitOK || !strings.Contains(out, "added -rf") {
 		t.Errorf("agent add -- -rf: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestBackgroundOwnerIsVisible: the MCP server says, before the first
+// tool call starts one, that a background owner will outlive it and how
+// to end it; status says who owns the VM and when a changed mcpPort needs
+// the owner restarted.
+func TestBackgroundOwnerIsVisible(t *testing.T) {
+	t.Setenv(config.HomeEnv, t.TempDir())
+	run(t, "agent", "add", "alice")
+	_, errOut, _ := run(t, "mcp", "--agent", "alice")
+	if !containsAll(errOut, "the first tool call starts a background owner", "until `osaurus-sandbox stop`") {
+		t.Errorf("mcp without an owner: %q", errOut)
+	}
+	bg := api.Status{Owner: "background", MCPURL: "http://127.0.0.1:47821/mcp"}
+	for _, tt := range []struct {
+		st   api.Status
+		addr string
+		want []string
+	}{
+		{bg, "127.0.0.1:47821", []string{"owner: a background osaurus-sandbox process", "mcp: serving agents at http://127.0.0.1:47821/mcp"}},
+		{bg, "127.0.0.1:5000", []string{"owner: a background", "not at 127.0.0.1:5000 as mcpPort now says: restart the owner"}},
+		{api.Status{Owner: "app", MCPURL: "http://127.0.0.1:47821/mcp"}, "127.0.0.1:47821", []string{"mcp: serving agents at"}},
+	} {
+		got := strings.Join(ownerLines(tt.st, tt.addr), "\n")
+		if !containsAll(got, tt.want...) || tt.st.Owner != "background" && strings.Contains(got, "owner:") {
+			t.Errorf("%+v %s:\n%s", tt.st, tt.addr, got)
+		}
 	}
 }

@@ -300,6 +300,9 @@ func (c *cli) lifecycle(op api.Op, verb string) func(context.Context, []string) 
 		if fs := c.flags(string(op)); fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
+		if op != api.OpStop {
+			c.noteBackgroundOwner(ctx, "this command")
+		}
 		cl, err := client.Connect(ctx, c.paths)
 		if err != nil {
 			return c.fail(err)
@@ -441,13 +444,43 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if st.State == sandbox.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
 	}
-	switch {
-	case st.MCPError != "":
-		fmt.Fprintln(c.out, "mcp:", st.MCPError)
-	case st.MCPURL != "":
-		fmt.Fprintln(c.out, "mcp: serving agents at", st.MCPURL)
+	cfg, _ := config.LoadSandbox(c.paths.SandboxJSON())
+	for _, l := range ownerLines(st, cfg.MCPAddr()) {
+		fmt.Fprintln(c.out, l)
 	}
 	return ExitOK
+}
+
+// ownerLines say who owns the VM when that is a process the user didn't
+// start by hand, and where MCP over HTTP is served: a changed mcpPort
+// takes effect only when the owner starts again.
+func ownerLines(st api.Status, addr string) []string {
+	var out []string
+	if st.Owner == "background" {
+		out = append(out, "owner: a background osaurus-sandbox process (`serve --background`), started by the first command or MCP tool call that needed the VM; it keeps the VM running and serves MCP over HTTP until `osaurus-sandbox stop` ends both")
+	}
+	switch {
+	case st.MCPError != "":
+		out = append(out, "mcp: "+st.MCPError)
+	case st.MCPURL != "" && !strings.Contains(st.MCPURL, "//"+addr+"/"):
+		out = append(out, "mcp: serving agents at "+st.MCPURL+", not at "+addr+" as mcpPort now says: restart the owner for the new port (`osaurus-sandbox stop`; the next command or tool call starts it again)")
+	case st.MCPURL != "":
+		out = append(out, "mcp: serving agents at "+st.MCPURL)
+	}
+	return out
+}
+
+// noteBackgroundOwner tells, on stderr, that a command about to connect
+// will start a background owner, which outlives it, and how to end it.
+func (c *cli) noteBackgroundOwner(ctx context.Context, what string) {
+	cl, err := client.Dial(ctx, c.paths)
+	if err == nil {
+		cl.Close()
+		return
+	}
+	if errors.Is(err, api.ErrNoOwner) {
+		fmt.Fprintf(c.err, "osaurus-sandbox: no app or `serve` owns the VM, so %s starts a background owner (`serve --background`); it keeps running after this command, serving MCP over HTTP, until `osaurus-sandbox stop` (`status` shows it)\n", what)
+	}
 }
 
 // nextStep says what to do in a state that needs the user.
