@@ -93,6 +93,7 @@ func (v *connectView) showHTTP() {
 	if port == 0 {
 		port = config.DefaultMCPPort
 	}
+	v.Port.SetPlaceHolder(strconv.Itoa(port)) // the port in use, not the default
 	if v.Port.Text == "" {
 		v.Port.SetText(strconv.Itoa(port))
 	}
