@@ -296,7 +296,7 @@ func TestCompletionOnRealBinary(t *testing.T) {
 		f := script("bash")
 		for _, tt := range []struct{ line, want string }{
 			{"osaurus-sandbox dia", "diagnostics"},
-			{"osaurus-sandbox agent re", "remove"},
+			{"osaurus-sandbox agent rem", "remove"},
 			{"osaurus-sandbox config set mcpP", "mcpPort"},
 			{"osaurus-sandbox completion f", "fish"},
 			{"osaurus-sandbox agent conn", "connect"},

@@ -213,8 +213,8 @@ func (t *containerTab) show(st sandbox.Status) {
 	// Before there is a VM the first-run view's button is the one thing
 	// to do: the other buttons and the settings of a VM that doesn't
 	// exist yet are hidden (Cancel stays for a set-up under way).
-	for _, o := range append([]fyne.CanvasObject{t.Provision, t.Start, t.Stop}, t.vmOnly...) {
-		if t.firstCard.Visible() {
+	for _, o := range append([]fyne.CanvasObject{t.Provision, t.Cancel, t.Start, t.Stop}, t.vmOnly...) {
+		if t.firstCard.Visible() && (o != t.Cancel || t.Cancel.Disabled()) {
 			o.Hide()
 		} else {
 			o.Show()
@@ -299,7 +299,7 @@ func reasonText(r string) string {
 }
 
 // notProvisionedHint says what to do next when nothing is provisioned.
-const notProvisionedHint = "Nothing is provisioned yet: pick the image below and press Download and Start (or run `osaurus-sandbox provision`)."
+const notProvisionedHint = "Nothing is set up yet: press Download and Start below (or run `osaurus-sandbox start`)."
 
 // uptime is d in whole minutes: the window redraws it once a minute, not
 // every second (an idle window should cost nothing).
