@@ -165,6 +165,18 @@ func TestHelpText(t *testing.T) {
 			t.Errorf("%v: %d\n%s", tt.args, code, out)
 		}
 	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"status", "-bogus"}, "unknown flag --bogus"},
+		{[]string{"agent", "connect", "alice", "--client"}, "flag --client needs a value"},
+	} {
+		if _, errOut, code := run(t, tt.args...); code != ExitUsage || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "flag provided") {
+			t.Errorf("%v: %d %q", tt.args, code, errOut)
+		}
+	}
 	if out, errOut, code := run(t, "agent", "add", "--", "-rf"); code != ExitOK || !strings.Contains(out, "added -rf") {
 		t.Errorf("agent add -- -rf: %d %q %q", code, out, errOut)
 	}

@@ -129,7 +129,8 @@ func TestHelpOnRealBinary(t *testing.T) {
 		{[]string{"help", "nosuch"}, ExitUsage, "", `no help on "nosuch"`},
 		{[]string{"serve", "-h"}, ExitOK, "osaurus-sandbox serve: ", ""},
 		{[]string{"exec", "--", "ls", "--help"}, ExitNotRunning, "", "not running"}, // after -- it is the command's
-		{[]string{"serve", "--colour"}, ExitUsage, "", "flag provided but not defined: -colour"},
+		{[]string{"serve", "--colour"}, ExitUsage, "", "unknown flag --colour"},
+		{[]string{"status", "-bogus"}, ExitUsage, "", "unknown flag --bogus"},
 		{[]string{"completion", "tcsh"}, ExitUsage, "", `unknown shell "tcsh"`},
 		{[]string{"help", "agent", "connect"}, ExitOK, "osaurus-sandbox agent connect: add the agent to an MCP client's config file", ""},
 		{[]string{"agent", "connect", "--help"}, ExitOK, "--client ID", ""},

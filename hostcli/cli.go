@@ -282,7 +282,7 @@ func exitCode(err error) int {
 
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.err)
+	fs.SetOutput(flagErrors{c.err})
 	// The command's help, which leaves internal flags out, instead of
 	// the flag package's list of every flag.
 	fs.Usage = func() {
@@ -292,6 +292,23 @@ func (c *cli) flags(name string) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// flagErrors words the flag package's errors as the help spells flags:
+// "unknown flag --bogus", not "flag provided but not defined: -bogus".
+type flagErrors struct{ w io.Writer }
+
+func (f flagErrors) Write(p []byte) (int, error) {
+	s := string(p)
+	if rest, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
+		s = "unknown flag --" + strings.TrimPrefix(rest, "-")
+	} else if rest, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
+		s = "flag --" + strings.TrimSuffix(strings.TrimPrefix(rest, "-"), "\n") + " needs a value\n"
+	}
+	if _, err := io.WriteString(f.w, s); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // lifecycle runs a lifecycle op through the owner with a progress line.
