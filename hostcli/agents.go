@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
@@ -28,6 +27,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
+	"golang.org/x/text/width"
 )
 
 const agentUsage = `usage:
@@ -104,8 +104,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.out, "no agents; add one with `osaurus-sandbox agent add NAME`")
 			return ExitOK
 		}
-		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tCPU\tMEMORY\tPROCESSES\tDISK")
+		rows := [][]string{{"NAME", "SLUG", "USER", "AUTONOMOUS EXEC", "COMMANDS/TURN", "BACKGROUND", "CPU", "MEMORY", "PROCESSES", "DISK"}}
 		for _, v := range views(list, usage, agentDiskUsage(c.paths, list)) {
 			ae := v.AutonomousExec
 			cpu, mem, procs := "-", "-", "-"
@@ -114,10 +113,10 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 				mem = fmt.Sprintf("%.0f/%d MB", v.Usage.MemoryMB, v.Limits.MemoryMB)
 				procs = fmt.Sprintf("%d/%d", v.Usage.Processes, v.Limits.MaxProcesses)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Slug, v.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn,
-				onOff(ae.BackgroundProcesses), cpu, mem, procs, diskquota.Human(v.DiskUsedBytes)+" of "+diskquota.Human(v.DiskQuotaBytes))
+			rows = append(rows, []string{v.Name, v.Slug, v.User(), onOff(ae.Enabled), strconv.Itoa(ae.MaxCommandsPerTurn),
+				onOff(ae.BackgroundProcesses), cpu, mem, procs, diskquota.Human(v.DiskUsedBytes) + " of " + diskquota.Human(v.DiskQuotaBytes)})
 		}
-		w.Flush()
+		writeTable(c.out, rows)
 		if usage == nil {
 			fmt.Fprintln(c.out, "(usage shows while the VM runs)")
 		}
@@ -195,6 +194,45 @@ func (c *cli) agentRepair(args []string) int {
 		fmt.Fprintf(c.out, "what could not be read is still in %s\n", res.Aside)
 	}
 	return ExitOK
+}
+
+// writeTable prints rows in columns two spaces apart, measured in
+// terminal cells: a CJK character or an emoji takes two (tabwriter counts
+// it as one, which shifts every column after such a name).
+func writeTable(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, r := range rows {
+		for i, cell := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], cells(cell))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, cell := range r {
+			b.WriteString(cell)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-cells(cell)+2))
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// cells is how many terminal cells s takes.
+func cells(s string) int {
+	n := 0
+	for _, r := range s {
+		switch width.LookupRune(r).Kind() {
+		case width.EastAsianWide, width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 func onOff(b bool) string {

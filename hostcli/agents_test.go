@@ -209,3 +209,21 @@ func TestBackgroundOwnerIsVisible(t *testing.T) {
 		}
 	}
 }
+
+// Columns line up in terminal cells with wide (CJK, emoji) names.
+func TestWriteTableAlignsWideNames(t *testing.T) {
+	var b strings.Builder
+	writeTable(&b, [][]string{{"NAME", "SLUG"}, {"会計チーム", "kaikei"}, {"bob 🚀", "bob"}, {"x", "x"}})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	col := -1
+	for _, l := range lines {
+		at := cells(l[:strings.LastIndex(l, " ")+1]) // where the last column starts
+		if col >= 0 && at != col {
+			t.Errorf("second column at cell %d, want %d:\n%s", at, col, b.String())
+		}
+		col = at
+	}
+	if cells("会計") != 4 || cells("🚀") != 2 || cells("ab") != 2 {
+		t.Errorf("cells: %d %d %d", cells("会計"), cells("🚀"), cells("ab"))
+	}
+}
