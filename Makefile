@@ -1,5 +1,5 @@
-# osaurus-sandbox: `make run` runs the app, `make test` runs every test.
-# Both install what they need first.
+# osaurus-sandbox: `make install` puts the app on PATH, `make run` runs it,
+# `make test` runs every test. Each installs what it needs first.
 
 GO         ?= go
 BIN        := bin
@@ -21,6 +21,10 @@ KERNEL_CACHE ?= $(HOME)/.cache/osaurus-sandbox/kernel
 KERNEL_ARCH  ?= $(shell $(GO) env GOARCH)
 GOTEST_FLAGS ?= -race -timeout 75m
 STATICCHECK := v0.8.2
+# `make install` copies the app to $(BINDIR): ~/.local/bin by default, a
+# folder the user owns (no sudo); PREFIX=/usr/local for every user.
+PREFIX ?= $(HOME)/.local
+BINDIR ?= $(PREFIX)/bin
 
 UNAME_S      := $(shell uname -s)
 VERSION      ?= 0.1.0
@@ -29,7 +33,7 @@ APP_BUNDLE   := $(BIN)/Osaurus Sandbox.app
 
 export GOTOOLCHAIN := local
 
-.PHONY: all run build agent deps deps-test test test-guest kernel kernel-all unit e2e bench soak lint clean darwin-check app mac-only fuzz fuzz-short
+.PHONY: all run build install agent deps deps-test test test-guest kernel kernel-all unit e2e bench soak lint clean darwin-check app mac-only fuzz fuzz-short
 
 all: build
 
@@ -82,6 +86,15 @@ mac-only:
 
 run: deps build
 	$(APP)
+
+# The app on PATH: MCP clients' config files name this copy, which stays
+# where it is when the clone is cleaned or moved.
+install: deps build
+	install -d "$(BINDIR)"
+	install -m 0755 $(APP) "$(BINDIR)/osaurus-sandbox"
+	@echo "installed $(BINDIR)/osaurus-sandbox"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) \
+		echo "$(BINDIR) is not on your PATH: add it (for example: echo 'export PATH=\"$(BINDIR):\$$PATH\"' >> ~/.profile), then open a new terminal" ;; esac
 
 # The guest kernel for this machine's architecture: $(KERNEL_CACHE)/ARCH/vmlinuz.
 kernel:

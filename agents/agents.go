@@ -233,7 +233,14 @@ var reserved = map[string]bool{"diag": true}
 // Latin accents folded, every other run of characters outside [a-z0-9]
 // turned into one "-", at most MaxSlugLen characters. A name with nothing
 // usable gives "agent".
-func Slugify(name string) string {
+func Slugify(name string) string { return slugify(name, MaxSlugLen) }
+
+// folded is name as its slug would be without the length limit: names
+// that fold alike ("Data Analyst", "data-analyst", "data_analyst") would
+// be told apart only by -2, -3 suffixes, so only one of them is allowed.
+func folded(name string) string { return slugify(name, 1<<30) }
+
+func slugify(name string, limit int) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(name) {
@@ -249,11 +256,11 @@ func Slugify(name string) string {
 		} else {
 			dash = true
 		}
-		if b.Len() >= MaxSlugLen {
+		if b.Len() >= limit {
 			break
 		}
 	}
-	s := strings.TrimRight(b.String()[:min(b.Len(), MaxSlugLen)], "-")
+	s := strings.TrimRight(b.String()[:min(b.Len(), limit)], "-")
 	if s == "" {
 		return "agent"
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -458,11 +459,18 @@ func (e *AmbiguousError) Is(target error) bool {
 }
 
 // nameFree checks that no agent other than self uses name, ignoring case,
-// so a name always finds one agent.
+// or a name that folds to the same slug ("Data Analyst", "data_analyst"),
+// or has name as its slug: a name or slug always finds one agent.
 func nameFree(recs []record, name, self string) error {
+	f := folded(name)
 	for _, rec := range recs {
-		if rec.ID != self && strings.EqualFold(rec.Name, name) {
+		switch {
+		case rec.ID == self:
+		case strings.EqualFold(rec.Name, name):
 			return &ValidationError{Field: "name", Got: fmt.Sprintf("%q, already used by agent %s", name, rec.Slug), Want: "a name no other agent has"}
+		case f == folded(rec.Name) || f == rec.Slug:
+			return &ValidationError{Field: "name", Got: fmt.Sprintf("%q, too like agent %q (slug %s): both would be %q on the command line", name, rec.Name, rec.Slug, f),
+				Want: "a name that differs in letters or digits, not only in case, spaces or punctuation"}
 		}
 	}
 	return nil
@@ -485,7 +493,7 @@ func load(path string) (loaded, error) {
 		return f, fmt.Errorf("agents: %w", err)
 	}
 	if err := json.Unmarshal(b, &f.fileData); err != nil {
-		return f, fmt.Errorf("agents: %s is not valid: %w", path, err)
+		return f, &DamagedError{Path: path, Err: errors.New(jsonProblem(b, err))}
 	}
 	if f.Version > fileVersion {
 		return f, fmt.Errorf("agents: %s has format version %d, newer than this program understands (%d); update osaurus-sandbox", path, f.Version, fileVersion)
@@ -493,7 +501,7 @@ func load(path string) (loaded, error) {
 	ids, slugs := map[string]bool{}, map[string]bool{}
 	for i, rec := range f.Agents {
 		bad := func(err error) error {
-			return fmt.Errorf("agents: %s: agent %d (%q): %w", path, i+1, rec.Name, err)
+			return &DamagedError{Path: path, Err: fmt.Errorf("agent %d (%q): %w", i+1, rec.Name, err)}
 		}
 		if rec.ID == "" || ids[rec.ID] {
 			return f, bad(fmt.Errorf("%w: missing or duplicate id", ErrInvalid))
@@ -515,7 +523,7 @@ func load(path string) (loaded, error) {
 		ids[rec.ID], slugs[rec.Slug] = true, true
 	}
 	if err := f.checkUIDs(); err != nil {
-		return f, fmt.Errorf("agents: %s: %w", path, err)
+		return f, &DamagedError{Path: path, Err: err}
 	}
 	// Agents from before uids were fixed get one now, in file order, so
 	// every process reading this file agrees; their old home is adopted.
@@ -583,4 +591,193 @@ func newID() (string, error) {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// DamagedError: agents.json can't be used as it is (not JSON, a value of
+// the wrong type, an agent that doesn't validate). It names the file and
+// the way back: Repair.
+type DamagedError struct {
+	Path string
+	Err  error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("agents: %s is damaged: %v. No agent, and no MCP server of one, works until it is repaired: `osaurus-sandbox agent repair` keeps every agent it can still read, moves the file aside (%s.damaged-TIME) and writes the rest (with none readable, it starts with no agents)",
+		e.Path, e.Err, filepath.Base(e.Path))
+}
+
+func (e *DamagedError) Unwrap() error { return ErrInvalid }
+
+// jsonProblem says where and what a JSON decoding error is, without Go's
+// type names.
+func jsonProblem(b []byte, err error) string {
+	line := func(off int64) int { return 1 + bytes.Count(b[:min(max(off, 0), int64(len(b)))], []byte("\n")) }
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected end of JSON input"):
+		return fmt.Sprintf("line %d: it ends in the middle (cut short?)", line(int64(len(b))))
+	case errors.As(err, &se):
+		return fmt.Sprintf("line %d: %v", line(se.Offset), se)
+	case errors.As(err, &te):
+		field := te.Field
+		if i := strings.LastIndex(field, "."); i >= 0 {
+			field = field[i+1:]
+		}
+		return fmt.Sprintf("line %d: %q holds a %s where a %s belongs", line(te.Offset), field, te.Value, kindOf(te.Type.Kind().String()))
+	}
+	return err.Error()
+}
+
+func kindOf(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"), strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "slice":
+		return "list"
+	case k == "struct", k == "map":
+		return "object"
+	case k == "bool":
+		return "true or false"
+	}
+	return k
+}
+
+// RepairResult is what Repair did.
+type RepairResult struct {
+	Kept    []Agent
+	Dropped []string // the agents (or parts of the file) it could not read, and why
+	Aside   string   // where the damaged file is now; "" when nothing needed repair
+}
+
+// Repair rewrites a damaged agents.json with every agent that can still
+// be read and checks out, keeping the damaged file beside it
+// (agents.json.damaged-TIME). An intact file is left alone.
+func Repair(path string) (RepairResult, error) {
+	var res RepairResult
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return res, fmt.Errorf("agents: %w", err)
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), lockTimeout, errLockTimeout)
+	defer cancel()
+	lock, err := filelock.Acquire(ctx, path+".lock")
+	if err != nil {
+		return res, fmt.Errorf("agents: %w", err)
+	}
+	defer lock.Unlock()
+	f, err := load(path)
+	var dmg *DamagedError
+	if !errors.As(err, &dmg) {
+		for _, rec := range f.Agents {
+			res.Kept = append(res.Kept, rec.Agent)
+		}
+		return res, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return res, fmt.Errorf("agents: %w", err)
+	}
+	raws, state, why := salvage(b)
+	if why != "" {
+		res.Dropped = append(res.Dropped, why)
+	}
+	var kept fileData
+	ids, slugs, uids := map[string]bool{}, map[string]bool{}, map[int]bool{}
+	for i, raw := range raws {
+		var rec record
+		var named struct{ Name string }
+		json.Unmarshal(raw, &named)
+		drop := func(err error) {
+			res.Dropped = append(res.Dropped, fmt.Sprintf("agent %d (%q): %v", i+1, named.Name, err))
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			drop(errors.New(jsonProblem(raw, err)))
+			continue
+		}
+		if rec.AutonomousExec.Network == "" {
+			rec.AutonomousExec.Network = netpolicy.SettingNone
+		}
+		switch err := rec.Validate(); {
+		case rec.ID == "" || ids[rec.ID]:
+			drop(errors.New("missing or duplicate id"))
+		case slugs[rec.Slug]:
+			drop(fmt.Errorf("duplicate slug %q", rec.Slug))
+		case rec.UID != 0 && uids[rec.UID]:
+			drop(fmt.Errorf("duplicate uid %d", rec.UID))
+		case err != nil:
+			drop(err)
+		case !validToken(rec.Token):
+			drop(errors.New("bad token"))
+		default:
+			ids[rec.ID], slugs[rec.Slug], uids[rec.UID] = true, true, true
+			kept.Agents = append(kept.Agents, rec)
+		}
+	}
+	kept.uidState = state
+	if kept.checkUIDs() != nil {
+		// The uid memory is what is damaged: start it again above every
+		// uid kept (a removed agent's uid is not remembered any more).
+		kept.uidState = uidState{}
+		for _, rec := range kept.Agents {
+			kept.NextUID = max(kept.NextUID, rec.UID+1)
+		}
+		if err := kept.checkUIDs(); err != nil {
+			return res, &DamagedError{Path: path, Err: err}
+		}
+	}
+	res.Aside = path + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := atomicfile.WriteFile(res.Aside, b, 0o600); err != nil {
+		return res, fmt.Errorf("agents: keeping the damaged file: %w", err)
+	}
+	if err := save(path, kept); err != nil {
+		return res, err
+	}
+	for _, rec := range kept.Agents {
+		res.Kept = append(res.Kept, rec.Agent)
+	}
+	return res, nil
+}
+
+// salvage reads what it can of a damaged file: each agent's JSON up to
+// where the file breaks, and the uid memory if it reads; why says what
+// was cut off.
+func salvage(b []byte) (raws []json.RawMessage, state uidState, why string) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, state, "the file is not a JSON object: nothing could be read"
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return raws, state, "the rest of the file, from " + jsonProblem(b, err)
+		}
+		switch t {
+		case "agents":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return raws, state, "\"agents\" is not a list"
+			}
+			for dec.More() {
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err != nil {
+					return raws, state, "the rest of the file, from " + jsonProblem(b, err)
+				}
+				raws = append(raws, raw)
+			}
+			if _, err := dec.Token(); err != nil {
+				return raws, state, "the rest of the file, from " + jsonProblem(b, err)
+			}
+		default:
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return raws, state, "the rest of the file, from " + jsonProblem(b, err)
+			}
+			switch t {
+			case "nextUID":
+				json.Unmarshal(raw, &state.NextUID)
+			case "retiredUIDs":
+				json.Unmarshal(raw, &state.Retired)
+			}
+		}
+	}
+	return raws, state, ""
 }

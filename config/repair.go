@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
@@ -36,6 +38,45 @@ func knownKey(k string) bool {
 	return slices.ContainsFunc(keyDocs, func(d struct{ Key, Doc string }) bool { return d.Key == k })
 }
 
+// DamagedError: sandbox.json is not a JSON object, so no setting can be
+// read from it; the app runs on the defaults until it is fixed by hand
+// or moved aside (MoveAside, `config reset`).
+type DamagedError struct {
+	Path string
+	Line int
+	Err  error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("%s line %d is not valid JSON: %v; fix it by hand, or run `osaurus-sandbox config reset` to move it aside (to %s.damaged-TIME) and start from the defaults",
+		e.Path, e.Line, e.Err, filepath.Base(e.Path))
+}
+
+func (e *DamagedError) Unwrap() error { return ErrInvalid }
+
+// MoveAside renames sandbox.json to sandbox.json.damaged-TIME (when it
+// is damaged) or sandbox.json.bak-TIME, so every setting is back at its
+// default and nothing written by hand is lost. It returns the new name,
+// "" when there was no file.
+func MoveAside(path string) (string, error) {
+	suffix := ".bak-"
+	if _, err := readRaw(path); err != nil {
+		var d *DamagedError
+		if !errors.As(err, &d) {
+			return "", err
+		}
+		suffix = ".damaged-"
+	}
+	aside := path + suffix + time.Now().UTC().Format("20060102T150405Z")
+	if err := os.Rename(path, aside); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	return aside, nil
+}
+
 // rawFile is sandbox.json as written: each key's JSON and its line.
 type rawFile struct {
 	vals  map[string]json.RawMessage
@@ -54,7 +95,10 @@ func readRaw(path string) (rawFile, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	line := func() int { return 1 + bytes.Count(b[:dec.InputOffset()], []byte("\n")) }
 	syntax := func(err error) error {
-		return fmt.Errorf("%w: %s line %d: %v", ErrInvalid, path, line(), err)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("the file ends in the middle (cut short?)")
+		}
+		return &DamagedError{Path: path, Line: line(), Err: err}
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		if err == nil {

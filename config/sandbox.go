@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
@@ -271,6 +272,9 @@ func LoadSandbox(path string) (Sandbox, error) {
 	if err != nil {
 		return s, err
 	}
+	if _, err := readRaw(path); err != nil {
+		return Defaults(), err // not JSON: named, with the fix
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
@@ -395,10 +399,12 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 	case "network":
 		s.Network = value
 	case "autoStart":
-		s.AutoStart, err = strconv.ParseBool(value)
-		if err != nil {
-			err = fmt.Errorf("%w: autoStart: %q, allowed true or false", ErrInvalid, value)
+		// The spellings `agent set` takes for its switches too.
+		b, ok := map[string]bool{"true": true, "on": true, "yes": true, "1": true, "false": false, "off": false, "no": false, "0": false}[strings.ToLower(value)]
+		if !ok {
+			err = fmt.Errorf("%w: autoStart: %s, allowed true or false (or on/off, yes/no)", ErrInvalid, QuoteShort(value))
 		}
+		s.AutoStart = b
 	case "accel":
 		s.Accel = value
 	case "machine":
@@ -451,4 +457,18 @@ func checkInferenceURL(v string) error {
 		return fmt.Errorf("%w: inferenceUrl: %q has a query; want %s", ErrInvalid, v, want)
 	}
 	return nil
+}
+
+// QuoteShort quotes a value for an error message, shortened when long: a
+// 100 KB value pasted by mistake is not echoed back whole.
+func QuoteShort(v string) string {
+	const max = 80
+	if len(v) <= max {
+		return strconv.Quote(v)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }

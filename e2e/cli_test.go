@@ -161,7 +161,10 @@ func quickStart(t *testing.T, c cliRun) {
 	c.ok("agent", "set", "alice", "enabled", "true")
 	clientHome := t.TempDir()
 	connect := exec.Command(c.bin, "agent", "connect", "alice", "--client", "claude-code", "--yes")
-	connect.Env = append(os.Environ(), config.HomeEnv+"="+c.home, "HOME="+clientHome)
+	// The binary under test first on PATH: connect names the osaurus-sandbox
+	// on PATH when it runs from a temporary folder, and an installed one
+	// elsewhere on this machine must not be the one the client runs.
+	connect.Env = append(os.Environ(), config.HomeEnv+"="+c.home, "HOME="+clientHome, "PATH="+filepath.Dir(c.bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if out, err := connect.CombinedOutput(); err != nil {
 		t.Fatalf("agent connect: %v\n%s", err, out)
 	}

@@ -9,17 +9,28 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 )
 
-// TestAgentRemoveAmbiguousAndPurge: with "My Bot" (slug my-bot) and
-// "my-bot" (slug my-bot-2), `agent remove my-bot` removes neither and
-// lists both; `--purge` deletes a home only after a yes.
+// TestAgentRemoveAmbiguousAndPurge: "my-bot" beside "My Bot" is refused
+// (both fold to the slug my-bot); in a file from before that rule, with
+// "My Bot" (slug my-bot) and "my-bot" (slug my-bot-2), `agent remove
+// my-bot` removes neither and lists both; `--purge` deletes a home only
+// after a yes.
 func TestAgentRemoveAmbiguousAndPurge(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv(config.HomeEnv, home)
-	for _, n := range []string{"My Bot", "my-bot"} {
+	for _, n := range []string{"My Bot", "Other"} {
 		if _, errOut, code := run(t, "agent", "add", n); code != ExitOK {
 			t.Fatalf("add %q: %d %s", n, code, errOut)
 		}
 	}
+	if _, errOut, code := run(t, "agent", "add", "my-bot"); code != ExitError || !strings.Contains(errOut, `too like agent "My Bot" (slug my-bot)`) {
+		t.Fatalf("add my-bot beside My Bot: %d %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "agent", "set", "other", "name", "my_bot"); code != ExitError || !strings.Contains(errOut, "too like") {
+		t.Fatalf("rename into my-bot: %d %q", code, errOut)
+	}
+	reg := config.Paths{Root: home}.AgentsJSON()
+	b, _ := os.ReadFile(reg)
+	os.WriteFile(reg, []byte(strings.Replace(strings.Replace(string(b), `"Other"`, `"my-bot"`, 1), `"other"`, `"my-bot-2"`, 1)), 0o600)
 	out, errOut, code := run(t, "agent", "remove", "my-bot")
 	if code == ExitOK || !strings.Contains(errOut, "matches 2 agents") || !strings.Contains(errOut, "slug my-bot ") || !strings.Contains(errOut, "slug my-bot-2 ") {
 		t.Fatalf("remove my-bot: %d %q %q, want an error listing both", code, out, errOut)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
@@ -26,7 +25,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
+	"golang.org/x/text/width"
 )
 
 const agentUsage = `usage:
@@ -34,8 +35,10 @@ const agentUsage = `usage:
   osaurus-sandbox agent list [--json]
   osaurus-sandbox agent show NAME [--json] settings, resource use and MCP client configuration
   osaurus-sandbox agent set NAME KEY VALUE
-  osaurus-sandbox agent remove NAME [--purge [--yes]]
+  osaurus-sandbox agent remove NAME [--purge] [--yes]
+  osaurus-sandbox agent repair
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
+  osaurus-sandbox agent disconnect NAME [--client ID] [--yes]
 keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
@@ -48,12 +51,23 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, agentUsage)
 		return ExitUsage
 	}
+	if args[0] == "repair" {
+		return c.agentRepair(args[1:])
+	}
 	reg, err := c.openAgents()
 	if err != nil {
 		return c.fail(err)
 	}
 	sub, args := args[0], args[1:]
 	switch {
+	case sub == "add" && len(args) >= 2 && args[0] == "--":
+		// `agent add -- -rf`: after --, the name as written.
+		args = append([]string{args[1]}, args[2:]...)
+		if len(args) > 1 {
+			fmt.Fprintln(c.err, agentUsage)
+			return ExitUsage
+		}
+		fallthrough
 	case sub == "add" && len(args) >= 1:
 		fs := c.flags("agent add")
 		adopt := fs.Bool("adopt-home", false, "give a home left by a removed agent of the same name, and its files, to the new agent")
@@ -90,8 +104,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.out, "no agents; add one with `osaurus-sandbox agent add NAME`")
 			return ExitOK
 		}
-		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "NAME\tSLUG\tUSER\tAUTONOMOUS EXEC\tCOMMANDS/TURN\tBACKGROUND\tCPU\tMEMORY\tPROCESSES\tDISK")
+		rows := [][]string{{"NAME", "SLUG", "USER", "AUTONOMOUS EXEC", "COMMANDS/TURN", "BACKGROUND", "CPU", "MEMORY", "PROCESSES", "DISK"}}
 		for _, v := range views(list, usage, agentDiskUsage(c.paths, list)) {
 			ae := v.AutonomousExec
 			cpu, mem, procs := "-", "-", "-"
@@ -100,10 +113,10 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 				mem = fmt.Sprintf("%.0f/%d MB", v.Usage.MemoryMB, v.Limits.MemoryMB)
 				procs = fmt.Sprintf("%d/%d", v.Usage.Processes, v.Limits.MaxProcesses)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Slug, v.User(), onOff(ae.Enabled), ae.MaxCommandsPerTurn,
-				onOff(ae.BackgroundProcesses), cpu, mem, procs, diskquota.Human(v.DiskUsedBytes)+" of "+diskquota.Human(v.DiskQuotaBytes))
+			rows = append(rows, []string{v.Name, v.Slug, v.User(), onOff(ae.Enabled), strconv.Itoa(ae.MaxCommandsPerTurn),
+				onOff(ae.BackgroundProcesses), cpu, mem, procs, diskquota.Human(v.DiskUsedBytes) + " of " + diskquota.Human(v.DiskQuotaBytes)})
 		}
-		w.Flush()
+		writeTable(c.out, rows)
 		if usage == nil {
 			fmt.Fprintln(c.out, "(usage shows while the VM runs)")
 		}
@@ -112,6 +125,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return c.agentShow(ctx, reg, args[0])
 	case sub == "connect":
 		return c.agentConnect(ctx, reg, args)
+	case sub == "disconnect":
+		return c.agentDisconnect(reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
@@ -138,10 +153,86 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it.", a.Name, a.Slug, a.ID, a.Home())) {
 			return ExitDeclined
 		}
-		return c.agentRemove(ctx, reg, a.ID, *purge)
+		code := c.agentRemove(ctx, reg, a.ID, *purge)
+		if code == ExitOK {
+			c.offerDisconnect(a.Slug, *yes)
+		}
+		return code
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
+}
+
+// agentRepair rewrites a damaged agents.json with the agents it can still
+// read, keeping the damaged file aside.
+func (c *cli) agentRepair(args []string) int {
+	if fs := c.flags("agent repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
+		return ExitUsage
+	}
+	res, err := agents.Repair(c.paths.AgentsJSON())
+	if err != nil {
+		return c.fail(err)
+	}
+	if res.Aside == "" {
+		fmt.Fprintf(c.out, "%s is fine (%d agents); nothing to repair\n", c.paths.AgentsJSON(), len(res.Kept))
+		return ExitOK
+	}
+	fmt.Fprintf(c.out, "moved the damaged file to %s\n", res.Aside)
+	var names []string
+	for _, a := range res.Kept {
+		names = append(names, a.Name)
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(c.out, "kept %d agents: %s\n", len(names), strings.Join(names, ", "))
+	} else {
+		fmt.Fprintln(c.out, "no agent could be read: starting with none (add them again with `osaurus-sandbox agent add NAME --adopt-home`, which gives each its old home)")
+	}
+	for _, d := range res.Dropped {
+		fmt.Fprintf(c.out, "could not read: %s\n", d)
+	}
+	if len(res.Dropped) > 0 {
+		fmt.Fprintf(c.out, "what could not be read is still in %s\n", res.Aside)
+	}
+	return ExitOK
+}
+
+// writeTable prints rows in columns two spaces apart, measured in
+// terminal cells: a CJK character or an emoji takes two (tabwriter counts
+// it as one, which shifts every column after such a name).
+func writeTable(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, r := range rows {
+		for i, cell := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], cells(cell))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, cell := range r {
+			b.WriteString(cell)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-cells(cell)+2))
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// cells is how many terminal cells s takes.
+func cells(s string) int {
+	n := 0
+	for _, r := range s {
+		switch width.LookupRune(r).Kind() {
+		case width.EastAsianWide, width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 func onOff(b bool) string {
@@ -228,14 +319,17 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())
 	fmt.Fprintf(c.out, "\nClaude Code, HTTP (needs the app or `osaurus-sandbox serve` running):\n  %s\n", cl.ClaudeCodeHTTP())
-	fmt.Fprintln(c.out, "\nThe bearer token is this agent's password: keep it private.")
+	fmt.Fprintln(c.out, "\nAfter adding it, start a new Claude Code session: a running one doesn't load new servers.")
+	fmt.Fprintln(c.out, "The bearer token is this agent's password: keep it private.")
 	return ExitOK
 }
 
+// mcpClient is how an MCP client reaches a: the installed binary (with a
+// warning on stderr when there is only a temporary or build copy).
 func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = "osaurus-sandbox"
+	exe, warning := connect.Executable()
+	if warning != "" {
+		fmt.Fprintln(c.err, "warning:", warning)
 	}
 	cl := mcpserver.Client{Exe: exe, Agent: a, Token: tok}
 	if cfg, err := config.LoadSandbox(c.paths.SandboxJSON()); err == nil {
@@ -334,6 +428,7 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// Tools run in the owner (started on the first call when none runs),
 	// under the limits every process shares. The connection is made on
 	// the first call: MCP clients start their servers eagerly.
+	c.noteBackgroundOwner(ctx, "the first tool call")
 	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
 	// The secret prompts of this process: the MCP client's URL elicitation.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 )
 
 func run(t *testing.T, args ...string) (string, string, int) {
@@ -75,8 +76,9 @@ func TestAgentCommands(t *testing.T) {
 		"network in force:     only *.example.org, example.com over HTTP and HTTPS, through the sandbox's proxy\n",
 		`"args": [` + "\n" + `        "mcp",`,
 		`"OSAURUS_SANDBOX_HOME": "` + home + `"`,
-		"claude mcp add --env OSAURUS_SANDBOX_HOME=" + home + " osaurus-sandbox-data-analyst -- ",
-		"claude mcp add --transport http osaurus-sandbox-data-analyst http://127.0.0.1:47821/mcp --header 'Authorization: Bearer " + tok + "'",
+		"claude mcp add --scope user --env OSAURUS_SANDBOX_HOME=" + home + " osaurus-sandbox-data-analyst -- ",
+		"claude mcp add --scope user --transport http osaurus-sandbox-data-analyst http://127.0.0.1:47821/mcp --header 'Authorization: Bearer " + tok + "'",
+		"start a new Claude Code session",
 	} {
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
@@ -127,5 +129,101 @@ func TestSetAgentResources(t *testing.T) {
 		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.key)) {
 			t.Errorf("set %s %s: %v", c.key, c.value, err)
 		}
+	}
+}
+
+// TestHelpText: every usage line is a command (prose is not printed after
+// the program's name), the keys a command takes are listed, the flag
+// spellings agree, and `--` works before a name.
+func TestHelpText(t *testing.T) {
+	t.Setenv(config.HomeEnv, t.TempDir())
+	words := map[string]bool{"help": true}
+	for cmd := range (&cli{}).commands() {
+		words[cmd] = true
+	}
+	for _, h := range helps {
+		var b strings.Builder
+		h.write(&b)
+		for l := range strings.SplitSeq(b.String(), "\n") {
+			if rest, ok := strings.CutPrefix(l, "  osaurus-sandbox "); ok && !words[strings.Fields(rest)[0]] && !strings.HasPrefix(rest, "--") {
+				t.Errorf("help %s: %q is not a command", h.name, l)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+		not  string
+	}{
+		{[]string{"help", "config"}, []string{"Keys: cpus, memoryGB,", "mcpPort."}, ""},
+		{[]string{"help", "agent", "set"}, []string{"Keys: name,", "projects"}, "osaurus-sandbox keys"},
+		{[]string{"help", "plugin"}, []string{"\nimport, update and install show"}, "osaurus-sandbox import, update"},
+		{[]string{"help"}, []string{"exec [--user U] [--timeout D]"}, "--timeout S"},
+	} {
+		out, _, code := run(t, tt.args...)
+		if code != ExitOK || !containsAll(out, tt.want...) || tt.not != "" && strings.Contains(out, tt.not) {
+			t.Errorf("%v: %d\n%s", tt.args, code, out)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"status", "-bogus"}, "unknown flag --bogus"},
+		{[]string{"agent", "connect", "alice", "--client"}, "flag --client needs a value"},
+	} {
+		if _, errOut, code := run(t, tt.args...); code != ExitUsage || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "flag provided") {
+			t.Errorf("%v: %d %q", tt.args, code, errOut)
+		}
+	}
+	if out, errOut, code := run(t, "agent", "add", "--", "-rf"); code != ExitOK || !strings.Contains(out, "added -rf") {
+		t.Errorf("agent add -- -rf: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestBackgroundOwnerIsVisible: the MCP server says, before the first
+// tool call starts one, that a background owner will outlive it and how
+// to end it; status says who owns the VM and when a changed mcpPort needs
+// the owner restarted.
+func TestBackgroundOwnerIsVisible(t *testing.T) {
+	t.Setenv(config.HomeEnv, t.TempDir())
+	run(t, "agent", "add", "alice")
+	_, errOut, _ := run(t, "mcp", "--agent", "alice")
+	if !containsAll(errOut, "the first tool call starts a background owner", "until `osaurus-sandbox stop`") {
+		t.Errorf("mcp without an owner: %q", errOut)
+	}
+	bg := api.Status{Owner: "background", MCPURL: "http://127.0.0.1:47821/mcp"}
+	for _, tt := range []struct {
+		st   api.Status
+		addr string
+		want []string
+	}{
+		{bg, "127.0.0.1:47821", []string{"owner: a background osaurus-sandbox process", "mcp: serving agents at http://127.0.0.1:47821/mcp"}},
+		{bg, "127.0.0.1:5000", []string{"owner: a background", "not at 127.0.0.1:5000 as mcpPort now says: restart the owner"}},
+		{api.Status{Owner: "app", MCPURL: "http://127.0.0.1:47821/mcp"}, "127.0.0.1:47821", []string{"mcp: serving agents at"}},
+	} {
+		got := strings.Join(ownerLines(tt.st, tt.addr), "\n")
+		if !containsAll(got, tt.want...) || tt.st.Owner != "background" && strings.Contains(got, "owner:") {
+			t.Errorf("%+v %s:\n%s", tt.st, tt.addr, got)
+		}
+	}
+}
+
+// Columns line up in terminal cells with wide (CJK, emoji) names.
+func TestWriteTableAlignsWideNames(t *testing.T) {
+	var b strings.Builder
+	writeTable(&b, [][]string{{"NAME", "SLUG"}, {"会計チーム", "kaikei"}, {"bob 🚀", "bob"}, {"x", "x"}})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	col := -1
+	for _, l := range lines {
+		at := cells(l[:strings.LastIndex(l, " ")+1]) // where the last column starts
+		if col >= 0 && at != col {
+			t.Errorf("second column at cell %d, want %d:\n%s", at, col, b.String())
+		}
+		col = at
+	}
+	if cells("会計") != 4 || cells("🚀") != 2 || cells("ab") != 2 {
+		t.Errorf("cells: %d %d %d", cells("会計"), cells("🚀"), cells("ab"))
 	}
 }

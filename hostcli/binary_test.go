@@ -129,8 +129,13 @@ func TestHelpOnRealBinary(t *testing.T) {
 		{[]string{"help", "nosuch"}, ExitUsage, "", `no help on "nosuch"`},
 		{[]string{"serve", "-h"}, ExitOK, "osaurus-sandbox serve: ", ""},
 		{[]string{"exec", "--", "ls", "--help"}, ExitNotRunning, "", "not running"}, // after -- it is the command's
-		{[]string{"serve", "--colour"}, ExitUsage, "", "flag provided but not defined: -colour"},
+		{[]string{"serve", "--colour"}, ExitUsage, "", "unknown flag --colour"},
+		{[]string{"status", "-bogus"}, ExitUsage, "", "unknown flag --bogus"},
 		{[]string{"completion", "tcsh"}, ExitUsage, "", `unknown shell "tcsh"`},
+		{[]string{"help", "agent", "connect"}, ExitOK, "osaurus-sandbox agent connect: add the agent to an MCP client's config file", ""},
+		{[]string{"agent", "connect", "--help"}, ExitOK, "--client ID", ""},
+		{[]string{"help", "agent"}, ExitOK, "osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic", ""},
+		{[]string{"help", "agent", "set"}, ExitOK, "network, projects, diskGB", ""},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out, errOut, code := b.run("", tt.args...)
@@ -161,6 +166,13 @@ func TestFreshFolderOnRealBinary(t *testing.T) {
 		{"secret over the limit", []string{"secret", "set", "alice", "BIG"}, strings.Repeat("k", secrets.MaxValueBytes+1), ExitError, "", "is 65537 bytes, more than the 65536 a secret may hold; nothing was stored"},
 		{"secret far over the limit", []string{"secret", "set", "alice", "BIG"}, strings.Repeat("k", 10*secrets.MaxValueBytes), ExitError, "", "longer than the 65536 bytes a secret may hold; nothing was stored"},
 		{"agent remove without a keychain", []string{"agent", "remove", "alice"}, "", ExitOK, "removed", "marked for removal"},
+		{"secret without a keychain is not exit 3", []string{"secret", "set", "alice", "K"}, "v", ExitError, "", "keychain"},
+		{"diagnostics --json without a VM", []string{"diagnostics", "--json"}, "", ExitNotRunning, `{"error":"`, "not running"},
+		{"autoStart yes, as agent set takes it", []string{"config", "set", "autoStart", "yes"}, "", ExitOK, "saved", ""},
+		{"a long bad value is not echoed whole", []string{"config", "set", "accel", strings.Repeat("x", 100000)}, "", ExitError, "", "… (100000 bytes)"},
+		{"unknown config key", []string{"config", "get", "cpu"}, "", ExitUsage, "", `unknown key "cpu"; the keys are `},
+		{"unknown config key to set", []string{"config", "set", "colour", "red"}, "", ExitUsage, "", `unknown key "colour"`},
+		{"unknown config key to reset", []string{"config", "reset", "colour"}, "", ExitUsage, "", `unknown key "colour"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.args[0] == "secret" || tt.args[0] == "agent" {
@@ -196,7 +208,7 @@ func TestConfigRepairOnRealBinary(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{[]string{"config", "get"}, ExitError, "cpus            4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
+		{[]string{"config", "get"}, ExitError, "cpus" + strings.Repeat(" ", len("pluginSetupAllowlist")-len("cpus")+1) + "4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
 		{[]string{"config", "get", "cpus"}, ExitError, "4\n", "sandbox.json line 4: invalid setting: memoryGB: 64, allowed 1–8"},
 		{[]string{"config", "set", "memoryGB", "4"}, ExitError, "saved", "line 3"},
 		{[]string{"config", "reset", "colour"}, ExitOK, "saved", ""},
@@ -215,6 +227,49 @@ func TestConfigRepairOnRealBinary(t *testing.T) {
 	}
 	if errOut := func() string { _, e, _ := b.run("", "config", "get"); return e }(); errOut != "" {
 		t.Errorf("after the repair config get still complains: %s", errOut)
+	}
+}
+
+// TestConfigDamagedOnRealBinary: a sandbox.json that isn't JSON doesn't
+// lock the user out of `config`: get shows the defaults with the file
+// and the fix, set names them, reset moves the file aside; status says so.
+func TestConfigDamagedOnRealBinary(t *testing.T) {
+	b := newBinRun(t)
+	path := config.Paths{Root: b.home}.SandboxJSON()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	for _, body := range []string{"", "{\n  \"cpus\": 4,\n  good\n}\n"} {
+		os.WriteFile(path, []byte(body), 0o644)
+		fix := "fix it by hand, or run `osaurus-sandbox config reset` to move it aside (to sandbox.json.damaged-TIME) and start from the defaults"
+		steps := []struct {
+			args     []string
+			code     int
+			out, err string
+		}{
+			{[]string{"config", "get"}, ExitError, "cpus", path + " line |is not valid JSON|" + fix + "|(shown: the defaults"},
+			{[]string{"config", "get", "cpus"}, ExitError, "2\n", fix},
+			{[]string{"config", "set", "cpus", "4"}, ExitError, "", path + " line |" + fix},
+			{[]string{"status"}, ExitOK, "settings: " + path + " line ", ""},
+			{[]string{"config", "reset", "cpus"}, ExitOK, "moved " + path + " to " + path + ".damaged-", ""},
+			{[]string{"config", "get"}, ExitOK, "cpus", ""},
+			{[]string{"config", "set", "cpus", "3"}, ExitOK, "saved", ""},
+			{[]string{"config", "reset"}, ExitOK, "moved " + path + " to " + path + ".bak-|every setting is at its default", ""},
+			{[]string{"config", "get", "cpus"}, ExitOK, "2\n", ""},
+		}
+		for _, s := range steps {
+			out, errOut, code := b.run("", s.args...)
+			if code != s.code || !containsAll(out, strings.Split(s.out, "|")...) || !containsAll(errOut, strings.Split(s.err, "|")...) || strings.Contains(errOut, "EOF") {
+				t.Fatalf("%q: %v: exit %d (want %d)\nstdout: %s\nstderr: %s", body, s.args, code, s.code, out, errOut)
+			}
+		}
+		if m, _ := filepath.Glob(path + ".damaged-*"); len(m) == 0 {
+			t.Fatal("the damaged file was not kept")
+		} else if kept, _ := os.ReadFile(m[0]); string(kept) != body {
+			t.Fatalf("the damaged file kept is %q, want %q", kept, body)
+		}
+		m, _ := filepath.Glob(path + ".*-*")
+		for _, f := range m {
+			os.Remove(f)
+		}
 	}
 }
 
@@ -242,9 +297,13 @@ func TestCompletionOnRealBinary(t *testing.T) {
 		f := script("bash")
 		for _, tt := range []struct{ line, want string }{
 			{"osaurus-sandbox dia", "diagnostics"},
-			{"osaurus-sandbox agent re", "remove"},
+			{"osaurus-sandbox agent rem", "remove"},
 			{"osaurus-sandbox config set mcpP", "mcpPort"},
 			{"osaurus-sandbox completion f", "fish"},
+			{"osaurus-sandbox agent conn", "connect"},
+			{"osaurus-sandbox agent dis", "disconnect"},
+			{"osaurus-sandbox agent connect alice --client claude-c", "claude-code"},
+			{"osaurus-sandbox agent disconnect alice --client vs", "vscode"},
 		} {
 			words := strings.Fields(tt.line)
 			prog := ". " + f + "\nCOMP_WORDS=(" + strings.Join(words, " ") + ")\nCOMP_CWORD=" + strconv.Itoa(len(words)-1) + "\n_osaurus_sandbox\necho \"${COMPREPLY[*]}\"\n"
@@ -262,11 +321,23 @@ func TestCompletionOnRealBinary(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != "_osaurus_sandbox" {
 			t.Errorf("zsh: %q %v", out, err)
 		}
+		// The completer itself, with compadd and _describe standing in
+		// for zsh's: what it offers after `agent` and after --client.
+		for _, tt := range []struct{ words, want string }{
+			{"osaurus-sandbox agent ''", "connect disconnect"},
+			{"osaurus-sandbox agent connect alice --client ''", "claude-desktop claude-code cursor vscode generic"},
+		} {
+			prog := ". " + f + "\ncompadd() { shift; print -r -- \"$*\" }\n_describe() { }\ncompdef() { }\nwords=(" + tt.words + ")\nCURRENT=${#words}\n_osaurus_sandbox\n"
+			out, err := exec.Command(need("zsh"), "-f", "-c", prog).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), tt.want) {
+				t.Errorf("zsh after %s: %q %v, want %q", tt.words, out, err, tt.want)
+			}
+		}
 	})
 	t.Run("fish", func(t *testing.T) {
 		f := script("fish")
-		out, err := exec.Command(need("fish"), "--no-config", "-c", "source "+f+"; complete -C 'osaurus-sandbox agent re'; complete -C 'osaurus-sandbox config get mcpP'").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "remove") || !strings.Contains(string(out), "mcpPort") {
+		out, err := exec.Command(need("fish"), "--no-config", "-c", "source "+f+"; complete -C 'osaurus-sandbox agent re'; complete -C 'osaurus-sandbox config get mcpP'; complete -C 'osaurus-sandbox agent con'; complete -C 'osaurus-sandbox agent connect alice --client vs'").CombinedOutput()
+		if err != nil || !containsAll(string(out), "remove", "mcpPort", "connect", "vscode") {
 			t.Errorf("fish: %q %v", out, err)
 		}
 	})

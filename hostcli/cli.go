@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +51,7 @@ Day one:
   stop                  shut the VM down gracefully
 
 Using the VM:
-  exec [--user U] [--timeout S] -- CMD [ARG...]
+  exec [--user U] [--timeout D] -- CMD [ARG...]
                         run a command in the VM and print its output
   logs [-f]             show the VM console log (-f follows it)
 
@@ -105,7 +107,7 @@ Plugins (JSON recipes: packages, files and tools for agents):
 Settings (sandbox.json):
   config get [KEY]      show one setting or all
   config set KEY VALUE  change a setting
-  config reset KEY      put a setting back to its default
+  config reset [KEY]    put a setting (or every one) back to its default
 
 Starting over (your workspace, output and agents' homes are always kept):
   reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
@@ -230,6 +232,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 type cli struct {
 	paths    config.Paths
 	in       io.Reader
+	lines    *bufio.Reader // over in, for the answers to questions
 	out, err io.Writer
 	own      Owner
 	sec      *secrets.Store // the OS keychain
@@ -268,6 +271,9 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, secrets.ErrUnavailable):
+		// No keychain is not "the VM is not running", which 3 promises.
+		return ExitError
 	case errors.Is(err, agentproto.ErrUnavailable), errors.Is(err, agentproto.ErrSessionEnded):
 		return ExitNotRunning
 	}
@@ -276,7 +282,7 @@ func exitCode(err error) int {
 
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.err)
+	fs.SetOutput(flagErrors{c.err})
 	// The command's help, which leaves internal flags out, instead of
 	// the flag package's list of every flag.
 	fs.Usage = func() {
@@ -288,11 +294,31 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	return fs
 }
 
+// flagErrors words the flag package's errors as the help spells flags:
+// "unknown flag --bogus", not "flag provided but not defined: -bogus".
+type flagErrors struct{ w io.Writer }
+
+func (f flagErrors) Write(p []byte) (int, error) {
+	s := string(p)
+	if rest, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
+		s = "unknown flag --" + strings.TrimPrefix(rest, "-")
+	} else if rest, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
+		s = "flag --" + strings.TrimSuffix(strings.TrimPrefix(rest, "-"), "\n") + " needs a value\n"
+	}
+	if _, err := io.WriteString(f.w, s); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // lifecycle runs a lifecycle op through the owner with a progress line.
 func (c *cli) lifecycle(op api.Op, verb string) func(context.Context, []string) int {
 	return func(ctx context.Context, args []string) int {
 		if fs := c.flags(string(op)); fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
+		}
+		if op != api.OpStop {
+			c.noteBackgroundOwner(ctx, "this command")
 		}
 		cl, err := client.Connect(ctx, c.paths)
 		if err != nil {
@@ -329,7 +355,7 @@ func (c *cli) confirmed(op api.Op, warning string) func(context.Context, []strin
 // closed, as in a script) is a no, with the hint.
 func (c *cli) confirm(warning string) bool {
 	fmt.Fprintf(c.err, "%s\nType yes to continue: ", warning)
-	line, err := bufio.NewReader(c.in).ReadString('\n')
+	line, err := c.line()
 	switch {
 	case strings.TrimSpace(line) == "yes":
 		return true
@@ -339,6 +365,15 @@ func (c *cli) confirm(warning string) bool {
 		fmt.Fprintln(c.err, "Nothing was changed.")
 	}
 	return false
+}
+
+// line reads one answer from stdin; one reader for every question, so a
+// second question gets the second line.
+func (c *cli) line() (string, error) {
+	if c.lines == nil {
+		c.lines = bufio.NewReader(c.in)
+	}
+	return c.lines.ReadString('\n')
 }
 
 func (c *cli) stop(ctx context.Context, args []string) int {
@@ -414,6 +449,9 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintln(c.out, describe(st.Status))
+	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil {
+		fmt.Fprintln(c.out, "settings:", explain.Text(err))
+	}
 	if st.Reason != "" {
 		fmt.Fprintln(c.out, "reason:", st.Reason)
 	}
@@ -423,13 +461,43 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if st.State == sandbox.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
 	}
-	switch {
-	case st.MCPError != "":
-		fmt.Fprintln(c.out, "mcp:", st.MCPError)
-	case st.MCPURL != "":
-		fmt.Fprintln(c.out, "mcp: serving agents at", st.MCPURL)
+	cfg, _ := config.LoadSandbox(c.paths.SandboxJSON())
+	for _, l := range ownerLines(st, cfg.MCPAddr()) {
+		fmt.Fprintln(c.out, l)
 	}
 	return ExitOK
+}
+
+// ownerLines say who owns the VM when that is a process the user didn't
+// start by hand, and where MCP over HTTP is served: a changed mcpPort
+// takes effect only when the owner starts again.
+func ownerLines(st api.Status, addr string) []string {
+	var out []string
+	if st.Owner == "background" {
+		out = append(out, "owner: a background osaurus-sandbox process (`serve --background`), started by the first command or MCP tool call that needed the VM; it keeps the VM running and serves MCP over HTTP until `osaurus-sandbox stop` ends both")
+	}
+	switch {
+	case st.MCPError != "":
+		out = append(out, "mcp: "+st.MCPError)
+	case st.MCPURL != "" && !strings.Contains(st.MCPURL, "//"+addr+"/"):
+		out = append(out, "mcp: serving agents at "+st.MCPURL+", not at "+addr+" as mcpPort now says: restart the owner for the new port (`osaurus-sandbox stop`; the next command or tool call starts it again)")
+	case st.MCPURL != "":
+		out = append(out, "mcp: serving agents at "+st.MCPURL)
+	}
+	return out
+}
+
+// noteBackgroundOwner tells, on stderr, that a command about to connect
+// will start a background owner, which outlives it, and how to end it.
+func (c *cli) noteBackgroundOwner(ctx context.Context, what string) {
+	cl, err := client.Dial(ctx, c.paths)
+	if err == nil {
+		cl.Close()
+		return
+	}
+	if errors.Is(err, api.ErrNoOwner) {
+		fmt.Fprintf(c.err, "osaurus-sandbox: no app or `serve` owns the VM, so %s starts a background owner (`serve --background`); it keeps running after this command, serving MCP over HTTP, until `osaurus-sandbox stop` (`status` shows it)\n", what)
+	}
 }
 
 // nextStep says what to do in a state that needs the user.
@@ -465,11 +533,18 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	}
 	// Without a running VM there is nothing to check: say so once
 	// (exit 3), rather than starting an owner to fail every check.
-	notRunning := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	notRunningErr := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	notRunning := func() int {
+		if *asJSON {
+			// A script reading stdout gets JSON here too: no checks, and why.
+			json.NewEncoder(c.out).Encode(map[string]any{"running": false, "error": notRunningErr.Error(), "results": []diagnostics.Result{}})
+		}
+		return c.fail(notRunningErr)
+	}
 	cl, err := client.Dial(ctx, c.paths)
 	if errors.Is(err, api.ErrNoOwner) {
 		if client.Probe(c.paths).State != sandbox.Running {
-			return c.fail(notRunning)
+			return notRunning()
 		}
 		cl, err = client.Connect(ctx, c.paths) // adopts the VM left running
 	}
@@ -480,7 +555,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	if st, err := cl.Status(ctx); err != nil {
 		return c.fail(err)
 	} else if st.State != sandbox.Running {
-		return c.fail(notRunning)
+		return notRunning()
 	}
 	rs, err := cl.Diagnostics(ctx, func(r diagnostics.Result) {
 		if !*asJSON {
@@ -583,14 +658,21 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 
 // config shows and changes sandbox.json. A hand-edited file with a bad or
 // unknown key doesn't lock the user out: get shows the good settings and
-// each problem with its line, set and reset KEY repair it.
+// each problem with its line, set and reset KEY repair it. A file that
+// isn't JSON at all is named with the fix: get shows the defaults the
+// app uses meanwhile, reset moves the file aside.
 func (c *cli) config(ctx context.Context, args []string) int {
 	path := c.paths.SandboxJSON()
 	cfg, probs, err := config.LoadSandboxLenient(path)
-	if err != nil {
+	var damaged *config.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
 		return c.fail(err)
 	}
 	report := func(probs []config.Problem) int {
+		if damaged != nil {
+			fmt.Fprintf(c.err, "osaurus-sandbox: %v\n(shown: the defaults, which the app uses until then)\n", damaged)
+			return ExitError
+		}
 		if len(probs) == 0 {
 			return ExitOK
 		}
@@ -605,14 +687,26 @@ func (c *cli) config(ctx context.Context, args []string) int {
 		}
 		return report(left)
 	}
+	known := func(key string) bool { return slices.Contains(configKeys(), key) }
+	unknown := func(key string) int {
+		fmt.Fprintf(c.err, "osaurus-sandbox: config: unknown key %q; the keys are %s (`osaurus-sandbox config get` shows each with its values)\n", key, strings.Join(configKeys(), ", "))
+		return ExitUsage
+	}
 	switch {
 	case len(args) == 1 && args[0] == "get":
+		w := 15
+		for _, k := range config.KeyDocs() {
+			w = max(w, len(k[0]))
+		}
 		for _, k := range config.KeyDocs() {
 			v, _ := cfg.Get(k[0])
-			fmt.Fprintf(c.out, "%-15s %-10s  # %s\n", k[0], v, k[1])
+			fmt.Fprintf(c.out, "%-*s %-10s  # %s\n", w, k[0], v, k[1])
 		}
 		return report(probs)
 	case len(args) == 2 && args[0] == "get":
+		if !known(args[1]) {
+			return unknown(args[1])
+		}
 		v, err := cfg.Get(args[1])
 		if err != nil {
 			return c.fail(err)
@@ -620,19 +714,44 @@ func (c *cli) config(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.out, v)
 		return report(probs)
 	case len(args) == 3 && args[0] == "set":
+		if !known(args[1]) {
+			return unknown(args[1])
+		}
+		if damaged != nil {
+			return c.fail(damaged)
+		}
 		old, next, left, err := config.SetKey(path, args[1], args[2])
+		if err != nil && len(args[2]) > 80 {
+			// A long value pasted by mistake is not echoed back whole.
+			fmt.Fprintln(c.err, "osaurus-sandbox:", strings.ReplaceAll(explain.Text(err), strconv.Quote(args[2]), config.QuoteShort(args[2])))
+			return exitCode(err)
+		}
 		if err != nil {
 			return c.fail(err)
 		}
 		return saved(old, next, left)
+	case len(args) == 1 && args[0] == "reset", len(args) == 2 && args[0] == "reset" && damaged != nil:
+		// Every setting back to its default; the file is kept aside.
+		aside, err := config.MoveAside(path)
+		if err != nil {
+			return c.fail(err)
+		}
+		if aside != "" {
+			fmt.Fprintf(c.out, "moved %s to %s\n", path, aside)
+		}
+		fmt.Fprintln(c.out, "every setting is at its default; restart the VM for it to take effect if it runs (osaurus-sandbox stop && osaurus-sandbox start)")
+		return ExitOK
 	case len(args) == 2 && args[0] == "reset":
 		old, next, left, err := config.ResetKey(path, args[1])
 		if err != nil {
+			if !known(args[1]) {
+				return unknown(args[1])
+			}
 			return c.fail(err)
 		}
 		return saved(old, next, left)
 	}
-	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset KEY")
+	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset [KEY]")
 	return ExitUsage
 }
 

@@ -10,7 +10,7 @@ import (
 
 // subcommands are what completion offers after each command.
 var subcommands = map[string][]string{
-	"agent":      {"add", "list", "show", "set", "remove"},
+	"agent":      {"add", "list", "show", "set", "connect", "disconnect", "remove", "repair"},
 	"secret":     {"set", "list", "remove"},
 	"task":       {"list", "show", "cancel"},
 	"memory":     {"list", "search", "remove"},
@@ -53,11 +53,13 @@ func (c *cli) completion(_ context.Context, args []string) int {
 		names = append(names, t[0])
 	}
 	keys := strings.Join(configKeys(), " ")
+	clients := strings.ReplaceAll(clientIDs, "|", " ")
 	var b strings.Builder
 	switch args[0] {
 	case "bash":
 		b.WriteString("# bash completion for osaurus-sandbox: source <(osaurus-sandbox completion bash)\n")
-		b.WriteString("_osaurus_sandbox() {\n  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}\n  COMPREPLY=()\n")
+		b.WriteString("_osaurus_sandbox() {\n  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]} prev=${COMP_WORDS[COMP_CWORD-1]}\n  COMPREPLY=()\n")
+		fmt.Fprintf(&b, "  if [ \"$prev\" = --client ]; then\n    COMPREPLY=($(compgen -W %q -- \"$cur\"))\n    return\n  fi\n", clients)
 		fmt.Fprintf(&b, "  if [ \"$COMP_CWORD\" -eq 1 ]; then\n    COMPREPLY=($(compgen -W %q -- \"$cur\"))\n    return\n  fi\n", strings.Join(names, " "))
 		b.WriteString("  case \"$cmd\" in\n")
 		for _, cmd := range names {
@@ -81,7 +83,8 @@ func (c *cli) completion(_ context.Context, args []string) int {
 		for _, t := range topCommands() {
 			fmt.Fprintf(&b, "    %s\n", zshQuote(t[0]+":"+t[1]))
 		}
-		b.WriteString("  )\n  if (( CURRENT == 2 )); then\n    _describe 'command' cmds\n    return\n  fi\n  case $words[2] in\n")
+		b.WriteString("  )\n  if (( CURRENT == 2 )); then\n    _describe 'command' cmds\n    return\n  fi\n")
+		fmt.Fprintf(&b, "  if [[ $words[CURRENT-1] == --client ]]; then\n    compadd -- %s\n    return\n  fi\n  case $words[2] in\n", clients)
 		for _, cmd := range names {
 			subs := subcommands[cmd]
 			if cmd == "help" {
@@ -116,6 +119,7 @@ func (c *cli) completion(_ context.Context, args []string) int {
 			fmt.Fprintf(&b, "complete -c osaurus-sandbox -n '__fish_seen_subcommand_from %s; and test (count (commandline -opc)) -eq 2' -a %s\n", cmd, fishQuote(strings.Join(subs, " ")))
 		}
 		fmt.Fprintf(&b, "complete -c osaurus-sandbox -n '__fish_seen_subcommand_from config; and test (count (commandline -opc)) -eq 3' -a %s\n", fishQuote(keys))
+		fmt.Fprintf(&b, "complete -c osaurus-sandbox -n '__fish_seen_subcommand_from connect disconnect' -l client -x -a %s\n", fishQuote(clients))
 	default:
 		fmt.Fprintf(c.err, "osaurus-sandbox completion: unknown shell %q; use bash, zsh or fish\n", args[0])
 		return ExitUsage

@@ -46,3 +46,93 @@ func TestAgentConnect(t *testing.T) {
 		t.Fatalf("merged file:\n%s", b)
 	}
 }
+
+// The config names the installed binary, not the temporary one that ran
+// connect (a test binary, like `go run`'s, lives in a temporary folder),
+// and says so; without an installed one it warns and says to install.
+func TestConnectNamesInstalledBinary(t *testing.T) {
+	data, home := t.TempDir(), t.TempDir()
+	t.Setenv(config.HomeEnv, data)
+	t.Setenv("HOME", home)
+	t.Setenv("PATH", t.TempDir())
+	run(t, "agent", "add", "alice")
+	_, errOut, code := run(t, "agent", "connect", "alice", "--client", "cursor", "--dry-run")
+	if code != ExitOK || !strings.Contains(errOut, "warning: this osaurus-sandbox runs from") || !strings.Contains(errOut, "a temporary folder") || !strings.Contains(errOut, "run `make install`") {
+		t.Fatalf("no warning without an installed binary: %d %q", code, errOut)
+	}
+	bin := filepath.Join(home, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	installed := filepath.Join(bin, "osaurus-sandbox")
+	os.WriteFile(installed, []byte("#!/bin/sh\n"), 0o755)
+	t.Setenv("PATH", bin)
+	out, errOut, code := run(t, "agent", "connect", "alice", "--client", "cursor", "--yes")
+	if code != ExitOK || !strings.Contains(errOut, "the config names the installed "+installed) {
+		t.Fatalf("connect with an installed binary: %d %q %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".cursor", "mcp.json")); !strings.Contains(string(b), `"command": "`+installed+`"`) {
+		t.Fatalf("the config doesn't name %s:\n%s", installed, b)
+	}
+}
+
+// disconnect takes the entry out of every client file that has it,
+// keeping the rest; remove offers the same, and without an answer leaves
+// the files and says how to do it later.
+func TestAgentDisconnect(t *testing.T) {
+	data, home := t.TempDir(), t.TempDir()
+	t.Setenv(config.HomeEnv, data)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	for _, n := range []string{"alice", "bob"} {
+		run(t, "agent", "add", n)
+		for _, cl := range []string{"claude-code", "cursor"} {
+			if _, errOut, code := run(t, "agent", "connect", n, "--client", cl, "--yes"); code != ExitOK {
+				t.Fatalf("connect %s %s: %s", n, cl, errOut)
+			}
+		}
+	}
+	claude, cursor := filepath.Join(home, ".claude.json"), filepath.Join(home, ".cursor", "mcp.json")
+	has := func(file, server string) bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"`+server+`"`)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		stdin  string
+		args   []string
+		code   int
+		out    string
+		claude bool // alice's entry is left in .claude.json
+		cursor bool
+	}{
+		{"unknown client", "", []string{"agent", "disconnect", "alice", "--client", "zed"}, ExitUsage, "", true, true},
+		{"declined", "", []string{"agent", "disconnect", "alice", "--client", "cursor"}, ExitDeclined, "Removes osaurus-sandbox-alice from " + cursor, true, true},
+		{"one client", "", []string{"agent", "disconnect", "alice", "--client", "cursor", "--yes"}, ExitOK, "wrote " + cursor, true, false},
+		{"every client", "yes\n", []string{"agent", "disconnect", "alice"}, ExitOK, "wrote " + claude, false, false},
+		{"again", "", []string{"agent", "disconnect", "alice"}, ExitOK, "no client config file has osaurus-sandbox-alice", false, false},
+	} {
+		out, errOut, code := runStdin(t, tt.stdin, tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.out) || has(claude, "osaurus-sandbox-alice") != tt.claude || has(cursor, "osaurus-sandbox-alice") != tt.cursor {
+			t.Fatalf("%s: %d\nstdout: %s\nstderr: %s", tt.name, code, out, errOut)
+		}
+		if !has(claude, "osaurus-sandbox-bob") || !has(cursor, "osaurus-sandbox-bob") {
+			t.Fatalf("%s: bob's entries went too", tt.name)
+		}
+	}
+
+	// remove without an answer: the files stay, with the way to clean up.
+	_, errOut, code := runStdin(t, "", "agent", "remove", "bob")
+	if code != ExitOK || !strings.Contains(errOut, "osaurus-sandbox-bob is still in Claude Code ("+claude+"), Cursor ("+cursor+")") || !strings.Contains(errOut, "`osaurus-sandbox agent disconnect bob` removes them later") || !has(claude, "osaurus-sandbox-bob") {
+		t.Fatalf("remove, not answered: %d %q", code, errOut)
+	}
+	// The slug of a removed agent still disconnects.
+	if out, errOut, code := run(t, "agent", "disconnect", "bob", "--yes"); code != ExitOK || has(claude, "osaurus-sandbox-bob") || has(cursor, "osaurus-sandbox-bob") {
+		t.Fatalf("disconnect of a removed agent: %d %q %q", code, out, errOut)
+	}
+	// remove --yes takes the entries out too.
+	run(t, "agent", "add", "carol")
+	run(t, "agent", "connect", "carol", "--client", "cursor", "--yes")
+	if out, errOut, code := run(t, "agent", "remove", "carol", "--yes"); code != ExitOK || has(cursor, "osaurus-sandbox-carol") || !strings.Contains(out, "wrote "+cursor) {
+		t.Fatalf("remove --yes: %d %q %q", code, out, errOut)
+	}
+}

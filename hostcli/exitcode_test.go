@@ -7,6 +7,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 // exitOfClass is the CLI's exit code for each class, the table
@@ -35,6 +36,13 @@ var exitOfClass = map[error]int{
 	agentproto.ErrVersion:      ExitError,
 }
 
+// exitOfSentinel are the sentinels whose exit code is not their
+// class's: no keychain is of class unavailable, but exit 3 promises "the
+// VM is not running" (docs/cli.md).
+var exitOfSentinel = map[error]int{
+	secrets.ErrUnavailable: ExitError,
+}
+
 // A sentinel of every class exits as its class says, wrapped as commands wrap
 // it and after crossing the control socket from the owner.
 func TestExitCodeIsByClass(t *testing.T) {
@@ -59,6 +67,11 @@ func TestExitCodeIsByClass(t *testing.T) {
 	for class, want := range exitOfClass {
 		if got := exitCode(class); got != want {
 			t.Errorf("class %v: exit %d, want %d", class, got, want)
+		}
+	}
+	for sentinel, want := range exitOfSentinel {
+		if got := exitCode(fmt.Errorf("--agent: %w", sentinel)); got != want {
+			t.Errorf("%v: exit %d, want %d", sentinel, got, want)
 		}
 	}
 	if got := exitCode(errors.New("plain")); got != ExitError {

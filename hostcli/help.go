@@ -15,6 +15,7 @@ type cmdHelp struct {
 	summary string
 	usage   []string
 	flags   [][2]string // flag, what it does
+	notes   []string    // prose after the usage: keys, what a flag accepts
 	example []string
 }
 
@@ -40,9 +41,10 @@ var helps = []cmdHelp{
 		usage:   []string{"logs [-f]", "logs --agent NAME"},
 		flags:   [][2]string{{"-f", "follow the console log"}, {"--agent NAME", "show what the agent logged with \"osaurus-host log\""}},
 		example: []string{"osaurus-sandbox logs -f"}},
-	{name: "agent", summary: "add, list, show, change and remove agents (each is a Linux user in the VM)",
-		usage:   []string{"agent add NAME [--adopt-home | --purge-home]", "agent list [--json]", "agent show NAME [--json]", "agent set NAME KEY VALUE", "agent remove NAME [--purge [--yes]]"},
-		example: []string{"osaurus-sandbox agent add alice", "osaurus-sandbox agent set alice enabled true"}},
+	{name: "agent", summary: "add, list, show, change, connect and remove agents (each is a Linux user in the VM)",
+		usage: []string{"agent add NAME [--adopt-home | --purge-home]", "agent list [--json]", "agent show NAME [--json]", "agent set NAME KEY VALUE",
+			"agent connect NAME --client " + clientIDs + " [--dry-run] [--yes]", "agent disconnect NAME [--client ID] [--yes]", "agent remove NAME [--purge] [--yes]", "agent repair"},
+		example: []string{"osaurus-sandbox agent add alice", "osaurus-sandbox agent set alice enabled true", "osaurus-sandbox agent connect alice --client claude-code"}},
 	{name: "agent add", summary: "add an agent (autonomous exec off)",
 		usage:   []string{"agent add NAME [--adopt-home | --purge-home]"},
 		flags:   [][2]string{{"--adopt-home", "give a home left by a removed agent of the same name, and its files, to the new agent"}, {"--purge-home", "delete a home left by a removed agent of the same name first"}},
@@ -53,12 +55,26 @@ var helps = []cmdHelp{
 	{name: "agent show", summary: "an agent's settings, resource use and the config for MCP clients",
 		usage: []string{"agent show NAME [--json]"}, flags: [][2]string{{"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox agent show alice"}},
+	{name: "agent connect", summary: "add the agent to an MCP client's config file (the change is shown and asked for first; the old file is backed up)",
+		usage: []string{"agent connect NAME --client " + clientIDs + " [--dry-run] [--yes]"},
+		flags: [][2]string{{"--client ID", "claude-desktop, claude-code (user scope), cursor, vscode, or generic (prints the stdio and HTTP snippets)"},
+			{"--dry-run", "show the change and write nothing"}, {"--yes", "don't ask before writing"}},
+		example: []string{"osaurus-sandbox agent connect alice --client claude-code", "osaurus-sandbox agent connect alice --client vscode --dry-run"}},
+	{name: "agent disconnect", summary: "remove the agent's entry from MCP clients' config files (each change is shown and asked for; the old file is backed up)",
+		usage:   []string{"agent disconnect NAME [--client ID] [--yes]"},
+		flags:   [][2]string{{"--client ID", "only this client (default: every client whose file has the entry)"}, {"--yes", "don't ask before writing"}},
+		example: []string{"osaurus-sandbox agent disconnect alice", "osaurus-sandbox agent disconnect alice --client cursor"}},
+	{name: "agent repair", summary: "rewrite a damaged agents.json with every agent still readable (the damaged file is kept beside it)",
+		usage: []string{"agent repair"}, example: []string{"osaurus-sandbox agent repair"}},
 	{name: "agent set", summary: "change a setting of an agent",
-		usage:   []string{"agent set NAME KEY VALUE", "keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB, maxProcesses, memoryMB, cpuWeight"},
+		usage: []string{"agent set NAME KEY VALUE"},
+		notes: []string{"Keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, projects, diskGB, maxProcesses, memoryMB, cpuWeight.",
+			"network: none, outbound, or a comma-separated domain list (\"example.com,*.example.com\"); projects: comma-separated project names, or none.",
+			"Limits (diskGB, maxProcesses, memoryMB, cpuWeight): 0 restores the default."},
 		example: []string{"osaurus-sandbox agent set alice network outbound"}},
 	{name: "agent remove", summary: "remove an agent, its Linux user and its secrets",
-		usage:   []string{"agent remove NAME [--purge [--yes]]"},
-		flags:   [][2]string{{"--purge", "also delete the agent's home directory and everything in it"}, {"--yes", "with --purge: don't ask for confirmation"}},
+		usage:   []string{"agent remove NAME [--purge] [--yes]"},
+		flags:   [][2]string{{"--purge", "also delete the agent's home directory and everything in it"}, {"--yes", "don't ask (to purge, or to remove its entries from MCP clients' config files)"}},
 		example: []string{"osaurus-sandbox agent remove alice"}},
 	{name: "mcp", summary: "serve an agent's tools over stdio (what MCP clients run)",
 		usage: []string{"mcp --agent NAME"}, flags: [][2]string{{"--agent NAME", "the agent whose tools to serve (name, slug or id)"}},
@@ -87,7 +103,8 @@ var helps = []cmdHelp{
 		flags:   [][2]string{{"--follow", "keep printing refusals as they happen"}, {"--agent NAME", "only this agent's refusals"}, {"--json", "one JSON object per line"}},
 		example: []string{"osaurus-sandbox network log --agent alice"}},
 	{name: "plugin", summary: "the plugin library: import, list, show, export, duplicate, update, install, uninstall, remove",
-		usage:   strings.Split(strings.TrimPrefix(strings.ReplaceAll(pluginUsage, "  osaurus-sandbox ", ""), "usage:\n"), "\n"),
+		usage:   pluginHelpLines(true),
+		notes:   pluginHelpLines(false),
 		flags:   [][2]string{{"--agent NAME", "install, uninstall: the agent"}, {"--yes", "accept the secrets and network the recipe gets"}, {"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox plugin import github.com/OWNER/REPO", "osaurus-sandbox plugin install my-plugin --agent alice"}},
 	{name: "project", summary: "your folders agents work on, each agent on a view of its own: add, list, remove",
@@ -108,7 +125,8 @@ var helps = []cmdHelp{
 		usage: []string{"ports [--json]", "ports close [AGENT [PORT]]"}, flags: [][2]string{{"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox ports", "osaurus-sandbox ports close alice 8000"}},
 	{name: "config", summary: "show and change settings (sandbox.json)",
-		usage:   []string{"config get [KEY]", "config set KEY VALUE", "config reset KEY"},
+		usage:   []string{"config get [KEY]", "config set KEY VALUE", "config reset [KEY]"},
+		notes:   []string{"Keys: " + strings.Join(configKeys(), ", ") + ".", "`config get` shows each with its allowed values; `config reset` with no KEY puts every setting back to its default, keeping the old file as sandbox.json.bak-TIME (a damaged one as .damaged-TIME)."},
 		example: []string{"osaurus-sandbox config set cpus 4", "osaurus-sandbox config reset mcpPort"}},
 	{name: "reset", summary: "delete the VM's disk, kernel and init filesystem, then provision again (workspace and homes are kept)",
 		usage: []string{"reset [--yes]"}, flags: [][2]string{{"--yes", "don't ask for confirmation"}},
@@ -145,6 +163,12 @@ func (h cmdHelp) write(w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(w, "  osaurus-sandbox %s\n", strings.TrimSpace(u))
+	}
+	if len(h.notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range h.notes {
+			fmt.Fprintln(w, n)
+		}
 	}
 	if len(h.flags) > 0 {
 		fmt.Fprintln(w, "\nFlags:")
@@ -188,4 +212,20 @@ func commandWords(cmd string, args []string) []string {
 		words = append(words, args[0])
 	}
 	return words
+}
+
+// pluginHelpLines are pluginUsage's command lines (usage) or its prose
+// (!usage), which must not be printed as commands.
+func pluginHelpLines(usage bool) []string {
+	var out []string
+	for l := range strings.SplitSeq(strings.TrimPrefix(pluginUsage, "usage:\n"), "\n") {
+		cmd, ok := strings.CutPrefix(l, "  osaurus-sandbox ")
+		switch {
+		case ok && usage:
+			out = append(out, cmd)
+		case !ok && !usage:
+			out = append(out, l)
+		}
+	}
+	return out
 }

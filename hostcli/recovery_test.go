@@ -92,3 +92,35 @@ func TestPluginRecovery(t *testing.T) {
 		}
 	})
 }
+
+// TestDamagedAgentsFile: a damaged agents.json is named with the fix in
+// every agent command and in the MCP server a client starts; `agent
+// repair` keeps what it can read and the damaged file aside.
+func TestDamagedAgentsFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	for _, n := range []string{"alice", "bob"} {
+		if _, errOut, code := run(t, "agent", "add", n); code != ExitOK {
+			t.Fatal(errOut)
+		}
+	}
+	path := config.Paths{Root: home}.AgentsJSON()
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, b[:strings.Index(string(b), `"bob"`)], 0o600)
+	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"mcp", "--agent", "alice"}} {
+		_, errOut, code := run(t, args...)
+		if code != ExitError || !containsAll(errOut, path+" is damaged", "it ends in the middle", "`osaurus-sandbox agent repair`") {
+			t.Errorf("%v: %d %q", args, code, errOut)
+		}
+	}
+	out, errOut, code := run(t, "agent", "repair")
+	if code != ExitOK || !containsAll(out, "moved the damaged file to "+path+".damaged-", "kept 1 agents: alice", "could not read: ") {
+		t.Fatalf("repair: %d %q %q", code, out, errOut)
+	}
+	if out, _, code := run(t, "agent", "list"); code != ExitOK || !strings.Contains(out, "alice") {
+		t.Fatalf("list after the repair: %d %q", code, out)
+	}
+	if out, _, code := run(t, "agent", "repair"); code != ExitOK || !strings.Contains(out, "nothing to repair") {
+		t.Fatalf("repair of a good file: %d %q", code, out)
+	}
+}

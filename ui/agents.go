@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 )
 
 // agentsTab lists agents and edits the selected one.
@@ -24,6 +24,12 @@ type agentsTab struct {
 	reg *agents.Registry
 	win fyne.Window
 	exe string
+	// exeWarning: exe is a temporary or build copy (connect.Executable).
+	exeWarning string
+	// Empty shows the first steps in place of the editor while there are
+	// no agents.
+	Empty  *widget.Card
+	editor *container.Scroll
 
 	List    *widget.List
 	NewName *widget.Entry
@@ -77,8 +83,10 @@ type agentsTab struct {
 }
 
 func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agentsTab {
-	exe, _ := os.Executable()
-	t := &agentsTab{reg: reg, win: win, exe: exe, do: do}
+	// The installed binary when this one runs from a build or temporary
+	// folder (`make run`): client configs must outlive the clone.
+	exe, exeWarning := connect.Executable()
+	t := &agentsTab{reg: reg, win: win, exe: exe, exeWarning: exeWarning, do: do}
 	t.List = widget.NewList(
 		func() int { return len(t.items) },
 		func() fyne.CanvasObject {
@@ -168,9 +176,32 @@ func (t *agentsTab) content() fyne.CanvasObject {
 	)
 	list := container.New(&widthWatch{onWidth: func(float32) { t.sizeRows() }}, t.List)
 	left := container.NewBorder(nil, container.NewBorder(nil, nil, nil, t.Add, t.NewName), nil, nil, list)
-	split := container.NewHSplit(left, container.NewVScroll(editor))
+	t.editor = container.NewVScroll(editor)
+	t.Empty = widget.NewCard("Add your first agent", "", widget.NewLabel(
+		"An agent is an AI assistant's own Linux user in the VM, with its own home and tools.\n\n"+
+			"1. Type its name in the box at the bottom left and press Add.\n"+
+			"2. Press Connect here to add it to Claude Desktop, Claude Code, Cursor or VS Code.\n"+
+			"3. Restart the client (for Claude Code: start a new session) and ask it to run a command in the sandbox."))
+	t.showEmpty()
+	split := container.NewHSplit(left, container.NewStack(t.editor, t.Empty))
 	split.Offset = 0.3
 	return split
+}
+
+// showEmpty shows the first steps instead of an editor with nothing in
+// it while there are no agents.
+func (t *agentsTab) showEmpty() {
+	if t.Empty == nil {
+		return
+	}
+	if len(t.items) == 0 {
+		t.editor.Hide()
+		t.Empty.Show()
+		t.win.Canvas().Focus(t.NewName)
+	} else {
+		t.Empty.Hide()
+		t.editor.Show()
+	}
 }
 
 // refresh reloads the list (the CLI may have changed agents.json).
@@ -180,6 +211,7 @@ func (t *agentsTab) refresh() {
 	t.sizeRows()
 	t.List.Refresh()
 	t.showSelected()
+	t.showEmpty()
 }
 
 func itemText(a agents.Agent) string { return fmt.Sprintf("%s  (agent-%s)", a.Name, a.Slug) }

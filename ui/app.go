@@ -106,13 +106,29 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		go w.Network.follow(ctx)
 	}
 	w.Win.SetContent(w.Tabs)
-	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st) }) })
+	w.gateTabs(b.Status().State)
+	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
 	go w.Container.followConsole(ctx)
 	go w.Container.followGlance(ctx)
 	go w.Tasks.follow(ctx)
 	go w.Work.follow(ctx)
 	w.stop = func() { cancel(); stopFollow() }
 	return w
+}
+
+// gateTabs disables the tabs about a VM's work (plugins, projects, tasks,
+// events, the network log) until there is a VM: on a first run the
+// Container tab's set-up and the Agents tab are what there is to do.
+func (w *Window) gateTabs(s sandbox.State) {
+	for _, ti := range w.Tabs.Items {
+		switch {
+		case ti.Text == "Container" || ti.Text == "Agents":
+		case s == sandbox.NotProvisioned:
+			w.Tabs.DisableItem(ti)
+		default:
+			w.Tabs.EnableItem(ti)
+		}
+	}
 }
 
 // Close stops the window's background work. It may be called again.

@@ -93,6 +93,7 @@ func (v *connectView) showHTTP() {
 	if port == 0 {
 		port = config.DefaultMCPPort
 	}
+	v.Port.SetPlaceHolder(strconv.Itoa(port)) // the port in use, not the default
 	if v.Port.Text == "" {
 		v.Port.SetText(strconv.Itoa(port))
 	}
@@ -186,6 +187,9 @@ func (v *connectView) show(a *agents.Agent) {
 		s += " No client has called a tool yet."
 	default:
 		s += fmt.Sprintf(" Last tool call: %s, %s (over %s).", last.Tool, ago(v.now().Sub(last.LastCall)), last.Via)
+	}
+	if v.t.exeWarning != "" {
+		s += "\nNote: " + v.t.exeWarning + "."
 	}
 	v.State.SetText(s)
 }

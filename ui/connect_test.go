@@ -36,6 +36,11 @@ func TestConnectWritesClientConfig(t *testing.T) {
 	if !strings.Contains(cv.State.Text, "Set up in: none yet") || !strings.Contains(cv.State.Text, "No client has called a tool yet") {
 		t.Fatalf("state before: %q", cv.State.Text)
 	}
+	// The test binary runs from a temporary folder, as `go run` does: the
+	// window says what the config will name.
+	if !strings.Contains(cv.State.Text, "Note: this osaurus-sandbox runs from") {
+		t.Errorf("no note on the temporary binary: %q", cv.State.Text)
+	}
 
 	lockedDo(func() { cv.Client.SetSelected("Cursor") })
 	tap(cv.Connect)

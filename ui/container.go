@@ -73,6 +73,9 @@ type containerTab struct {
 
 	Console *widget.Entry
 	body    *fyne.Container // the tab's column, laid out again when a part's height changes
+	// vmOnly are the cards about a VM that exists: hidden before the first
+	// set-up.
+	vmOnly []fyne.CanvasObject
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // the provision in progress
@@ -147,20 +150,23 @@ func (t *containerTab) content() fyne.CanvasObject {
 	}
 	resources.Append("Image manifest", t.Image)
 	resources.Append("", t.AutoStart)
-	t.body = container.NewVBox(
-		widget.NewCard("Container", "", container.NewVBox(
-			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
-			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
-			t.Phase, t.Progress,
-		)),
-		t.firstCard,
+	t.vmOnly = []fyne.CanvasObject{
 		widget.NewCard("Resources", "Changes to CPUs, memory, network and the accelerator take effect after a restart; a new image after Reset.", container.NewVBox(
 			resources, container.NewHBox(t.Save, t.Saved),
 		)),
 		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
 		widget.NewCard("Danger Zone", "Your workspace, output and agents' homes are always kept.", container.NewHBox(t.Reset, t.Remove)),
 		widget.NewCard("Console", "", t.Console),
-	)
+	}
+	t.body = container.NewVBox(append([]fyne.CanvasObject{
+		widget.NewCard("Container", "", container.NewVBox(
+			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
+			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
+			t.Phase, t.Progress,
+		)),
+		t.firstCard,
+	}, t.vmOnly...)...)
+	t.show(t.b.Status())
 	return container.NewVScroll(t.body)
 }
 
@@ -203,6 +209,16 @@ func (t *containerTab) show(st sandbox.Status) {
 		setEnabled(t.First.SetUp, !busy && st.State != sandbox.Running && !provisioning)
 	} else {
 		t.firstCard.Hide()
+	}
+	// Before there is a VM the first-run view's button is the one thing
+	// to do: the other buttons and the settings of a VM that doesn't
+	// exist yet are hidden (Cancel stays for a set-up under way).
+	for _, o := range append([]fyne.CanvasObject{t.Provision, t.Cancel, t.Start, t.Stop}, t.vmOnly...) {
+		if t.firstCard.Visible() && (o != t.Cancel || t.Cancel.Disabled()) {
+			o.Hide()
+		} else {
+			o.Show()
+		}
 	}
 	// The bar only means something while provisioning.
 	if st.State == sandbox.Provisioning {
@@ -283,7 +299,7 @@ func reasonText(r string) string {
 }
 
 // notProvisionedHint says what to do next when nothing is provisioned.
-const notProvisionedHint = "Nothing is provisioned yet: pick the image below and press Download and Start (or run `osaurus-sandbox provision`)."
+const notProvisionedHint = "Nothing is set up yet: press Download and Start below (or run `osaurus-sandbox start`)."
 
 // uptime is d in whole minutes: the window redraws it once a minute, not
 // every second (an idle window should cost nothing).

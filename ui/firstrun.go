@@ -24,10 +24,26 @@ import (
 
 // Image choices of the first-run view.
 const (
-	imageBuiltin = "Built-in image"
-	imageURL     = "Image manifest URL"
-	imageFile    = "Image manifest file"
+	imageBuiltin = "The built-in Linux (Alpine)"
+	imageURL     = "Another image, from its address"
+	imageFile    = "Another image, from a file here"
 )
+
+// accelLabels are the accelerator choices in words, by setting value.
+var accelLabels = map[string]string{
+	"auto": "Automatic: hardware when this computer allows it",
+	"kvm":  "Hardware virtualisation (KVM)",
+	"tcg":  "Emulation (TCG: works everywhere, several times slower)",
+}
+
+func accelValue(label string) string {
+	for v, l := range accelLabels {
+		if l == label {
+			return v
+		}
+	}
+	return "auto"
+}
 
 // imagePlan is what provisioning an image will fetch.
 type imagePlan struct {
@@ -60,13 +76,16 @@ type firstRun struct {
 	t    *containerTab
 	plan planFunc
 
-	Box     *fyne.Container
-	Intro   *widget.Label
-	Image   *widget.RadioGroup
-	URL     *widget.Entry
-	Browse  *widget.Button
-	urlRow  *fyne.Container
-	Accel   *widget.Select
+	Box    *fyne.Container
+	Intro  *widget.Label
+	Image  *widget.RadioGroup
+	URL    *widget.Entry
+	Browse *widget.Button
+	urlRow *fyne.Container
+	Accel  *widget.Select
+	// More holds the image and accelerator choices, closed: the defaults
+	// need no decision.
+	More    *widget.Accordion
 	Plan    *widget.Label
 	SetUp   *widget.Button
 	Failure *widget.Label // the failure as a sentence with the fix
@@ -94,7 +113,7 @@ func (f *firstRun) shown() {
 
 func newFirstRun(t *containerTab) *firstRun {
 	f := &firstRun{t: t, plan: defaultPlan}
-	f.Intro = widget.NewLabel("Nothing is set up in this data folder yet. Setting up downloads a Linux image, builds the VM's disk from it and starts the VM; it takes a few minutes once and is then kept.")
+	f.Intro = widget.NewLabel("Agents work in a Linux virtual machine on this computer. To make it, the app downloads Linux once, builds the machine's disk from it and starts it; this takes a few minutes, and it is kept for next time. Nothing else on your computer changes.")
 	f.Intro.Wrapping = fyne.TextWrapWord
 	f.Image = widget.NewRadioGroup([]string{imageBuiltin, imageURL, imageFile}, func(string) { f.onImage() })
 	f.Image.Horizontal = true
@@ -103,7 +122,7 @@ func newFirstRun(t *containerTab) *firstRun {
 	f.URL.OnSubmitted = func(string) { f.replan() }
 	f.URL.OnChanged = func(string) { f.SetUp.Enable() }
 	f.Browse = widget.NewButton("Choose…", f.onBrowse)
-	f.Accel = widget.NewSelect([]string{"auto", "kvm", "tcg"}, nil)
+	f.Accel = widget.NewSelect([]string{accelLabels["auto"], accelLabels["kvm"], accelLabels["tcg"]}, nil)
 	f.Plan = widget.NewLabel("")
 	f.Plan.Wrapping = fyne.TextWrapWord
 	f.SetUp = widget.NewButton("Download and Start", f.onSetUp)
@@ -117,11 +136,14 @@ func newFirstRun(t *containerTab) *firstRun {
 	f.details.Hide()
 
 	f.urlRow = container.NewBorder(nil, nil, nil, f.Browse, f.URL)
-	form := widget.NewForm(widget.NewFormItem("Image", container.NewVBox(f.Image, f.urlRow)))
+	form := widget.NewForm(widget.NewFormItem("Linux", container.NewVBox(f.Image, f.urlRow)))
+	more := "Another Linux image"
 	if runtime.GOOS == "linux" { // vz picks its own on macOS
-		form.Append("Accelerator", f.Accel)
+		form.Append("Speed", f.Accel)
+		more = "Another Linux image, or how the machine runs"
 	}
-	f.Box = container.NewVBox(f.Intro, form, f.Plan, container.NewHBox(f.SetUp), f.Failure, f.details)
+	f.More = widget.NewAccordion(widget.NewAccordionItem(more, form))
+	f.Box = container.NewVBox(f.Intro, f.Plan, container.NewHBox(f.SetUp), f.Failure, f.details, f.More)
 	f.load()
 	return f
 }
@@ -132,7 +154,11 @@ func (f *firstRun) load() {
 	if err != nil {
 		cfg = config.Defaults()
 	}
-	f.Accel.SetSelected(cfg.Accel)
+	if l, ok := accelLabels[cfg.Accel]; ok {
+		f.Accel.SetSelected(l)
+	} else {
+		f.Accel.SetSelected(accelLabels["auto"])
+	}
 	switch m := cfg.ImageManifest; {
 	case m == "" || strings.HasPrefix(m, provision.BuiltinPrefix):
 		f.Image.SetSelected(imageBuiltin)
@@ -240,7 +266,7 @@ func planText(p imagePlan, root string) string {
 	known := true
 	fmt.Fprintf(&b, "Downloads the %s image for %s:\n", titleCase(p.Distro), p.Arch)
 	for _, d := range p.Downloads {
-		size := "size unknown"
+		size := "can't reach the server now to ask its size"
 		if d.Size >= 0 {
 			size = sizeText(d.Size)
 			total += d.Size
@@ -251,6 +277,9 @@ func planText(p imagePlan, root string) string {
 	}
 	if known && len(p.Downloads) > 1 {
 		fmt.Fprintf(&b, "  In all %s.\n", sizeText(total))
+	}
+	if !known {
+		b.WriteString("  Check this computer's network connection: the download needs it.\n")
 	}
 	if len(p.Packages) > 0 {
 		fmt.Fprintf(&b, "Then, at the first boot, installs %d packages the tools use from the distribution's mirror (%s); they are cached for later resets.\n", len(p.Packages), strings.Join(p.Packages, ", "))
@@ -307,7 +336,7 @@ func (f *firstRun) onSetUp() {
 		f.Failure.SetText("Enter the image manifest's address (or choose the file), or pick the built-in image.")
 		return
 	}
-	for _, kv := range [][2]string{{"imageManifest", f.manifest()}, {"accel", f.Accel.Selected}} {
+	for _, kv := range [][2]string{{"imageManifest", f.manifest()}, {"accel", accelValue(f.Accel.Selected)}} {
 		if next, err = next.Set(kv[0], kv[1]); err != nil {
 			f.showFailure(err)
 			return

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/widget"
+
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
@@ -71,7 +74,7 @@ func TestFirstRunSetsUpWithOneButton(t *testing.T) {
 	lockedDo(func() {
 		fr.Image.SetSelected(imageURL)
 		fr.URL.SetText("https://images.example.org/debian/manifest.json")
-		fr.Accel.SetSelected("tcg")
+		fr.Accel.SetSelected(accelLabels["tcg"])
 	})
 	tap(fr.SetUp)
 	eventually(t, "provisioning", func() bool { return fr.SetUp.Disabled() && c.State.Text == "Provisioning…" })
@@ -141,4 +144,78 @@ func TestProvisionProgressTimeLeft(t *testing.T) {
 	if got := show(90 << 20); got != "rootfs: 90.0 / 100.0 MiB · about 10s left" {
 		t.Fatalf("near the end %q", got)
 	}
+}
+
+// The first run is one step: the set-up's button is the one call to
+// action (no Provision or Start beside it, the VM's settings, diagnostics
+// and danger zone hidden, the image and accelerator in a closed "other"
+// section in plain words), the tabs about a VM's work are disabled until
+// there is one, and the empty Agents tab says how to add an agent and
+// connect a client. Once the VM is there, all of it comes back.
+func TestFirstRunIsOneStep(t *testing.T) {
+	withPlan(t)
+	f := newFake(t)
+	w, reg := newTestWindow(t, f)
+	c, fr := w.Container, w.Container.First
+	eventually(t, "the plan", func() bool { return strings.Contains(fr.Plan.Text, "In all 44.0 MiB") })
+	lockedDo(func() {
+		for name, o := range map[string]fyne.CanvasObject{"Provision": c.Provision, "Start": c.Start, "Stop": c.Stop} {
+			if o.Visible() {
+				t.Errorf("%s shows beside Download and Start", name)
+			}
+		}
+		for _, o := range c.vmOnly {
+			if o.Visible() {
+				t.Errorf("a card about the VM shows before there is one: %s", o.(*widget.Card).Title)
+			}
+		}
+		if !fr.SetUp.Visible() || fr.SetUp.Disabled() || fr.More.Items[0].Open {
+			t.Errorf("set-up: button shown %v enabled %v, other choices open %v", fr.SetUp.Visible(), !fr.SetUp.Disabled(), fr.More.Items[0].Open)
+		}
+		for _, jargon := range []string{"manifest", "Accelerator", "auto"} {
+			if strings.Contains(fr.Intro.Text+fr.More.Items[0].Title+strings.Join(fr.Image.Options, " "), jargon) {
+				t.Errorf("the first run says %q", jargon)
+			}
+		}
+		for _, ti := range w.Tabs.Items {
+			if open := ti.Text == "Container" || ti.Text == "Agents"; ti.Disabled() == open {
+				t.Errorf("tab %s disabled %v before there is a VM", ti.Text, ti.Disabled())
+			}
+		}
+		a := w.Agents
+		if !a.Empty.Visible() || a.editor.Visible() || !strings.Contains(a.Empty.Title, "Add your first agent") {
+			t.Errorf("empty Agents tab: first steps shown %v, editor shown %v", a.Empty.Visible(), a.editor.Visible())
+		}
+	})
+	if text := planText(imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{{URL: "https://dl.example.org/a.tar.gz", Size: -1}}}, "/data"); strings.Contains(text, "size unknown") || !strings.Contains(text, "can't reach the server") || !strings.Contains(text, "network connection") {
+		t.Errorf("offline plan: %s", text)
+	}
+
+	tap(fr.SetUp)
+	close(f.provGo)
+	eventually(t, "running", func() bool { return c.State.Text == "Running" })
+	lockedDo(func() {
+		if !c.Provision.Visible() || !c.Stop.Visible() {
+			t.Error("the lifecycle buttons are not back")
+		}
+		for _, o := range c.vmOnly {
+			if !o.Visible() {
+				t.Errorf("%s is still hidden", o.(*widget.Card).Title)
+			}
+		}
+		for _, ti := range w.Tabs.Items {
+			if ti.Disabled() {
+				t.Errorf("tab %s still disabled", ti.Text)
+			}
+		}
+	})
+	if _, err := reg.Add("alice"); err != nil {
+		t.Fatal(err)
+	}
+	lockedDo(func() {
+		w.Agents.refresh()
+		if w.Agents.Empty.Visible() || !w.Agents.editor.Visible() {
+			t.Error("the first steps still show with an agent")
+		}
+	})
 }

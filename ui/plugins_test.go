@@ -100,6 +100,7 @@ func (f *fakeInstaller) UninstallEverywhere(ctx context.Context, id string) erro
 func newPluginWindow(t *testing.T) (*Window, *agents.Registry, *pluginBackend) {
 	t.Helper()
 	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Stopped} // a VM exists: every tab is open
 	b := &pluginBackend{fakeBackend: f, inst: &fakeInstaller{installed: plugins.NewInstalled(f.paths.AgentStateDir()), next: make(chan struct{})}}
 	w, reg := newTestWindow(t, b)
 	if w.Plugins == nil {
@@ -624,6 +625,7 @@ func walkTexts(o fyne.CanvasObject, fn func(string)) {
 // installs nothing, accepting installs.
 func TestPluginInstallAsksConsent(t *testing.T) {
 	f := newFake(t)
+	f.st = sandbox.Status{State: sandbox.Stopped} // a VM exists: every tab is open
 	b := &pluginBackend{fakeBackend: f, review: true, inst: &fakeInstaller{installed: plugins.NewInstalled(f.paths.AgentStateDir()), next: make(chan struct{})}}
 	w, reg := newTestWindow(t, b)
 	pt := w.Plugins

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"image"
 	"image/color"
@@ -11,16 +12,21 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 
+	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // TestWindowScreenshots renders the first-run view, a failed first run
 // with its hint, the Connect preview and every tab with Fyne's software
-// painter in the default theme, into $OSAURUS_SCREENSHOTS (else a temporary folder):
-// docs/window.md shows them. Each image must hold the window, not a blank.
+// painter in the default theme's dark variant, into $OSAURUS_SCREENSHOTS
+// (else a temporary folder): docs/window.md shows them. Each image must
+// hold the window, not a blank, and show a user's paths: no test's
+// temporary folder or build path, no example host.
 func TestWindowScreenshots(t *testing.T) {
+	var leaks []string // text no picture may show
 	dir := os.Getenv("OSAURUS_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()
@@ -31,6 +37,13 @@ func TestWindowScreenshots(t *testing.T) {
 		lockedDo(func() { img = w.Win.Canvas().Capture() })
 		if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 600 || uniform(img) {
 			t.Fatalf("%s: a %v image with nothing drawn", name, b)
+		}
+		var markup string
+		lockedDo(func() { markup = test.RenderToMarkup(w.Win.Canvas()) })
+		for _, leak := range leaks {
+			if strings.Contains(markup, leak) {
+				t.Errorf("%s shows %q, a test's path or host, not a user's", name, leak)
+			}
 		}
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -43,20 +56,31 @@ func TestWindowScreenshots(t *testing.T) {
 	}
 	styled := func(w *Window) {
 		lockedDo(func() {
-			fyne.CurrentApp().Settings().SetTheme(lightTheme{theme.DefaultTheme()})
+			fyne.CurrentApp().Settings().SetTheme(darkTheme{theme.DefaultTheme()})
 			w.Win.Resize(fyne.NewSize(900, 760))
 		})
 	}
 
-	withPlan(t)
+	// What a user would see: the default data folder, the installed
+	// binary, the real image host.
+	const userData, userExe, userHome = "/home/you/.local/share/osaurus-sandbox", "/home/you/.local/bin/osaurus-sandbox", "/home/you"
+	defaultPlan = func(context.Context, string) (imagePlan, error) {
+		return imagePlan{Distro: "alpine", Arch: "x86_64", Downloads: []provision.Download{
+			{URL: "https://dl-cdn.alpinelinux.org/alpine/v3.22/releases/x86_64/netboot/vmlinuz-virt", Size: 12 << 20},
+			{URL: "https://dl-cdn.alpinelinux.org/alpine/v3.22/releases/x86_64/alpine-minirootfs-3.22.2-x86_64.tar.gz", Size: 3 << 20},
+		}, Packages: provision.AlpineToolset}, nil
+	}
+	t.Cleanup(func() { defaultPlan = nil })
 	f := newFake(t)
+	leaks = append(leaks, os.TempDir(), "example.", f.DataDir())
 	w, _ := newTestWindow(t, f)
 	styled(w)
 	fr := w.Container.First
 	eventually(t, "the plan", func() bool { return strings.Contains(fr.Plan.Text, "In all") })
+	lockedDo(func() { fr.Plan.SetText(strings.ReplaceAll(fr.Plan.Text, f.DataDir(), userData)) })
 	save(w, "first-run.png")
 
-	f.provErr = errors.New(`provision: Get "https://dl.example.org/alpine-netboot.tar.gz": tls: failed to verify certificate: x509: certificate signed by unknown authority`)
+	f.provErr = errors.New(`provision: Get "https://dl-cdn.alpinelinux.org/alpine/v3.22/releases/x86_64/netboot/vmlinuz-virt": tls: failed to verify certificate: x509: certificate signed by unknown authority`)
 	tap(fr.SetUp)
 	eventually(t, "the failure", func() bool { return fr.Failure.Text != "" && !fr.SetUp.Disabled() })
 	lockedDo(func() { fr.details.Open(0) })
@@ -67,12 +91,20 @@ func TestWindowScreenshots(t *testing.T) {
 	w2, _ := newTestWindow(t, f2)
 	styled(w2)
 	cv := w2.Agents.Connect
-	lockedDo(func() { cv.home = t.TempDir(); w2.Tabs.SelectIndex(1) })
+	leaks = append(leaks, f2.DataDir())
+	lockedDo(func() {
+		cv.home, cv.dataDir, cv.t.exe, cv.t.exeWarning = userHome, "", userExe, ""
+		w2.Tabs.SelectIndex(1)
+	})
 	typeIn(w2.Agents.NewName, "Data Analyst")
 	tap(w2.Agents.Add)
 	lockedDo(func() { cv.Client.SetSelected("Claude Code") })
 	tap(cv.Connect)
 	save(w2, "connect.png")
+	// Written into the test's own home, not the user's shown above.
+	leaks = nil
+	lockedDo(func() { cv.Dialog.Hide(); cv.Dialog = nil; cv.home = t.TempDir() })
+	tap(cv.Connect)
 	tap(cv.Confirm)
 	if !strings.Contains(w2.Agents.Status.Text, "Connected Data Analyst to Claude Code") {
 		t.Fatalf("status %q", w2.Agents.Status.Text)
@@ -80,7 +112,8 @@ func TestWindowScreenshots(t *testing.T) {
 	save(w2, "connected.png")
 
 	// Every tab, with a library and an agent in it.
-	w3, reg, _ := newPluginWindow(t)
+	w3, reg, b3 := newPluginWindow(t)
+	leaks = []string{b3.DataDir()}
 	styled(w3)
 	alice, err := reg.Add("Alice")
 	if err != nil {
@@ -104,12 +137,12 @@ func TestWindowScreenshots(t *testing.T) {
 	}
 }
 
-// lightTheme is the default theme in its light variant, whatever the
-// test app's settings say.
-type lightTheme struct{ fyne.Theme }
+// darkTheme is the default theme in its dark variant, as the app shows
+// it, whatever the test app's settings say.
+type darkTheme struct{ fyne.Theme }
 
-func (l lightTheme) Color(n fyne.ThemeColorName, _ fyne.ThemeVariant) color.Color {
-	return l.Theme.Color(n, theme.VariantLight)
+func (l darkTheme) Color(n fyne.ThemeColorName, _ fyne.ThemeVariant) color.Color {
+	return l.Theme.Color(n, theme.VariantDark)
 }
 
 // uniform reports whether every sampled pixel has the same colour.

@@ -453,10 +453,10 @@ func TestSnippets(t *testing.T) {
 	if srv.Command != c.Exe || !slices.Equal(srv.Args, []string{"mcp", "--agent", "bob"}) {
 		t.Fatalf("desktop config %s", c.ClaudeDesktop())
 	}
-	if got, want := c.ClaudeCodeStdio(), "claude mcp add osaurus-sandbox-bob -- '/opt/osaurus sandbox/osaurus-sandbox' mcp --agent bob"; got != want {
+	if got, want := c.ClaudeCodeStdio(), "claude mcp add --scope user osaurus-sandbox-bob -- '/opt/osaurus sandbox/osaurus-sandbox' mcp --agent bob"; got != want {
 		t.Fatalf("stdio: %s\nwant   %s", got, want)
 	}
-	if got, want := c.ClaudeCodeHTTP(), "claude mcp add --transport http osaurus-sandbox-bob http://127.0.0.1:47821/mcp --header 'Authorization: Bearer abc123'"; got != want {
+	if got, want := c.ClaudeCodeHTTP(), "claude mcp add --scope user --transport http osaurus-sandbox-bob http://127.0.0.1:47821/mcp --header 'Authorization: Bearer abc123'"; got != want {
 		t.Fatalf("http: %s\nwant %s", got, want)
 	}
 }

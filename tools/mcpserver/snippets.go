@@ -41,18 +41,19 @@ func (c Client) ClaudeDesktop() string {
 	return string(b)
 }
 
-// ClaudeCodeStdio is the `claude mcp add` command for the stdio server.
+// ClaudeCodeStdio is the `claude mcp add` command for the stdio server,
+// in user scope (every project), where `agent connect` writes it too.
 func (c Client) ClaudeCodeStdio() string {
 	var env strings.Builder
 	for k, v := range c.Env {
 		fmt.Fprintf(&env, " --env %s=%s", k, shellQuote(v))
 	}
-	return fmt.Sprintf("claude mcp add%s %s -- %s mcp --agent %s", env.String(), c.ServerName(), shellQuote(c.Exe), c.Agent.Slug)
+	return fmt.Sprintf("claude mcp add --scope user%s %s -- %s mcp --agent %s", env.String(), c.ServerName(), shellQuote(c.Exe), c.Agent.Slug)
 }
 
 // ClaudeCodeHTTP is the `claude mcp add` command for the app's HTTP server.
 func (c Client) ClaudeCodeHTTP() string {
-	return fmt.Sprintf("claude mcp add --transport http %s %s --header %s",
+	return fmt.Sprintf("claude mcp add --scope user --transport http %s %s --header %s",
 		c.ServerName(), c.URL(), shellQuote("Authorization: Bearer "+c.Token))
 }
 

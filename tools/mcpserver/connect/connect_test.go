@@ -1,16 +1,19 @@
 package connect
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
+	"github.com/tailscale/hujson"
 )
 
 func server() mcpserver.Client {
@@ -103,7 +106,7 @@ func TestConnectMergesAndBacksUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := ch.Describe()
-	if ch.Replaces == nil || !strings.Contains(d, "Replaces osaurus-sandbox-alice") || !strings.Contains(d, "Kept as they are: github") || !strings.Contains(d, "/opt/osaurus-sandbox") {
+	if ch.Replaces == nil || !strings.Contains(d, "Replaces osaurus-sandbox-alice") || !strings.Contains(d, "Kept as they are: github") || !strings.Contains(d, "/opt/osaurus-sandbox") || !strings.Contains(d, "Start a new Claude Code session") {
 		t.Fatalf("describe:\n%s", d)
 	}
 	backup, err := Apply(ch)
@@ -141,12 +144,12 @@ func TestConnectRefusesWhatItCantMerge(t *testing.T) {
 	c := lookup(t, "cursor")
 	path := c.Path(home)
 	os.MkdirAll(filepath.Dir(path), 0o700)
-	jsonc := "{\n  // my servers\n  \"mcpServers\": {}\n}\n"
-	os.WriteFile(path, []byte(jsonc), 0o600)
-	if _, err := Plan(c, home, server()); !errors.Is(err, ErrNotPlainJSON) || !strings.Contains(err.Error(), "osaurus-sandbox-alice") {
-		t.Fatalf("a file with comments: %v", err)
+	broken := "{\n  \"mcpServers\": {\n"
+	os.WriteFile(path, []byte(broken), 0o600)
+	if _, err := Plan(c, home, server()); !errors.Is(err, ErrNotPlainJSON) || !strings.Contains(err.Error(), "osaurus-sandbox-alice") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("a file with a syntax error: %v", err)
 	}
-	if b, _ := os.ReadFile(path); string(b) != jsonc {
+	if b, _ := os.ReadFile(path); string(b) != broken {
 		t.Fatal("the file was touched")
 	}
 
@@ -185,5 +188,126 @@ func TestConnectRefusesWhatItCantMerge(t *testing.T) {
 	}
 	if s := Snippets(server()); !strings.Contains(s, `"OSAURUS_SANDBOX_HOME": "/data/sb"`) || !strings.Contains(s, "Bearer tok") {
 		t.Fatalf("snippets:\n%s", s)
+	}
+}
+
+// VS Code's mcp.json is JSONC: its comments and trailing commas stay
+// through connect and disconnect; a BOM and "servers": null are fine; a
+// servers value of the wrong kind is named.
+func TestConnectEditsJSONC(t *testing.T) {
+	c := lookup(t, "vscode")
+	for _, tt := range []struct {
+		name, file string
+		keep       []string // in the file after connect
+	}{
+		{"comments and trailing commas", "{\n\t// my servers\n\t\"servers\": {\n\t\t\"github\": {\"type\": \"http\", \"url\": \"https://api.example/mcp\",}, // work\n\t},\n\t/* inputs */ \"inputs\": [],\n}\n",
+			[]string{"// my servers", "// work", "/* inputs */", "github"}},
+		{"BOM", "\xef\xbb\xbf{\"servers\": {}}", []string{"\xef\xbb\xbf{"}},
+		{"null servers", `{"servers": null, "inputs": []}`, []string{"inputs"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+			path := c.Path(home)
+			os.MkdirAll(filepath.Dir(path), 0o700)
+			os.WriteFile(path, []byte(tt.file), 0o600)
+			ch, err := Plan(c, home, server())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(ch.Describe(), "<nil>") {
+				t.Errorf("describe shows Go's nil:\n%s", ch.Describe())
+			}
+			if _, err := Apply(ch); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := os.ReadFile(path)
+			for _, k := range tt.keep {
+				if !strings.Contains(string(after), k) {
+					t.Errorf("lost %q:\n%s", k, after)
+				}
+			}
+			std, err := hujson.Standardize(bytes.TrimPrefix(after, []byte("\xef\xbb\xbf")))
+			if err != nil {
+				t.Fatalf("not JSONC any more: %v\n%s", err, after)
+			}
+			var v struct {
+				Servers map[string]struct{ Command, Type string }
+			}
+			if err := json.Unmarshal(std, &v); err != nil || v.Servers["osaurus-sandbox-alice"].Command != "/opt/osaurus-sandbox" || v.Servers["osaurus-sandbox-alice"].Type != "stdio" {
+				t.Fatalf("entry not added: %v\n%s", err, after)
+			}
+			if !Connected(c, home, "osaurus-sandbox-alice") {
+				t.Error("Connected doesn't see the entry")
+			}
+			// Disconnect takes it out again, comments still kept.
+			rm, err := PlanRemove(c, home, "osaurus-sandbox-alice")
+			if err != nil || rm.Unchanged || !strings.Contains(rm.Describe(), "Removes osaurus-sandbox-alice from "+path) {
+				t.Fatalf("plan remove: %v %s", err, rm.Describe())
+			}
+			if _, err := Apply(rm); err != nil {
+				t.Fatal(err)
+			}
+			after, _ = os.ReadFile(path)
+			for _, k := range tt.keep {
+				if !strings.Contains(string(after), k) {
+					t.Errorf("disconnect lost %q:\n%s", k, after)
+				}
+			}
+			if Connected(c, home, "osaurus-sandbox-alice") || strings.Contains(string(after), "osaurus-sandbox-alice") {
+				t.Errorf("the entry is still there:\n%s", after)
+			}
+			if again, err := PlanRemove(c, home, "osaurus-sandbox-alice"); err != nil || !again.Unchanged {
+				t.Errorf("second remove: %v %+v", err, again)
+			}
+		})
+	}
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	os.MkdirAll(filepath.Dir(c.Path(home)), 0o700)
+	os.WriteFile(c.Path(home), []byte(`{"servers": "none"}`), 0o600)
+	if _, err := Plan(c, home, server()); !errors.Is(err, ErrNotPlainJSON) || !strings.Contains(err.Error(), `"servers" holds a string, not an object of servers`) {
+		t.Errorf("servers a string: %v", err)
+	}
+}
+
+// Each connect keeps a backup, but no more than keepBackups of them.
+func TestConnectPrunesBackups(t *testing.T) {
+	home := t.TempDir()
+	c := lookup(t, "claude-code")
+	path := c.Path(home)
+	for i := range 5 {
+		os.WriteFile(path+".bak-2020010"+string(rune('1'+i))+"T000000Z", []byte("{}"), 0o600)
+	}
+	os.WriteFile(path, []byte(`{}`), 0o600)
+	ch, err := Plan(c, home, server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup, err := Apply(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(path + ".bak-*")
+	if len(left) != keepBackups || !slices.Contains(left, backup) {
+		t.Fatalf("backups left: %v (the newest, %s, must stay)", left, backup)
+	}
+}
+
+// A binary in a temporary or a clone's build folder is not one to name
+// in a client config; an installed one is.
+func TestTransientExecutable(t *testing.T) {
+	clone := t.TempDir()
+	os.WriteFile(filepath.Join(clone, "go.mod"), []byte("module x\n"), 0o600)
+	for _, tt := range []struct{ exe, want string }{
+		{filepath.Join(clone, "bin", "osaurus-sandbox"), "the build folder of a clone"},
+		{filepath.Join(t.TempDir(), "osaurus-sandbox"), "a temporary folder"},
+		{filepath.Join(os.TempDir(), "go-build123", "b001", "exe", "osaurus-sandbox"), "a temporary folder"},
+		{"/home/u/.local/bin/osaurus-sandbox", ""},
+		{"/usr/local/bin/osaurus-sandbox", ""},
+	} {
+		if got := transient(tt.exe); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.exe, got, tt.want)
+		}
 	}
 }
