@@ -1,5 +1,3 @@
-// Package layers holds only tests: they check the package layers that
-// docs/architecture.md draws against the module's real imports.
 package layers
 
 import (
