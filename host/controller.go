@@ -31,6 +31,7 @@ func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.S
 	run := map[api.Op]func(context.Context) error{
 		api.OpProvision: h.m.Provision, api.OpStart: h.m.Start, api.OpStop: h.m.Stop,
 		api.OpReset: h.m.Reset, api.OpRemove: h.m.Remove,
+		api.OpSuspend: h.m.Suspend, api.OpResume: h.m.Resume,
 	}[op]
 	if run == nil {
 		return sandbox.Status{}, fmt.Errorf("unknown lifecycle operation %q", op)

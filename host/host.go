@@ -164,6 +164,10 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		},
 		Agent: assets.GuestAgent,
 		Logf:  o.Logf,
+		IdleSuspend: func() time.Duration {
+			cfg, _ := config.LoadSandbox(o.Paths.SandboxJSON()) // defaults on error
+			return cfg.IdleSuspend()
+		},
 		// The host API bridge serves the guest's calls and installs
 		// osaurus-host; the disk monitor gives a new session its blocks
 		// and caps before any tool can use it.

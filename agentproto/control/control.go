@@ -20,6 +20,8 @@ const (
 	OpStop      = "ctl.stop"
 	OpReset     = "ctl.reset"
 	OpRemove    = "ctl.remove"
+	OpSuspend   = "ctl.suspend" // pause the VM in place
+	OpResume    = "ctl.resume"
 )
 
 // The owner's other operations.

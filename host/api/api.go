@@ -38,6 +38,8 @@ const (
 	OpStop      Op = control.OpStop
 	OpReset     Op = control.OpReset
 	OpRemove    Op = control.OpRemove
+	OpSuspend   Op = control.OpSuspend
+	OpResume    Op = control.OpResume
 )
 
 // Status is the sandbox's state as the owner sees it, and who the owner is.

@@ -97,7 +97,7 @@ func (s *Server) mux() *agentproto.Mux {
 			}
 		}
 	})
-	for _, op := range []api.Op{api.OpProvision, api.OpStart, api.OpStop, api.OpReset, api.OpRemove} {
+	for _, op := range []api.Op{api.OpProvision, api.OpStart, api.OpStop, api.OpReset, api.OpRemove, api.OpSuspend, api.OpResume} {
 		m.Handle(string(op), func(ctx context.Context, c *agentproto.Call) error {
 			st, err := s.Ctl.Lifecycle(ctx, op, func(st sandbox.Status) { c.Emit(st) })
 			if err != nil {

@@ -1,0 +1,98 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// An idle VM is paused once the limit passes, but not while an agent has
+// a process; the next guest operation wakes it and resets the clock.
+func TestIdleSuspendAndWake(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	m := newManager(t, d, Options{IdleSuspend: func() time.Duration { return 200 * time.Millisecond }})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := d.last()
+	// A background process keeps it awake: the manager asked three
+	// times, after the limit each time, and left it running.
+	p.agentProcs.Store(1)
+	waitFor(t, "three idle checks", func() bool { return p.usages.Load() >= 3 })
+	if st := m.Status(); st.SleepingSince != nil || p.paused.Load() {
+		t.Fatalf("paused while an agent had a process: %+v", st)
+	}
+	p.agentProcs.Store(0)
+	waitFor(t, "idle suspend", func() bool { return m.Status().SleepingSince != nil })
+	if !p.paused.Load() {
+		t.Fatal("status says sleeping, but the hypervisor was not paused")
+	}
+	hellos := p.hellos.Load()
+	// Awake only hands out an awake VM, and doesn't wake it.
+	if _, err := m.Awake(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Awake on a sleeping VM: %v", err)
+	}
+	if _, err := m.Agent(); err != nil {
+		t.Fatal(err)
+	}
+	if p.paused.Load() || m.Status().SleepingSince != nil {
+		t.Fatal("Agent did not wake the VM")
+	}
+	if p.hellos.Load() != hellos+1 {
+		t.Fatalf("hello (the clock) sent %d times on wake, want once", p.hellos.Load()-hellos)
+	}
+}
+
+// Suspend and Resume on request; Stop wakes the guest for a clean
+// power-off (the fake only powers off when its agent is asked).
+func TestSuspendResumeStop(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	m := newManager(t, d, Options{})
+	ctx := context.Background()
+	if err := m.Suspend(ctx); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("suspend of a stopped VM: %v", err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := d.last()
+	if err := m.Suspend(ctx); err != nil || !p.paused.Load() || m.Status().SleepingSince == nil {
+		t.Fatalf("suspend: %v, paused %v", err, p.paused.Load())
+	}
+	if err := m.Resume(ctx); err != nil || p.paused.Load() || m.Status().SleepingSince != nil {
+		t.Fatalf("resume: %v, paused %v", err, p.paused.Load())
+	}
+	m.Suspend(ctx)
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.paused.Load() || p.Err() != nil {
+		t.Fatalf("stop of a sleeping VM: paused %v, exit %v (want a clean power-off)", p.paused.Load(), p.Err())
+	}
+}
+
+// A driver that can't pause says so.
+func TestSuspendUnsupported(t *testing.T) {
+	d := &fakeDriver{}
+	m := newManager(t, d, Options{})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Suspend(context.Background()); err == nil || m.Status().SleepingSince != nil {
+		t.Fatalf("suspend without a Pauser: %v, status %+v", err, m.Status())
+	}
+}
+
+func TestIdleTick(t *testing.T) {
+	for _, tc := range []struct{ limit, want time.Duration }{
+		{0, 30 * time.Second},
+		{15 * time.Minute, 30 * time.Second},
+		{time.Minute, 6 * time.Second},
+		{200 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		if got := idleTick(tc.limit); got != tc.want {
+			t.Errorf("idleTick(%s) = %s, want %s", tc.limit, got, tc.want)
+		}
+	}
+}
