@@ -13,6 +13,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/inference"
@@ -60,6 +61,9 @@ var Sentinels = []Sentinel{
 	{"bridge.ErrQuota", bridge.ErrQuota, agentproto.ErrQuota},
 	{"bridge.ErrTooLarge", bridge.ErrTooLarge, agentproto.ErrTooLarge},
 	{"bridge.ErrUnavailable", bridge.ErrUnavailable, agentproto.ErrUnavailable},
+	{"checkpoint.ErrExists", checkpoint.ErrExists, agentproto.ErrExists},
+	{"checkpoint.ErrName", checkpoint.ErrName, agentproto.ErrInvalid},
+	{"checkpoint.ErrNotFound", checkpoint.ErrNotFound, agentproto.ErrNotFound},
 	{"config.ErrInvalid", config.ErrInvalid, agentproto.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, agentproto.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, agentproto.ErrExists},
