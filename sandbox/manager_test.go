@@ -89,9 +89,9 @@ func (p pausableProc) Resume(context.Context) error { p.paused.Store(false); ret
 type fakeDriver struct {
 	pausable bool
 	starts   atomic.Int32
-	gate   chan struct{} // when set, Start waits for it to close
-	mu     sync.Mutex
-	procs  []*fakeProc
+	gate     chan struct{} // when set, Start waits for it to close
+	mu       sync.Mutex
+	procs    []*fakeProc
 }
 
 func (d *fakeDriver) Name() string { return "fake" }
