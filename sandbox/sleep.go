@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -76,6 +77,11 @@ func (m *Manager) Resume(ctx context.Context) error {
 func (m *Manager) resume(ctx context.Context, mach *vm.Machine) error {
 	m.pmu.Lock()
 	defer m.pmu.Unlock()
+	return m.resumeLocked(ctx, mach)
+}
+
+// resumeLocked is resume for a caller holding pmu.
+func (m *Manager) resumeLocked(ctx context.Context, mach *vm.Machine) error {
 	m.mu.Lock()
 	sleeping := m.status.SleepingSince != nil
 	m.mu.Unlock()
@@ -206,4 +212,85 @@ func (m *Manager) agentsBusy(mach *vm.Machine) bool {
 		}
 	}
 	return false
+}
+
+// Hold runs fn with the sandbox's state held still: no lifecycle
+// operation runs meanwhile, and a running VM has its writes flushed
+// (sync in the guest) and is paused for fn, then woken (with its clock
+// set). running tells fn which it was. Guest operations made meanwhile
+// wait for the wake. For a consistent checkpoint.
+func (m *Manager) Hold(ctx context.Context, op string, fn func(running bool) error) error {
+	if err := m.claim(op); err != nil {
+		return err
+	}
+	defer m.release()
+	m.mu.Lock()
+	mach := m.machine
+	m.mu.Unlock()
+	if mach == nil {
+		return fn(false)
+	}
+	// A sleeping guest may hold writes it has not flushed: wake it to.
+	if err := m.resume(ctx, mach); err != nil {
+		return err
+	}
+	var out strings.Builder
+	st, err := mach.Agent().Exec(ctx, agentproto.ExecRequest{Argv: []string{"sync"}}, nil, &out, &out)
+	if err == nil && st.Code != 0 {
+		err = fmt.Errorf("sync exited %d: %s", st.Code, out.String())
+	}
+	if err != nil {
+		return fmt.Errorf("flushing the guest's writes before %s: %w", op, err)
+	}
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	now := time.Now()
+	m.mu.Lock()
+	if m.machine != mach {
+		m.mu.Unlock()
+		return ErrNotRunning
+	}
+	m.pauses++
+	notify := m.setLocked(func(s *Status) { s.SleepingSince = &now })
+	m.mu.Unlock()
+	notify()
+	if err := mach.Pause(ctx); err != nil {
+		m.set(func(s *Status) { s.SleepingSince = nil })
+		return fmt.Errorf("pausing the VM for %s: %w", op, err)
+	}
+	ferr := fn(true)
+	// Woken whatever fn did, and even when ctx ended: a VM left paused
+	// by a cancelled checkpoint would look hung.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.resumeLocked(wctx, mach); err != nil {
+		return errors.Join(ferr, err)
+	}
+	return ferr
+}
+
+// WithStopped runs fn with the VM stopped and no lifecycle operation
+// running, then starts the VM again if it was running: for a restore,
+// which replaces its disk. wasRunning says which it was.
+func (m *Manager) WithStopped(ctx context.Context, op string, fn func(wasRunning bool) error) error {
+	if err := m.claim(op); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	running := m.machine != nil
+	m.mu.Unlock()
+	if running {
+		if err := m.stop(ctx); err != nil {
+			m.release()
+			return fmt.Errorf("stopping the VM for %s: %w", op, err)
+		}
+	}
+	err := fn(running)
+	m.release()
+	if running {
+		if serr := m.Start(ctx); serr != nil {
+			return errors.Join(err, fmt.Errorf("starting the VM again after %s: %w", op, serr))
+		}
+	}
+	return err
 }
