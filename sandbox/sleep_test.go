@@ -96,3 +96,58 @@ func TestIdleTick(t *testing.T) {
 		}
 	}
 }
+
+// WithStopped stops a running VM for fn, refuses other lifecycle
+// operations meanwhile, and starts it again; a stopped VM stays stopped.
+func TestWithStopped(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	m := newManager(t, d, Options{})
+	ctx := context.Background()
+	var sawRunning bool
+	if err := m.WithStopped(ctx, "restore", func(was bool) error { sawRunning = was; return nil }); err != nil || sawRunning {
+		t.Fatalf("stopped VM: %v, wasRunning %v", err, sawRunning)
+	}
+	if st := m.Status().State; st != Stopped {
+		t.Fatalf("a stopped VM was started: %s", st)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := d.last()
+	err := m.WithStopped(ctx, "restore", func(was bool) error {
+		sawRunning = was
+		if m.Status().State != Stopped {
+			t.Errorf("fn ran with the VM %s", m.Status().State)
+		}
+		if err := m.Start(ctx); !errors.Is(err, ErrBusy) {
+			t.Errorf("start during the restore: %v, want ErrBusy", err)
+		}
+		return nil
+	})
+	if err != nil || !sawRunning {
+		t.Fatalf("running VM: %v, wasRunning %v", err, sawRunning)
+	}
+	if st := m.Status().State; st != Running || d.last() == first {
+		t.Fatalf("after: %s, same machine %v; want a new running VM", st, d.last() == first)
+	}
+}
+
+// Hold on a stopped VM runs fn without starting it, and keeps lifecycle
+// operations out meanwhile.
+func TestHoldStopped(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	m := newManager(t, d, Options{})
+	ctx := context.Background()
+	err := m.Hold(ctx, "checkpoint", func(running bool) error {
+		if running {
+			t.Error("fn told the VM runs")
+		}
+		if err := m.Start(ctx); !errors.Is(err, ErrBusy) {
+			t.Errorf("start during a checkpoint: %v, want ErrBusy", err)
+		}
+		return nil
+	})
+	if err != nil || d.starts.Load() != 0 {
+		t.Fatalf("%v, %d starts", err, d.starts.Load())
+	}
+}
