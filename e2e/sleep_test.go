@@ -178,12 +178,15 @@ func TestIdleSuspend(t *testing.T) {
 	c, p := ownerSetup(t, false)
 	c.ok("config", "set", "idleSuspendMinutes", "0.05") // 3 s
 	c.ok("start")
-	start := time.Now()
-	testwait.Eventually(t, "the idle VM to sleep", 2*time.Minute, 200*time.Millisecond, func() bool {
+	// The last use is this call, made after t0: the sleep must come at
+	// least the limit later.
+	t0 := time.Now()
+	c.ok("exec", "--", "true")
+	testwait.Eventually(t, "the idle VM to sleep", 2*time.Minute, 500*time.Millisecond, func() bool {
 		return c.status().SleepingSince != nil
 	})
-	if slept := c.status().SleepingSince; slept.Sub(start) < 3*time.Second {
-		t.Errorf("slept %v after start, before the 3 s idle limit", slept.Sub(start))
+	if slept := *c.status().SleepingSince; slept.Sub(t0) < 3*time.Second {
+		t.Errorf("slept %v after the last call, before the 3 s idle limit", slept.Sub(t0))
 	}
 	if s := qmpStatus(t, p); s != "paused" {
 		t.Fatalf("QEMU's status when the owner says it sleeps: %q", s)
@@ -195,7 +198,7 @@ func TestIdleSuspend(t *testing.T) {
 		t.Fatalf("QEMU after a call: %q", s)
 	}
 	// The watch goes on after a wake: it sleeps again once idle.
-	testwait.Eventually(t, "the second sleep", 2*time.Minute, 200*time.Millisecond, func() bool {
+	testwait.Eventually(t, "the second sleep", 2*time.Minute, 500*time.Millisecond, func() bool {
 		return c.status().SleepingSince != nil
 	})
 }
