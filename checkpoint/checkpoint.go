@@ -56,8 +56,36 @@ type Meta struct {
 	Bytes     int64   `json:"bytes"`
 	DiskBytes int64   `json:"diskBytes"`
 	Seconds   float64 `json:"seconds"` // how long taking it took
+	// Auto marks a checkpoint taken by the app (before a reset or a
+	// restore), which Prune may delete.
+	Auto bool `json:"auto,omitempty"`
 	// Items are the parts it holds (relative names, see items).
 	Items []string `json:"items"`
+}
+
+// ReasonUser is the reason of a checkpoint the user asked for; any other
+// is automatic.
+const ReasonUser = "user"
+
+// Prune deletes the oldest automatic checkpoints beyond keep; the user's
+// are never deleted.
+func (s Store) Prune(keep int) error {
+	l, err := s.List()
+	if err != nil {
+		return err
+	}
+	var auto []Meta
+	for _, m := range l {
+		if m.Auto {
+			auto = append(auto, m)
+		}
+	}
+	var errs []error
+	for len(auto) > keep {
+		errs = append(errs, s.Remove(auto[0].Name))
+		auto = auto[1:]
+	}
+	return errors.Join(errs...)
 }
 
 // Store is the checkpoints of one data folder.
@@ -138,7 +166,7 @@ func (s Store) Create(ctx context.Context, name, reason, vm string) (Meta, error
 		return Meta{}, err
 	}
 	defer os.RemoveAll(tmp) // after the rename, nothing is left here
-	m := Meta{Name: name, Created: start.UTC(), Reason: reason, VM: vm, Method: "clone"}
+	m := Meta{Name: name, Created: start.UTC(), Reason: reason, VM: vm, Method: "clone", Auto: reason != ReasonUser}
 	data := filepath.Join(tmp, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
 		return Meta{}, err

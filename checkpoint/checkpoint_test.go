@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -204,5 +205,27 @@ func TestNames(t *testing.T) {
 	}
 	if err := CheckName("before-upgrade_2.1"); err != nil {
 		t.Error(err)
+	}
+}
+
+// Prune keeps the newest automatic checkpoints and every user one.
+func TestPrune(t *testing.T) {
+	s := dataDir(t)
+	ctx := context.Background()
+	for _, c := range []struct{ name, reason string }{{"u1", ReasonUser}, {"a1", "before reset"}, {"a2", "before reset"}, {"u2", ReasonUser}, {"a3", "before restoring u1"}} {
+		if _, err := s.Create(ctx, c.name, c.reason, "stopped"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Prune(2); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := s.List()
+	var names []string
+	for _, m := range l {
+		names = append(names, m.Name)
+	}
+	if got := strings.Join(names, ","); got != "u1,a2,u2,a3" {
+		t.Errorf("after Prune(2): %s, want u1,a2,u2,a3", got)
 	}
 }

@@ -59,6 +59,10 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"idleSuspendMinutes", "-1", "idleSuspendMinutes: -1, allowed 0–1440"},
 		{"idleSuspendMinutes", "1441", "idleSuspendMinutes"},
 		{"idleSuspendMinutes", "NaN", "idleSuspendMinutes"},
+		{"safetyCheckpoints", "0", ""},
+		{"safetyCheckpoints", "50", ""},
+		{"safetyCheckpoints", "51", "safetyCheckpoints: 51, allowed 0–50"},
+		{"safetyCheckpoints", "-1", "safetyCheckpoints"},
 		{"idleSuspendMinutes", "soon", `idleSuspendMinutes: "soon" is not a number`},
 	}
 	for _, tc := range tests {

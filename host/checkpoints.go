@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
@@ -80,8 +81,41 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest)
 	})
 	if err == nil {
 		h.logf("restored checkpoint %s (the state before is checkpoint %s)", req.Name, r.Saved.Name)
+		h.prune(1)
 	}
 	return r, err
+}
+
+// safetyCheckpoint saves the sandbox before op changes it (reset), when
+// safetyCheckpoints is not 0, and prunes the automatic ones to it.
+func (h *Host) safetyCheckpoint(ctx context.Context, op string) error {
+	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
+	if cfg.SafetyCheckpoints == 0 {
+		return nil
+	}
+	if st := h.m.Status().State; st == sandbox.NotProvisioned || st == sandbox.Provisioning {
+		return nil // nothing to save
+	}
+	err := h.m.Hold(ctx, "checkpoint", func(running bool) error {
+		m, err := h.checkpoints().Create(ctx, checkpoint.AutoName("auto-", time.Now()), "before "+op, vmWord(running))
+		if err == nil {
+			h.logf("checkpoint %s before %s", m.Name, op)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("the checkpoint before the %s failed, so nothing was changed (set safetyCheckpoints to 0 to go on without one): %w", op, err)
+	}
+	h.prune(0)
+	return nil
+}
+
+// prune keeps safetyCheckpoints automatic checkpoints, at least least.
+func (h *Host) prune(least int) {
+	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
+	if err := h.checkpoints().Prune(max(cfg.SafetyCheckpoints, least)); err != nil {
+		h.logf("pruning automatic checkpoints: %v", err)
+	}
 }
 
 // RemoveCheckpoint deletes a checkpoint.

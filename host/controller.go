@@ -39,6 +39,11 @@ func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.S
 	if onStatus != nil {
 		defer h.m.Subscribe(onStatus)()
 	}
+	if op == api.OpReset {
+		if err := h.safetyCheckpoint(ctx, "reset"); err != nil {
+			return h.m.Status(), err
+		}
+	}
 	if err := run(ctx); err != nil {
 		return h.m.Status(), err
 	}

@@ -203,7 +203,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 		"suspend":     c.lifecycle(api.OpSuspend, "Suspending"),
 		"resume":      c.lifecycle(api.OpResume, "Resuming"),
 		"checkpoint":  c.checkpoint,
-		"reset":       c.confirmed(api.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
+		"reset":       c.confirmed(api.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache; the current state is saved first as a checkpoint (setting safetyCheckpoints)."),
 		"remove":      c.confirmed(api.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
 		"status":      c.status,
 		"diagnostics": c.diagnostics,
