@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -100,6 +101,9 @@ type Manager struct {
 	// pauses counts suspends, so the watchdog can tell that a ping went
 	// unanswered because the VM slept.
 	pauses int
+	// quiet counts the background reads in flight (Quiet): their
+	// streams are not activity.
+	quiet atomic.Int32
 }
 
 type flight struct {
@@ -612,6 +616,27 @@ func (m *Manager) Agent() (*agentproto.Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// ErrSleeping: the VM sleeps, and a background read doesn't wake it.
+var ErrSleeping = agentproto.Class(agentproto.ErrUnavailable, "the sandbox VM is sleeping; the next call wakes it")
+
+// Quiet returns the guest agent client for a background read (the
+// window's usage figures, its long poll of the refusal log): it never
+// wakes a sleeping VM (ErrSleeping) and its call's stream is not
+// activity until done is called.
+func (m *Manager) Quiet() (*agentproto.Client, func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.machine == nil {
+		return nil, nil, ErrNotRunning
+	}
+	if m.status.SleepingSince != nil {
+		return nil, nil, ErrSleeping
+	}
+	m.quiet.Add(1)
+	var once sync.Once
+	return m.machine.Agent(), func() { once.Do(func() { m.quiet.Add(-1) }) }, nil
 }
 
 // Awake returns the guest agent client only while the VM runs and is

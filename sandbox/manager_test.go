@@ -42,6 +42,10 @@ func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
 	go func() {
 		peer, _ := agentproto.NewServerPeer(guest)
 		m := agentproto.NewMux()
+		m.Handle(agentproto.OpNetLog, func(ctx context.Context, c *agentproto.Call) error {
+			<-ctx.Done() // a long poll that never ends by itself
+			return ctx.Err()
+		})
 		m.Handle(agentproto.OpUsage, agentproto.Unary(func(context.Context, *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
 			p.usages.Add(1)
 			return &agentproto.UsageResponse{Users: []agentproto.UserUsage{{User: "a", Processes: int(p.agentProcs.Load())}}}, nil

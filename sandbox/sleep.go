@@ -152,7 +152,7 @@ func (m *Manager) idleWatch(mach *vm.Machine) {
 			streamsSeen = false
 			continue
 		}
-		if peer.Streams() > 0 {
+		if peer.Streams()-int(m.quiet.Load()) > 0 {
 			if streamsSeen {
 				m.touch()
 			}
@@ -170,7 +170,7 @@ func (m *Manager) idleWatch(mach *vm.Machine) {
 		m.pmu.Lock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := m.suspend(ctx, func() bool {
-			return m.machine == mach && time.Since(m.lastUse) >= limit && peer.Streams() == 0
+			return m.machine == mach && time.Since(m.lastUse) >= limit && peer.Streams()-int(m.quiet.Load()) <= 0
 		})
 		cancel()
 		m.pmu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
 // An idle VM is paused once the limit passes, but not while an agent has
@@ -149,5 +151,32 @@ func TestHoldStopped(t *testing.T) {
 	})
 	if err != nil || d.starts.Load() != 0 {
 		t.Fatalf("%v, %d starts", err, d.starts.Load())
+	}
+}
+
+// The window's background reads (Quiet) neither keep the VM awake, even
+// a long poll held open, nor wake it.
+func TestQuietReadsDontKeepAwake(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	m := newManager(t, d, Options{IdleSuspend: func() time.Duration { return 200 * time.Millisecond }})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g, done, err := m.Quiet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		defer done()
+		g.NetLog(ctx, agentproto.NetLogRequest{WaitMillis: 60000})
+	}()
+	waitFor(t, "idle suspend with a long poll open", func() bool { return m.Status().SleepingSince != nil })
+	if _, _, err := m.Quiet(); !errors.Is(err, ErrSleeping) {
+		t.Fatalf("Quiet on a sleeping VM: %v, want ErrSleeping", err)
+	}
+	if !d.last().paused.Load() {
+		t.Fatal("a quiet read woke the VM")
 	}
 }

@@ -109,6 +109,7 @@ var Sentinels = []Sentinel{
 	{"sandbox.ErrBusy", sandbox.ErrBusy, agentproto.ErrBusy},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, agentproto.ErrUnavailable},
 	{"sandbox.ErrNotRunning", sandbox.ErrNotRunning, agentproto.ErrUnavailable},
+	{"sandbox.ErrSleeping", sandbox.ErrSleeping, agentproto.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, agentproto.ErrUnavailable},
 	{"sandboxpath.ErrRejected", sandboxpath.ErrRejected, agentproto.ErrInvalid},
 	{"secrets.ErrInvalid", secrets.ErrInvalid, agentproto.ErrInvalid},
