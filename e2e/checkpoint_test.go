@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,22 +90,28 @@ func TestCheckpointRestore(t *testing.T) {
 func TestCheckpointWhileWriting(t *testing.T) {
 	e := startIsoEnv(t)
 	e.ok("agent", "add", "alice")
+	execOut(t, e.session(t, "alice"), "true") // her Linux user and home exist
 	const n = 3000
 	dir := filepath.Join(e.p.AgentHomes(), "alice", "w")
-	done := make(chan struct{})
+	done := make(chan string, 1)
 	go func() {
-		defer close(done)
 		// Ends with an error when the restore stops the VM under it.
-		e.run("exec", "--user", "agent-alice", "--", "sh", "-c",
+		out, errOut, code := e.run("exec", "--user", "agent-alice", "--", "sh", "-c",
 			"mkdir -p /workspace/agents/alice/w && cd /workspace/agents/alice/w && i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do head -c 65536 /dev/zero > .t && mv .t $i; i=$((i+1)); done")
+		done <- fmt.Sprintf("exit %d: %s %s", code, out, errOut)
 	}()
 	testwait.Eventually(t, "alice's writes", 2*time.Minute, 50*time.Millisecond, func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("the writer ended before writing 5 files: %s", r)
+		default:
+		}
 		_, err := os.Stat(filepath.Join(dir, "5"))
 		return err == nil
 	})
 	e.ok("checkpoint", "create", "during")
 	e.ok("checkpoint", "restore", "--yes", "during")
-	<-done
+	t.Logf("writer: %s", <-done)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
