@@ -152,7 +152,8 @@ soak: agent test-guest
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSoak$$" -benchtime $(SOAK_ROUNDS)x -timeout 2h ./e2e/
 
 bench: agent test-guest
-	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(BootVsBare|ProvisionFromCache|AppIdle|VMDeath|DiskQuota|ResourceLimits)$$" -benchtime 1x ./e2e/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(BootVsBare|ProvisionFromCache|AppIdle|VMDeath|DiskQuota|ResourceLimits|Checkpoint)$$" -benchtime 1x ./e2e/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkResumeExec$$" -benchtime 10x ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(ExecTrue|FileWriteRead1MiB)$$" -benchtime 2s ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkExecTrueLayers$$" -benchtime 18x ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSoak$$" -benchtime 100x ./e2e/

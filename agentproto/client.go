@@ -34,6 +34,17 @@ func Handshake(ctx context.Context, p *Peer) (*Client, error) {
 	return &Client{Peer: p, Info: resp}, nil
 }
 
+// SyncClock hands the host's clock to the guest again, as Handshake did:
+// a guest that was paused (or restored) has lost the time it did not run.
+// Hello is idempotent on the guest, which sets its clock when it is more
+// than a second off.
+func (c *Client) SyncClock(ctx context.Context) error {
+	return c.Peer.Call(ctx, OpHello, HelloRequest{
+		Major: VersionMajor, Minor: VersionMinor, TimeUnixNano: time.Now().UnixNano(),
+		HostAddrs: hostAddrs(),
+	}, &HelloResponse{})
+}
+
 // Exec runs a process and streams its output into stdout and stderr as it
 // arrives. stdin, when non-nil, is copied to the process (req.Stdin is set
 // for you). Cancelling ctx kills the process group.

@@ -85,6 +85,10 @@ func (p *Peer) SetCauseGrace(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// Streams is how many streams (calls, shells, forwarded connections, in
+// either direction) are open now: a session with none is idle.
+func (p *Peer) Streams() int { return p.sess.NumStreams() }
+
 // Done is closed when the session ends, for any reason.
 func (p *Peer) Done() <-chan struct{} { return p.sess.CloseChan() }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
@@ -62,6 +63,34 @@ type Sandbox struct {
 	// MCPPort is the loopback port of MCP over HTTP; 0 means
 	// DefaultMCPPort.
 	MCPPort int `json:"mcpPort,omitempty"`
+	// IdleSuspendMinutes: after this long with no tool call, shell,
+	// preview connection or agent process, the owner pauses the VM (0
+	// turns it off; fractions allowed). Not omitempty: 0 is a choice, and
+	// a missing key means the default.
+	IdleSuspendMinutes float64 `json:"idleSuspendMinutes"`
+	// SafetyCheckpoints is how many automatic checkpoints (taken before a
+	// reset or a restore) are kept; 0 takes none before a reset (a
+	// restore always saves the state it replaces).
+	SafetyCheckpoints int `json:"safetyCheckpoints"`
+}
+
+// DefaultSafetyCheckpoints and MaxSafetyCheckpoints bound the automatic
+// checkpoints kept.
+const (
+	DefaultSafetyCheckpoints = 3
+	MaxSafetyCheckpoints     = 50
+)
+
+// DefaultIdleSuspendMinutes is the idle time before the VM sleeps.
+const DefaultIdleSuspendMinutes = 15
+
+// MaxIdleSuspendMinutes bounds the setting (a day).
+const MaxIdleSuspendMinutes = 24 * 60
+
+// IdleSuspend is how long the VM may be idle before it is paused; 0 means
+// never.
+func (s Sandbox) IdleSuspend() time.Duration {
+	return time.Duration(s.IdleSuspendMinutes * float64(time.Minute))
 }
 
 // DefaultMCPPort is the port of MCP over HTTP when none is set.
@@ -143,7 +172,8 @@ func allowlistEntry(h string) bool {
 // Defaults are Osaurus's.
 func Defaults() Sandbox {
 	return Sandbox{CPUs: 2, MemoryGB: 2, Network: "outbound", AutoStart: true, Accel: "auto",
-		RunnerMaxSteps: DefaultRunnerMaxSteps, RunnerTimeoutSeconds: DefaultRunnerTimeoutSeconds}
+		RunnerMaxSteps: DefaultRunnerMaxSteps, RunnerTimeoutSeconds: DefaultRunnerTimeoutSeconds,
+		IdleSuspendMinutes: DefaultIdleSuspendMinutes, SafetyCheckpoints: DefaultSafetyCheckpoints}
 }
 
 // ErrInvalid is wrapped by every validation failure.
@@ -170,6 +200,10 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: runnerTimeoutSeconds: %d, allowed 10–%d", ErrInvalid, s.RunnerTimeoutSeconds, MaxRunnerTimeoutSeconds)
 	case s.MCPPort != 0 && (s.MCPPort < 1024 || s.MCPPort > 65535):
 		return fmt.Errorf("%w: mcpPort: %d, allowed 1024–65535, or 0 for %d", ErrInvalid, s.MCPPort, DefaultMCPPort)
+	case !(s.IdleSuspendMinutes >= 0 && s.IdleSuspendMinutes <= MaxIdleSuspendMinutes):
+		return fmt.Errorf("%w: idleSuspendMinutes: %g, allowed 0–%d (minutes, fractions allowed; 0 never suspends)", ErrInvalid, s.IdleSuspendMinutes, MaxIdleSuspendMinutes)
+	case s.SafetyCheckpoints < 0 || s.SafetyCheckpoints > MaxSafetyCheckpoints:
+		return fmt.Errorf("%w: safetyCheckpoints: %d, allowed 0–%d (0 takes none before a reset)", ErrInvalid, s.SafetyCheckpoints, MaxSafetyCheckpoints)
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
 	}
@@ -319,6 +353,8 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"inferenceModel", "model to use when a request names none"},
 	{"runnerMaxSteps", "model calls one agent-runner task may make, 1–200"},
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
+	{"idleSuspendMinutes", "minutes without tool calls, shells, previews or agent processes before the VM is paused (default 15; 0 never; fractions allowed)"},
+	{"safetyCheckpoints", "automatic checkpoints kept, taken before a reset or a restore, 0–50 (default 3; 0 takes none before a reset)"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
@@ -366,6 +402,10 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.Itoa(s.RunnerMaxSteps), nil
 	case "runnerTimeoutSeconds":
 		return strconv.Itoa(s.RunnerTimeoutSeconds), nil
+	case "safetyCheckpoints":
+		return strconv.Itoa(s.SafetyCheckpoints), nil
+	case "idleSuspendMinutes":
+		return strconv.FormatFloat(s.IdleSuspendMinutes, 'g', -1, 64), nil
 	case "mcpPort":
 		_, p, _ := strings.Cut(s.MCPAddr(), ":")
 		return p, nil
@@ -434,6 +474,13 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.RunnerTimeoutSeconds, err = atoi()
 	case "mcpPort":
 		s.MCPPort, err = atoi()
+	case "safetyCheckpoints":
+		s.SafetyCheckpoints, err = atoi()
+	case "idleSuspendMinutes":
+		s.IdleSuspendMinutes, err = strconv.ParseFloat(value, 64)
+		if err != nil {
+			err = fmt.Errorf("%w: idleSuspendMinutes: %q is not a number of minutes (0–%d, 0 never suspends)", ErrInvalid, value, MaxIdleSuspendMinutes)
+		}
 	default:
 		return s, unknownKey(key)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateNamesKeyAndRange(t *testing.T) {
@@ -52,6 +53,17 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"runnerMaxSteps", "201", "runnerMaxSteps"},
 		{"runnerTimeoutSeconds", "9", "runnerTimeoutSeconds"},
 		{"runnerTimeoutSeconds", "60", ""},
+		{"idleSuspendMinutes", "0", ""},
+		{"idleSuspendMinutes", "0.05", ""},
+		{"idleSuspendMinutes", "1440", ""},
+		{"idleSuspendMinutes", "-1", "idleSuspendMinutes: -1, allowed 0–1440"},
+		{"idleSuspendMinutes", "1441", "idleSuspendMinutes"},
+		{"idleSuspendMinutes", "NaN", "idleSuspendMinutes"},
+		{"safetyCheckpoints", "0", ""},
+		{"safetyCheckpoints", "50", ""},
+		{"safetyCheckpoints", "51", "safetyCheckpoints: 51, allowed 0–50"},
+		{"safetyCheckpoints", "-1", "safetyCheckpoints"},
+		{"idleSuspendMinutes", "soon", `idleSuspendMinutes: "soon" is not a number`},
 	}
 	for _, tc := range tests {
 		_, err := Defaults().Set(tc.key, tc.value)
@@ -116,5 +128,22 @@ func TestNeedsRestart(t *testing.T) {
 	a.Machine = "q35"
 	if !a.NeedsRestart(d) {
 		t.Error("machine change does not ask for a restart")
+	}
+}
+
+// A missing idleSuspendMinutes means the default; a saved 0 stays off.
+func TestIdleSuspendDefaultAndOff(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sandbox.json")
+	os.WriteFile(p, []byte(`{"cpus": 2}`), 0o644)
+	s, err := LoadSandbox(p)
+	if err != nil || s.IdleSuspend() != DefaultIdleSuspendMinutes*time.Minute {
+		t.Fatalf("missing key: %v %v, want %d minutes", s.IdleSuspend(), err, DefaultIdleSuspendMinutes)
+	}
+	s.IdleSuspendMinutes = 0
+	if err := SaveSandbox(p, s); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = LoadSandbox(p); err != nil || s.IdleSuspend() != 0 {
+		t.Fatalf("saved 0: %v %v, want off", s.IdleSuspend(), err)
 	}
 }

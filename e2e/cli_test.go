@@ -139,6 +139,10 @@ func TestCLIFirstDay(t *testing.T) {
 		t.Fatalf("declined reset: %v", err)
 	}
 	c.ok("reset", "--yes")
+	// The safety net: the state before the reset is a checkpoint.
+	if out := c.ok("checkpoint", "list"); !strings.Contains(out, "before reset") {
+		t.Errorf("no checkpoint before the reset: %q", out)
+	}
 	c.ok("start")
 	if out := c.ok("exec", "--", "cat", "/workspace/hello.txt"); out != "hi from sandbox\n" {
 		t.Fatalf("workspace after reset: %q", out)

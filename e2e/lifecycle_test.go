@@ -99,7 +99,7 @@ func (s *switchableServer) setOff(off bool) {
 	s.mu.Unlock()
 }
 
-func newTestManager(t *testing.T, p config.Paths, srv *switchableServer, o sandbox.Options) *sandbox.Manager {
+func newTestManager(t testing.TB, p config.Paths, srv *switchableServer, o sandbox.Options) *sandbox.Manager {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.ImageManifest = srv.URL + "/manifest.json"

@@ -31,12 +31,18 @@ func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.S
 	run := map[api.Op]func(context.Context) error{
 		api.OpProvision: h.m.Provision, api.OpStart: h.m.Start, api.OpStop: h.m.Stop,
 		api.OpReset: h.m.Reset, api.OpRemove: h.m.Remove,
+		api.OpSuspend: h.m.Suspend, api.OpResume: h.m.Resume,
 	}[op]
 	if run == nil {
 		return sandbox.Status{}, fmt.Errorf("unknown lifecycle operation %q", op)
 	}
 	if onStatus != nil {
 		defer h.m.Subscribe(onStatus)()
+	}
+	if op == api.OpReset {
+		if err := h.safetyCheckpoint(ctx, "reset"); err != nil {
+			return h.m.Status(), err
+		}
 	}
 	if err := run(ctx); err != nil {
 		return h.m.Status(), err

@@ -16,8 +16,9 @@ func (h *Host) enforceDisk(ctx context.Context) (stop func()) {
 	mon := &diskquota.Monitor{
 		Tracker:  t,
 		Registry: h.reg,
-		Guest:    func() (*agentproto.Client, error) { return m.Agent() },
-		Free:     func() (int64, error) { return diskquota.FreeBytes(p.Workspace()) },
+		// Housekeeping neither wakes a sleeping VM nor keeps it awake.
+		Guest: func() (*agentproto.Client, error) { return m.Awake() },
+		Free:  func() (int64, error) { return diskquota.FreeBytes(p.Workspace()) },
 		Floor: func() int64 {
 			cfg, _ := config.LoadSandbox(p.SandboxJSON()) // defaults on error
 			return cfg.HostFreeFloor()

@@ -154,7 +154,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	})
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
-	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Activity: h.activity, Ports: h.ports}
+	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,
@@ -164,6 +164,10 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		},
 		Agent: assets.GuestAgent,
 		Logf:  o.Logf,
+		IdleSuspend: func() time.Duration {
+			cfg, _ := config.LoadSandbox(o.Paths.SandboxJSON()) // defaults on error
+			return cfg.IdleSuspend()
+		},
 		// The host API bridge serves the guest's calls and installs
 		// osaurus-host; the disk monitor gives a new session its blocks
 		// and caps before any tool can use it.
@@ -318,6 +322,10 @@ func StopOrphan(ctx context.Context, p config.Paths, logf func(string, ...any)) 
 	}
 	return pid, nil
 }
+
+// quiet is the awake VM's agent for background reads (the manager is
+// made after the ToolHost that holds this).
+func (h *Host) quiet() (*agentproto.Client, func(), error) { return h.m.Quiet() }
 
 // running is the running VM's agent; it never starts the VM.
 func (h *Host) running(context.Context) (*agentproto.Client, error) {

@@ -28,6 +28,10 @@ type ToolHost struct {
 	// Running is the running VM's agent; it never starts the VM and
 	// fails with an agentproto.ErrUnavailable error when none runs.
 	Running func(ctx context.Context) (*agentproto.Client, error)
+	// Quiet, when set, is the awake VM's agent for the window's
+	// background reads (usage, the refusal log): they neither wake a
+	// sleeping VM nor keep it awake; done ends the call. Nil: Running.
+	Quiet func() (g *agentproto.Client, done func(), err error)
 	// Memory is the agents' memory store (nil when it can't open).
 	Memory *memory.Store
 	// Ports, when set, holds the agents' previews; removing an agent
@@ -48,19 +52,30 @@ func (h *ToolHost) Exec(ctx context.Context, req agentproto.ExecRequest, stdin i
 
 // NetLog reads the guest's log of refused connections.
 func (h *ToolHost) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
-	g, err := h.Running(ctx)
+	g, done, err := h.quiet(ctx)
 	if err != nil {
 		return agentproto.NetLogResponse{}, err
 	}
+	defer done()
 	return g.NetLog(ctx, req)
+}
+
+// quiet is Quiet, or Running without one.
+func (h *ToolHost) quiet(ctx context.Context) (*agentproto.Client, func(), error) {
+	if h.Quiet != nil {
+		return h.Quiet()
+	}
+	g, err := h.Running(ctx)
+	return g, func() {}, err
 }
 
 // Usage reads the agents' resource use in the guest.
 func (h *ToolHost) Usage(ctx context.Context, req agentproto.UsageRequest) (agentproto.UsageResponse, error) {
-	g, err := h.Running(ctx)
+	g, done, err := h.quiet(ctx)
 	if err != nil {
 		return agentproto.UsageResponse{}, err
 	}
+	defer done()
 	return g.Usage(ctx, req)
 }
 

@@ -202,7 +202,10 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 		"provision":   c.lifecycle(api.OpProvision, "Provisioning"),
 		"start":       c.lifecycle(api.OpStart, "Starting"),
 		"stop":        c.stop,
-		"reset":       c.confirmed(api.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache."),
+		"suspend":     c.lifecycle(api.OpSuspend, "Suspending"),
+		"resume":      c.lifecycle(api.OpResume, "Resuming"),
+		"checkpoint":  c.checkpoint,
+		"reset":       c.confirmed(api.OpReset, "Reset deletes the VM's root disk (packages installed in it), kernel and init filesystem, then provisions again.\nKept: workspace, output, agents' homes and the download cache; the current state is saved first as a checkpoint (setting safetyCheckpoints)."),
 		"remove":      c.confirmed(api.OpRemove, "Remove deletes every VM file: root disk, kernel, init filesystem and downloads.\nKept: workspace, output and agents' homes."),
 		"status":      c.status,
 		"diagnostics": c.diagnostics,
@@ -516,6 +519,9 @@ func describe(st sandbox.Status) string {
 	switch {
 	case st.State == sandbox.Running && st.Unresponsive != nil:
 		s += fmt.Sprintf(", NOT RESPONDING since %s (the guest agent doesn't answer; it is restarted if it stays so)", st.Unresponsive.Format(time.TimeOnly))
+	case st.State == sandbox.Running && st.SleepingSince != nil:
+		s += fmt.Sprintf(" (%s %s, %s guest), sleeping since %s (paused in place: no CPU; the next call wakes it)",
+			st.Driver, st.Accel, st.Distro, st.SleepingSince.Format(time.DateTime))
 	case st.State == sandbox.Running && st.Driver == "":
 		// Adoptable: nobody is connected to it to know more.
 		s += fmt.Sprintf(" (adoptable: no process owns it; pid %d, up since %s)", st.Pid, st.Since.Format(time.DateTime))

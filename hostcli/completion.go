@@ -19,6 +19,7 @@ var subcommands = map[string][]string{
 	"config":     {"get", "set", "reset"},
 	"project":    {"add", "list", "remove"},
 	"ports":      {"close"},
+	"checkpoint": {"create", "list", "restore", "remove"},
 	"completion": {"bash", "zsh", "fish"},
 	"help":       nil, // filled with the commands
 }

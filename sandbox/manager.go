@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -60,6 +61,10 @@ type Options struct {
 	// before the sandbox reports Running. The host API bridge hooks in
 	// here: it serves the guest's calls and installs osaurus-host.
 	OnGuest func(ctx context.Context, c *agentproto.Client)
+	// IdleSuspend says how long the VM may be idle before it is paused
+	// (0: never); read again on every check, so a changed setting
+	// applies without a restart. Nil means never.
+	IdleSuspend func() time.Duration
 }
 
 // Manager owns the VM of one data dir. Its methods are safe for concurrent
@@ -87,6 +92,18 @@ type Manager struct {
 	// that exit as a crash, not as a requested stop.
 	wedged    *vm.Machine
 	wedgedErr error
+	// pmu serialises pausing and resuming; Agent waits on it to wake a
+	// sleeping VM. Taken before mu, never while holding it.
+	pmu sync.Mutex
+	// lastUse is when a guest operation was last handed out (Agent) or
+	// activity last seen in the guest.
+	lastUse time.Time
+	// pauses counts suspends, so the watchdog can tell that a ping went
+	// unanswered because the VM slept.
+	pauses int
+	// quiet counts the background reads in flight (Quiet): their
+	// streams are not activity.
+	quiet atomic.Int32
 }
 
 type flight struct {
@@ -408,8 +425,10 @@ func (m *Manager) adopt(mach *vm.Machine) {
 	info, g := mach.Info(), mach.Guest()
 	m.mu.Lock()
 	m.machine = mach
+	m.lastUse = time.Now()
 	notify := m.setLocked(func(s *Status) {
 		s.State, s.Reason = Running, ""
+		s.SleepingSince = nil
 		s.Driver, s.Accel, s.Transport, s.Pid = info.Driver, info.Accel, info.Transport, info.Pid
 		s.AccelReason = info.AccelReason
 		s.Distro, s.Kernel, s.BootSecs = g.Distro, g.Kernel, g.BootSeconds
@@ -421,6 +440,7 @@ func (m *Manager) adopt(mach *vm.Machine) {
 	m.watching.Add(1)
 	go func() { defer m.watching.Done(); m.watch(mach) }()
 	go m.watchdog(mach)
+	go m.idleWatch(mach)
 }
 
 // ErrUnresponsive: the guest agent stopped answering (a wedged kernel, a
@@ -441,6 +461,13 @@ func (m *Manager) watchdog(mach *vm.Machine) {
 			return
 		case <-t.C:
 		}
+		// A sleeping VM answers nothing, by design.
+		m.mu.Lock()
+		sleeping, pauses := m.status.SleepingSince != nil, m.pauses
+		m.mu.Unlock()
+		if sleeping {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.o.PingTimeout)
 		_, err := mach.Agent().Stat(ctx, agentproto.PathRequest{Path: "/"})
 		cancel()
@@ -456,6 +483,10 @@ func (m *Manager) watchdog(mach *vm.Machine) {
 		if m.machine != mach {
 			m.mu.Unlock()
 			return
+		}
+		if err != nil && (m.pauses != pauses || m.status.SleepingSince != nil) {
+			m.mu.Unlock() // it went to sleep during the ping
+			continue
 		}
 		var notify func()
 		var since time.Time
@@ -530,7 +561,7 @@ func (m *Manager) watch(mach *vm.Machine) {
 	restarts := len(m.crashes)
 	var delay time.Duration
 	notify := m.setLocked(func(s *Status) {
-		s.State, s.Pid, s.Unresponsive = Error, 0, nil
+		s.State, s.Pid, s.Unresponsive, s.SleepingSince = Error, 0, nil, nil
 		s.Restarts = restarts
 		if restarts > m.o.RestartLimit {
 			until := now.Add(m.o.Cooldown)
@@ -565,11 +596,56 @@ func (m *Manager) autoRestart() {
 	}
 }
 
-// Agent returns the guest agent client of the running VM.
+// Agent returns the guest agent client of the running VM, for a guest
+// operation about to be made: it counts as activity, and a sleeping VM
+// is woken first (with its clock set), so callers never see the sleep.
 func (m *Manager) Agent() (*agentproto.Client, error) {
+	m.mu.Lock()
+	if m.machine == nil {
+		m.mu.Unlock()
+		return nil, ErrNotRunning
+	}
+	m.lastUse = time.Now()
+	c, sleeping := m.machine.Agent(), m.status.SleepingSince != nil
+	m.mu.Unlock()
+	if sleeping {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.Resume(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// ErrSleeping: the VM sleeps, and a background read doesn't wake it.
+var ErrSleeping = agentproto.Class(agentproto.ErrUnavailable, "the sandbox VM is sleeping; the next call wakes it")
+
+// Quiet returns the guest agent client for a background read (the
+// window's usage figures, its long poll of the refusal log): it never
+// wakes a sleeping VM (ErrSleeping) and its call's stream is not
+// activity until done is called.
+func (m *Manager) Quiet() (*agentproto.Client, func(), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.machine == nil {
+		return nil, nil, ErrNotRunning
+	}
+	if m.status.SleepingSince != nil {
+		return nil, nil, ErrSleeping
+	}
+	m.quiet.Add(1)
+	var once sync.Once
+	return m.machine.Agent(), func() { once.Do(func() { m.quiet.Add(-1) }) }, nil
+}
+
+// Awake returns the guest agent client only while the VM runs and is
+// awake, without counting as activity: for housekeeping (the disk
+// monitor) that must neither wake the VM nor keep it awake.
+func (m *Manager) Awake() (*agentproto.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.machine == nil || m.status.SleepingSince != nil {
 		return nil, ErrNotRunning
 	}
 	return m.machine.Agent(), nil
@@ -585,6 +661,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 }
 
 func (m *Manager) stop(ctx context.Context) error {
+	// A sleeping guest can't power off: wake it for its clean shutdown.
+	if err := m.Resume(ctx); err != nil && !errors.Is(err, ErrNotRunning) {
+		m.o.Logf("waking the VM to stop it: %v", err)
+	}
 	m.mu.Lock()
 	mach := m.machine
 	m.machine = nil
@@ -609,7 +689,9 @@ func (m *Manager) stop(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, m.o.StopTimeout)
 	defer cancel()
 	err := mach.Stop(sctx)
-	m.set(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil, s.Unresponsive = Stopped, "", 0, nil, nil })
+	m.set(func(s *Status) {
+		s.State, s.Reason, s.Pid, s.CooldownUntil, s.Unresponsive, s.SleepingSince = Stopped, "", 0, nil, nil, nil
+	})
 	return err
 }
 
@@ -669,6 +751,10 @@ func (m *Manager) Close(ctx context.Context, stopVM bool) error {
 		return m.Stop(ctx)
 	}
 	if mach != nil {
+		// The next owner adopts a VM that answers.
+		if err := m.resume(ctx, mach); err != nil {
+			m.o.Logf("waking the VM before leaving it running: %v", err)
+		}
 		mach.Detach()
 	}
 	return nil

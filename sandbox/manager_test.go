@@ -31,6 +31,10 @@ type fakeProc struct {
 	once   sync.Once
 	err    error
 	wedged atomic.Bool // the agent stops answering stat (the watchdog's ping)
+	// For the sleep tests: processes agents have (usage), how often usage
+	// and hello were asked, whether the hypervisor paused the guest.
+	agentProcs, usages, hellos atomic.Int32
+	paused                     atomic.Bool
 }
 
 func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
@@ -38,7 +42,16 @@ func (p *fakeProc) DialAgent(ctx context.Context) (net.Conn, error) {
 	go func() {
 		peer, _ := agentproto.NewServerPeer(guest)
 		m := agentproto.NewMux()
+		m.Handle(agentproto.OpNetLog, func(ctx context.Context, c *agentproto.Call) error {
+			<-ctx.Done() // a long poll that never ends by itself
+			return ctx.Err()
+		})
+		m.Handle(agentproto.OpUsage, agentproto.Unary(func(context.Context, *agentproto.UsageRequest) (*agentproto.UsageResponse, error) {
+			p.usages.Add(1)
+			return &agentproto.UsageResponse{Users: []agentproto.UserUsage{{User: "a", Processes: int(p.agentProcs.Load())}}}, nil
+		}))
 		m.Handle(agentproto.OpHello, agentproto.Unary(func(context.Context, *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
+			p.hellos.Add(1)
 			return &agentproto.HelloResponse{Major: agentproto.VersionMajor, Distro: "fake"}, nil
 		}))
 		m.Handle(agentproto.OpShutdown, agentproto.Unary(func(context.Context, *agentproto.ShutdownRequest) (*agentproto.Empty, error) {
@@ -71,11 +84,18 @@ func (p *fakeProc) Info() vm.ProcessInfo {
 	return vm.ProcessInfo{Driver: "fake", Accel: "tcg", BootTimeout: 5 * time.Second}
 }
 
+// pausableProc is a fakeProc whose hypervisor can pause (vm.Pauser).
+type pausableProc struct{ *fakeProc }
+
+func (p pausableProc) Pause(context.Context) error  { p.paused.Store(true); return nil }
+func (p pausableProc) Resume(context.Context) error { p.paused.Store(false); return nil }
+
 type fakeDriver struct {
-	starts atomic.Int32
-	gate   chan struct{} // when set, Start waits for it to close
-	mu     sync.Mutex
-	procs  []*fakeProc
+	pausable bool
+	starts   atomic.Int32
+	gate     chan struct{} // when set, Start waits for it to close
+	mu       sync.Mutex
+	procs    []*fakeProc
 }
 
 func (d *fakeDriver) Name() string { return "fake" }
@@ -88,6 +108,9 @@ func (d *fakeDriver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error
 	d.mu.Lock()
 	d.procs = append(d.procs, p)
 	d.mu.Unlock()
+	if d.pausable {
+		return pausableProc{p}, nil
+	}
 	return p, nil
 }
 func (d *fakeDriver) last() *fakeProc {

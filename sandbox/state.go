@@ -44,6 +44,9 @@ type Status struct {
 	// Unresponsive is set, to when it started, while the VM runs but its
 	// guest agent doesn't answer the watchdog's pings.
 	Unresponsive *time.Time `json:"unresponsiveSince,omitempty"`
+	// SleepingSince is set, to when it was paused, while the VM sleeps:
+	// State stays Running, and the next call to the guest wakes it.
+	SleepingSince *time.Time `json:"sleepingSince,omitempty"`
 	// Progress of a running provision.
 	Progress *Progress `json:"progress,omitempty"`
 }

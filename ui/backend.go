@@ -113,7 +113,8 @@ func sameStatus(a, b sandbox.Status) bool {
 	if (a.Progress == nil) != (b.Progress == nil) || (a.Progress != nil && *a.Progress != *b.Progress) {
 		return false
 	}
-	if (a.CooldownUntil == nil) != (b.CooldownUntil == nil) || (a.Unresponsive == nil) != (b.Unresponsive == nil) {
+	if (a.CooldownUntil == nil) != (b.CooldownUntil == nil) || (a.Unresponsive == nil) != (b.Unresponsive == nil) ||
+		(a.SleepingSince == nil) != (b.SleepingSince == nil) {
 		return false
 	}
 	a.Progress, b.Progress, a.CooldownUntil, b.CooldownUntil, a.Unresponsive, b.Unresponsive = nil, nil, nil, nil, nil, nil

@@ -264,6 +264,9 @@ func statusText(st sandbox.Status) string {
 	if st.State == sandbox.Running && st.Unresponsive != nil {
 		return "Not responding"
 	}
+	if st.State == sandbox.Running && st.SleepingSince != nil {
+		return "Sleeping"
+	}
 	return stateText(st.State)
 }
 
@@ -271,6 +274,9 @@ func details(st sandbox.Status) string {
 	switch {
 	case st.State == sandbox.Running && st.Unresponsive != nil:
 		return fmt.Sprintf("The guest has not answered since %s; it is restarted if it stays so. %s", st.Unresponsive.Format(time.TimeOnly), st.Reason)
+	case st.State == sandbox.Running && st.SleepingSince != nil:
+		return fmt.Sprintf("Sleeping since %s (paused when idle: no CPU) · the next call wakes it · %s (%s) · %s guest",
+			st.SleepingSince.Format(time.TimeOnly), st.Driver, accelName(st.Accel), st.Distro)
 	case st.State == sandbox.Running:
 		return fmt.Sprintf("Up %s · %s (%s) · %s guest", uptime(time.Since(st.Since)), st.Driver, accelName(st.Accel), st.Distro)
 	case st.State == sandbox.NotProvisioned && st.Reason != "":

@@ -283,6 +283,25 @@ func (m *Machine) Stop(ctx context.Context) error {
 	return nil
 }
 
+// Pause stops the guest's vCPUs in place (vm.Pauser); ErrUnsupported
+// when the hypervisor can't. Calls to the agent wait until Resume.
+func (m *Machine) Pause(ctx context.Context) error {
+	p, ok := m.proc.(Pauser)
+	if !ok {
+		return fmt.Errorf("%w: the %s driver cannot pause a VM", ErrUnsupported, m.info.Driver)
+	}
+	return p.Pause(ctx)
+}
+
+// Resume lets a paused guest run again.
+func (m *Machine) Resume(ctx context.Context) error {
+	p, ok := m.proc.(Pauser)
+	if !ok {
+		return fmt.Errorf("%w: the %s driver cannot pause a VM", ErrUnsupported, m.info.Driver)
+	}
+	return p.Resume(ctx)
+}
+
 // Kill stops the VM at once, without telling the guest.
 func (m *Machine) Kill() error {
 	m.mu.Lock()

@@ -210,6 +210,14 @@ type Fallbacker interface {
 	Fallback(failed Process, cause error) bool
 }
 
+// Pauser is implemented by processes whose hypervisor can pause the
+// guest in place (QEMU's stop/cont, vz Pause/Resume): its vCPUs stop, so
+// it costs no CPU, and its memory and devices stay as they are.
+type Pauser interface {
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+}
+
 // Attacher is implemented by drivers that can adopt a VM left running by an
 // earlier process of the app (which crashed or was killed). Attach returns
 // ErrNoVM when there is none.

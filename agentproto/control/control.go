@@ -20,6 +20,8 @@ const (
 	OpStop      = "ctl.stop"
 	OpReset     = "ctl.reset"
 	OpRemove    = "ctl.remove"
+	OpSuspend   = "ctl.suspend" // pause the VM in place
+	OpResume    = "ctl.resume"
 )
 
 // The owner's other operations.
@@ -35,6 +37,11 @@ const (
 	OpRemoveAgent = "ctl.agent_remove"
 	// OpClosePorts closes agents' previews (sandbox_expose_port).
 	OpClosePorts = "ctl.ports_close"
+	// Sandbox checkpoints (api.CheckpointRequest; api.Checkpointer).
+	OpCheckpointCreate  = "ctl.checkpoint_create"
+	OpCheckpointList    = "ctl.checkpoint_list"
+	OpCheckpointRestore = "ctl.checkpoint_restore"
+	OpCheckpointRemove  = "ctl.checkpoint_remove"
 	// Plugin installs go through the owner's one tools environment.
 	OpPluginInstall      = "ctl.plugin_install"       // api.PluginInstallRequest; events: install steps
 	OpPluginUninstall    = "ctl.plugin_uninstall"     // api.PluginUninstallRequest

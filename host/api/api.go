@@ -13,6 +13,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
@@ -38,6 +39,8 @@ const (
 	OpStop      Op = control.OpStop
 	OpReset     Op = control.OpReset
 	OpRemove    Op = control.OpRemove
+	OpSuspend   Op = control.OpSuspend
+	OpResume    Op = control.OpResume
 )
 
 // Status is the sandbox's state as the owner sees it, and who the owner is.
@@ -78,6 +81,35 @@ type ClosePortsResult struct {
 // PortCloser is implemented by an owner that relays agents' previews.
 type PortCloser interface {
 	ClosePorts(ctx context.Context, req ClosePortsRequest) (ClosePortsResult, error)
+}
+
+// CheckpointRequest names a sandbox checkpoint ("" to create: a name
+// from the time).
+type CheckpointRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// CheckpointList is every sandbox checkpoint, oldest first.
+type CheckpointList struct {
+	Checkpoints []checkpoint.Meta `json:"checkpoints"`
+}
+
+// RestoreResult says what a restore did: Saved is the automatic
+// checkpoint of the state it replaced; Restarted that the VM was running
+// and was started again.
+type RestoreResult struct {
+	Restored  checkpoint.Meta `json:"restored"`
+	Saved     checkpoint.Meta `json:"saved"`
+	Restarted bool            `json:"restarted,omitempty"`
+}
+
+// Checkpointer is implemented by an owner that keeps sandbox checkpoints
+// (the root disk, agents' homes and views, the owner's agent files).
+type Checkpointer interface {
+	CreateCheckpoint(ctx context.Context, req CheckpointRequest) (checkpoint.Meta, error)
+	ListCheckpoints(ctx context.Context) (CheckpointList, error)
+	RestoreCheckpoint(ctx context.Context, req CheckpointRequest) (RestoreResult, error)
+	RemoveCheckpoint(ctx context.Context, req CheckpointRequest) error
 }
 
 // RemoveAgentResult says what RemoveAgent did.

@@ -4,6 +4,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -52,6 +53,9 @@ var sentinels = []sentinel{
 	{"bridge.ErrQuota", bridge.ErrQuota, errdefs.ErrQuota},
 	{"bridge.ErrTooLarge", bridge.ErrTooLarge, errdefs.ErrTooLarge},
 	{"bridge.ErrUnavailable", bridge.ErrUnavailable, errdefs.ErrUnavailable},
+	{"checkpoint.ErrExists", checkpoint.ErrExists, errdefs.ErrExists},
+	{"checkpoint.ErrName", checkpoint.ErrName, errdefs.ErrInvalid},
+	{"checkpoint.ErrNotFound", checkpoint.ErrNotFound, errdefs.ErrNotFound},
 	{"config.ErrInvalid", config.ErrInvalid, errdefs.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},
@@ -97,6 +101,7 @@ var sentinels = []sentinel{
 	{"sandbox.ErrBusy", sandbox.ErrBusy, errdefs.ErrBusy},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
 	{"sandbox.ErrNotRunning", sandbox.ErrNotRunning, errdefs.ErrUnavailable},
+	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, errdefs.ErrUnavailable},
 	{"sandboxpath.ErrRejected", sandboxpath.ErrRejected, errdefs.ErrInvalid},
 	{"secrets.ErrInvalid", secrets.ErrInvalid, errdefs.ErrInvalid},

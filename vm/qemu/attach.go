@@ -112,6 +112,10 @@ func (d *Driver) Attach(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 		}
 		close(p.done)
 	}()
+	// An owner that died while the VM slept left it paused: the new
+	// session needs it running (cont on a running VM does nothing).
+	// On failure the handshake's timeout says the rest.
+	p.Resume(ctx)
 	return p, nil
 }
 

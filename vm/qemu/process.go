@@ -48,6 +48,8 @@ type process struct {
 	killed bool
 }
 
+var _ vm.Pauser = (*process)(nil)
+
 // errKilled is the exit reason of a VM stopped with Kill.
 var errKilled = errors.New("killed on request")
 
@@ -199,6 +201,16 @@ func (p *process) RequestStop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return qmpCommand(ctx, p.plan.layout.qmpSock, "system_powerdown")
+}
+
+// Pause implements vm.Pauser: QMP stop.
+func (p *process) Pause(ctx context.Context) error {
+	return qmpCommand(ctx, p.plan.layout.qmpSock, "stop")
+}
+
+// Resume implements vm.Pauser: QMP cont.
+func (p *process) Resume(ctx context.Context) error {
+	return qmpCommand(ctx, p.plan.layout.qmpSock, "cont")
 }
 
 // Kill implements vm.Process.

@@ -83,6 +83,8 @@ func (*Driver) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
 			}
 			return nil
 		},
+		Pause:  machine.Pause,
+		Resume: machine.Resume,
 	}, plan.ConsoleLog)
 	go func() {
 		for s := range machine.StateChangedNotify() {

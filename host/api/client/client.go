@@ -19,6 +19,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -308,6 +309,34 @@ func (c *Client) ClosePorts(ctx context.Context, req api.ClosePortsRequest) (api
 	err := c.call(ctx, control.OpClosePorts, req, &r, nil, false)
 	return r, err
 }
+
+// CreateCheckpoint has the owner take a sandbox checkpoint.
+func (c *Client) CreateCheckpoint(ctx context.Context, req api.CheckpointRequest) (checkpoint.Meta, error) {
+	var r checkpoint.Meta
+	err := c.call(ctx, control.OpCheckpointCreate, req, &r, nil, false)
+	return r, err
+}
+
+// ListCheckpoints lists the sandbox checkpoints.
+func (c *Client) ListCheckpoints(ctx context.Context) (api.CheckpointList, error) {
+	var r api.CheckpointList
+	err := c.call(ctx, control.OpCheckpointList, agentproto.Empty{}, &r, nil, true)
+	return r, err
+}
+
+// RestoreCheckpoint has the owner restore a sandbox checkpoint.
+func (c *Client) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest) (api.RestoreResult, error) {
+	var r api.RestoreResult
+	err := c.call(ctx, control.OpCheckpointRestore, req, &r, nil, false)
+	return r, err
+}
+
+// RemoveCheckpoint has the owner delete a sandbox checkpoint.
+func (c *Client) RemoveCheckpoint(ctx context.Context, req api.CheckpointRequest) error {
+	return c.call(ctx, control.OpCheckpointRemove, req, nil, nil, false)
+}
+
+var _ api.Checkpointer = (*Client)(nil)
 
 // RemoveAgent has the owner delete what it keeps for a removed agent.
 func (c *Client) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -97,7 +98,7 @@ func (s *Server) mux() *agentproto.Mux {
 			}
 		}
 	})
-	for _, op := range []api.Op{api.OpProvision, api.OpStart, api.OpStop, api.OpReset, api.OpRemove} {
+	for _, op := range []api.Op{api.OpProvision, api.OpStart, api.OpStop, api.OpReset, api.OpRemove, api.OpSuspend, api.OpResume} {
 		m.Handle(string(op), func(ctx context.Context, c *agentproto.Call) error {
 			st, err := s.Ctl.Lifecycle(ctx, op, func(st sandbox.Status) { c.Emit(st) })
 			if err != nil {
@@ -133,6 +134,23 @@ func (s *Server) mux() *agentproto.Mux {
 		m.Handle(control.OpClosePorts, agentproto.Unary(func(ctx context.Context, req *api.ClosePortsRequest) (*api.ClosePortsResult, error) {
 			r, err := pc.ClosePorts(ctx, *req)
 			return &r, err
+		}))
+	}
+	if cp, ok := s.Ctl.(api.Checkpointer); ok {
+		m.Handle(control.OpCheckpointCreate, agentproto.Unary(func(ctx context.Context, req *api.CheckpointRequest) (*checkpoint.Meta, error) {
+			r, err := cp.CreateCheckpoint(ctx, *req)
+			return &r, err
+		}))
+		m.Handle(control.OpCheckpointList, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*api.CheckpointList, error) {
+			r, err := cp.ListCheckpoints(ctx)
+			return &r, err
+		}))
+		m.Handle(control.OpCheckpointRestore, agentproto.Unary(func(ctx context.Context, req *api.CheckpointRequest) (*api.RestoreResult, error) {
+			r, err := cp.RestoreCheckpoint(ctx, *req)
+			return &r, err
+		}))
+		m.Handle(control.OpCheckpointRemove, agentproto.Unary(func(ctx context.Context, req *api.CheckpointRequest) (*agentproto.Empty, error) {
+			return &agentproto.Empty{}, cp.RemoveCheckpoint(ctx, *req)
 		}))
 	}
 	m.Handle(control.OpPluginInstall, func(ctx context.Context, c *agentproto.Call) error {

@@ -37,6 +37,9 @@ type Hooks struct {
 	RequestStop func() error
 	// Stop stops the VM at once.
 	Stop func() error
+	// Pause and Resume pause the VM in place and let it run again; nil
+	// when the framework can't.
+	Pause, Resume func() error
 }
 
 // ErrKilled is the exit reason of a VM stopped with Kill.
@@ -55,7 +58,10 @@ type Process struct {
 	err     error
 }
 
-var _ vm.Process = (*Process)(nil)
+var (
+	_ vm.Process = (*Process)(nil)
+	_ vm.Pauser  = (*Process)(nil)
+)
 
 // NewProcess returns the Process of a VM whose Start succeeded.
 // consoleLog is named in errors (it says why a guest died).
@@ -169,6 +175,25 @@ func (p *Process) Kill() error {
 			return nil
 		}
 		return fmt.Errorf("vz: stop: %w", err)
+	}
+	return nil
+}
+
+// Pause implements vm.Pauser.
+func (p *Process) Pause(context.Context) error { return p.pauseHook("pause", p.hooks.Pause) }
+
+// Resume implements vm.Pauser.
+func (p *Process) Resume(context.Context) error { return p.pauseHook("resume", p.hooks.Resume) }
+
+func (p *Process) pauseHook(what string, fn func() error) error {
+	if err := p.gone(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: vz: %s", vm.ErrUnsupported, what)
+	}
+	if err := fn(); err != nil {
+		return fmt.Errorf("vz: %s: %w", what, err)
 	}
 	return nil
 }

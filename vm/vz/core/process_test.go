@@ -293,3 +293,32 @@ func TestRequestStop(t *testing.T) {
 		t.Errorf("RequestStop = %v", err)
 	}
 }
+
+// Pause and Resume reach the framework's calls; without them, or once the
+// VM is gone, they say why.
+func TestPauseResume(t *testing.T) {
+	var calls []string
+	p := NewProcess(Hooks{
+		Stop:   func() error { return nil },
+		Pause:  func() error { calls = append(calls, "pause"); return nil },
+		Resume: func() error { calls = append(calls, "resume"); return nil },
+	}, "")
+	ctx := context.Background()
+	if err := p.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(calls, ","); got != "pause,resume" {
+		t.Fatalf("calls %s", got)
+	}
+	if err := NewProcess(Hooks{}, "").Pause(ctx); !errors.Is(err, vm.ErrUnsupported) {
+		t.Errorf("no pause hook: %v, want ErrUnsupported", err)
+	}
+	p.Observe(StateRunning)
+	p.Observe(StateStopped)
+	if err := p.Resume(ctx); !errors.Is(err, vm.ErrVMDied) {
+		t.Errorf("resume of a stopped VM: %v, want ErrVMDied", err)
+	}
+}

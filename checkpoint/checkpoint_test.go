@@ -1,0 +1,231 @@
+//go:build linux
+
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/provision"
+)
+
+const diskSize = 64 << 20
+
+// dataDir lays out a data folder: a sparse root disk with 1 MiB of data,
+// two agents' homes, a project view, agents.json.
+func dataDir(t *testing.T) Store {
+	t.Helper()
+	p := config.Paths{Root: t.TempDir()}
+	disk := provision.Layout{Dir: p.ContainerDir()}.RootDisk()
+	os.MkdirAll(filepath.Dir(disk), 0o755)
+	f, err := os.Create(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(diskSize)
+	f.WriteAt(make1MiB('r'), 8<<20)
+	f.Close()
+	for _, d := range []string{"alice/proj", "bob"} {
+		os.MkdirAll(filepath.Join(p.AgentHomes(), d), 0o755)
+	}
+	write(t, filepath.Join(p.AgentHomes(), "alice/notes.txt"), "alice's notes")
+	write(t, filepath.Join(p.AgentHomes(), "alice/proj/main.go"), "package main")
+	write(t, filepath.Join(p.AgentHomes(), "bob/bob.txt"), "bob's")
+	os.Chown(filepath.Join(p.AgentHomes(), "alice/notes.txt"), 2001, 2001)
+	os.Symlink("notes.txt", filepath.Join(p.AgentHomes(), "alice/link"))
+	syscall.Mkfifo(filepath.Join(p.AgentHomes(), "alice/fifo"), 0o600)
+	os.MkdirAll(filepath.Join(p.ProjectViews(), "alice/app"), 0o755)
+	write(t, filepath.Join(p.ProjectViews(), "alice/app/README"), "view")
+	os.MkdirAll(p.ConfigDir(), 0o755)
+	write(t, p.AgentsJSON(), `{"agents":["alice","bob"]}`)
+	return Store{Paths: p}
+}
+
+func make1MiB(c byte) []byte {
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A checkpoint puts back what an agent deleted and undoes what it added,
+// on the root disk and in its home, keeps owners and links, and costs the
+// disk's data, not its size.
+func TestCreateRestoreRemove(t *testing.T) {
+	s := dataDir(t)
+	p := s.Paths
+	ctx := context.Background()
+	m, err := s.Create(ctx, "before", "user", "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Bytes < diskSize || m.DiskBytes > 4<<20 {
+		t.Errorf("sizes: %d bytes, %d on disk; want ≥ %d and a sparse copy of ~1 MiB", m.Bytes, m.DiskBytes, diskSize)
+	}
+	// The agent's damage.
+	os.Remove(filepath.Join(p.AgentHomes(), "alice/notes.txt"))
+	write(t, filepath.Join(p.AgentHomes(), "alice/new.txt"), "new")
+	disk := provision.Layout{Dir: p.ContainerDir()}.RootDisk()
+	f, _ := os.OpenFile(disk, os.O_WRONLY, 0)
+	f.WriteAt(make1MiB('x'), 8<<20)
+	f.Close()
+	write(t, p.AgentsJSON(), `{"agents":["alice"]}`)
+
+	if err := s.Restore(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(p.AgentHomes(), "alice/notes.txt")); got != "alice's notes" {
+		t.Errorf("deleted file back as %q", got)
+	}
+	var st syscall.Stat_t
+	syscall.Stat(filepath.Join(p.AgentHomes(), "alice/notes.txt"), &st)
+	if st.Uid != 2001 {
+		t.Errorf("restored file owned by %d, want 2001", st.Uid)
+	}
+	if _, err := os.Lstat(filepath.Join(p.AgentHomes(), "alice/new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file made after the checkpoint survived the restore: %v", err)
+	}
+	if l, err := os.Readlink(filepath.Join(p.AgentHomes(), "alice/link")); err != nil || l != "notes.txt" {
+		t.Errorf("symlink: %q %v", l, err)
+	}
+	if got := read(t, filepath.Join(p.AgentHomes(), "bob/bob.txt")); got != "bob's" {
+		t.Errorf("bob's file: %q", got)
+	}
+	if got := read(t, filepath.Join(p.ProjectViews(), "alice/app/README")); got != "view" {
+		t.Errorf("view: %q", got)
+	}
+	if got := read(t, p.AgentsJSON()); got != `{"agents":["alice","bob"]}` {
+		t.Errorf("agents.json: %q", got)
+	}
+	b := make([]byte, 1)
+	f, _ = os.Open(disk)
+	f.ReadAt(b, 8<<20)
+	fi, _ := f.Stat()
+	f.Close()
+	if b[0] != 'r' || fi.Size() != diskSize {
+		t.Errorf("root disk after restore: %q, size %d", b, fi.Size())
+	}
+	if fi.Sys().(*syscall.Stat_t).Blocks*512 > 4<<20 {
+		t.Errorf("restored root disk is not sparse: %d bytes allocated", fi.Sys().(*syscall.Stat_t).Blocks*512)
+	}
+	// Nothing staged is left beside the live folders.
+	if left, _ := filepath.Glob(filepath.Join(p.Workspace(), ".*restore-*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+
+	list, err := s.List()
+	if err != nil || len(list) != 1 || list[0].Name != "before" || list[0].Reason != "user" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if _, err := s.Create(ctx, "before", "user", "stopped"); !errors.Is(err, ErrExists) {
+		t.Errorf("second checkpoint of the same name: %v", err)
+	}
+	if err := s.Remove("before"); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.List(); len(list) != 0 {
+		t.Errorf("after remove: %+v", list)
+	}
+	if err := s.Restore(ctx, "before"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("restore of a removed checkpoint: %v", err)
+	}
+}
+
+// An agent's symlink to a host file is kept as a link: the checkpoint
+// never holds the file's content, and a restore never writes through a
+// link an agent left where a folder was.
+func TestSymlinksAreNotFollowed(t *testing.T) {
+	s := dataDir(t)
+	p := s.Paths
+	secret := filepath.Join(t.TempDir(), "secret")
+	write(t, secret, "host secret")
+	os.Symlink(secret, filepath.Join(p.AgentHomes(), "alice/steal"))
+	victim := t.TempDir()
+	os.Symlink(victim, filepath.Join(p.AgentHomes(), "alice/victimdir"))
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "c1", "user", "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(s.Dir(), "c1", "data", "homes", "alice")
+	if fi, err := os.Lstat(filepath.Join(saved, "steal")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was followed into the checkpoint: %v %v", fi, err)
+	}
+	if _, err := os.Lstat(filepath.Join(saved, "fifo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a fifo was copied: %v", err)
+	}
+	// The agent replaces its home's folder with a link to the victim.
+	os.RemoveAll(filepath.Join(p.AgentHomes(), "alice/proj"))
+	os.Symlink(victim, filepath.Join(p.AgentHomes(), "alice/proj"))
+	// And the whole homes folder with a link (as root could).
+	os.Rename(p.AgentHomes(), p.AgentHomes()+".real")
+	os.Symlink(victim, p.AgentHomes())
+	if err := s.Restore(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Errorf("the restore wrote through a link into %s: %v", victim, ents)
+	}
+	if got := read(t, filepath.Join(p.AgentHomes(), "alice/proj/main.go")); got != "package main" {
+		t.Errorf("restored file: %q", got)
+	}
+	if got := read(t, secret); got != "host secret" {
+		t.Errorf("host file changed: %q", got)
+	}
+}
+
+func TestNames(t *testing.T) {
+	s := dataDir(t)
+	for _, n := range []string{"", "../x", ".hidden", "a/b", "-x", string(make([]byte, 65))} {
+		if _, err := s.Create(context.Background(), n, "user", "stopped"); !errors.Is(err, ErrName) {
+			t.Errorf("name %q: %v, want ErrName", n, err)
+		}
+	}
+	if err := CheckName("before-upgrade_2.1"); err != nil {
+		t.Error(err)
+	}
+}
+
+// Prune keeps the newest automatic checkpoints and every user one.
+func TestPrune(t *testing.T) {
+	s := dataDir(t)
+	ctx := context.Background()
+	for _, c := range []struct{ name, reason string }{{"u1", ReasonUser}, {"a1", "before reset"}, {"a2", "before reset"}, {"u2", ReasonUser}, {"a3", "before restoring u1"}} {
+		if _, err := s.Create(ctx, c.name, c.reason, "stopped"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Prune(2); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := s.List()
+	var names []string
+	for _, m := range l {
+		names = append(names, m.Name)
+	}
+	if got := strings.Join(names, ","); got != "u1,a2,u2,a3" {
+		t.Errorf("after Prune(2): %s, want u1,a2,u2,a3", got)
+	}
+}
