@@ -6,13 +6,15 @@
 // follows changes with inotify and re-stats only the paths that changed,
 // so a refresh costs in proportion to what was written, not to the size of
 // the tree; elsewhere (or when inotify runs out of watches) each refresh
-// walks the tree again.
+// walks the tree again. Watches are bounded per agent (MaxWatchesPerAgent):
+// an agent's directories over the bound are re-read every few refreshes.
 package diskquota
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,8 +39,11 @@ type Tracker struct {
 	byHome map[string]int64
 	byUID  map[uint32]int64
 	w      watcher // nil: walk on every refresh
-	n      int     // refreshes since the last full walk
-	stats  int     // paths read since New (what a refresh costs, for tests)
+	// unwatched are the directories the watcher declined (their owner
+	// is at its bound): re-read every rescanEvery refreshes.
+	unwatched map[string]struct{}
+	n         int // refreshes since the last full walk
+	stats     int // paths read since New (what a refresh costs, for tests)
 }
 
 // fullEvery makes every so many refreshes a full walk, which heals what a
@@ -60,6 +65,7 @@ func (t *Tracker) reset() {
 	t.files = map[string]entry{}
 	t.byHome = map[string]int64{}
 	t.byUID = map[uint32]int64{}
+	t.unwatched = map[string]struct{}{}
 }
 
 // Incremental reports whether refreshes follow changes (inotify) rather
@@ -111,6 +117,9 @@ func (t *Tracker) Refresh() {
 			for _, p := range dirty {
 				t.update(p)
 			}
+			if t.n%rescanEvery == 0 {
+				t.rescan()
+			}
 			return
 		}
 	}
@@ -151,15 +160,57 @@ func (t *Tracker) walk(root string) {
 		if err != nil {
 			return nil
 		}
-		t.set(p, fi)
+		e := t.set(p, fi)
 		if d.IsDir() && t.w != nil {
-			t.w.add(p)
+			if t.w.add(p, e.owner()) {
+				delete(t.unwatched, p)
+			} else {
+				t.unwatched[p] = struct{}{}
+			}
 		}
 		return nil
 	})
 }
 
-func (t *Tracker) set(p string, fi fs.FileInfo) {
+// rescan re-reads the directories left unwatched: what appeared in them
+// is added (a new directory walked), what changed is updated, what
+// vanished is dropped.
+func (t *Tracker) rescan() {
+	if len(t.unwatched) == 0 {
+		return
+	}
+	listed := map[string]map[string]struct{}{} // unwatched dir → its names
+	for dir := range t.unwatched {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			delete(t.unwatched, dir)
+			t.update(dir) // gone or no longer a directory
+			continue
+		}
+		names := make(map[string]struct{}, len(ents))
+		for _, de := range ents {
+			names[de.Name()] = struct{}{}
+			t.update(filepath.Join(dir, de.Name()))
+		}
+		listed[dir] = names
+	}
+	var gone []string
+	for p := range t.files {
+		names, ok := listed[filepath.Dir(p)]
+		if !ok {
+			continue
+		}
+		if _, still := names[filepath.Base(p)]; !still {
+			gone = append(gone, p)
+		}
+	}
+	for _, p := range gone {
+		t.drop(p)
+		delete(t.unwatched, p)
+	}
+}
+
+func (t *Tracker) set(p string, fi fs.FileInfo) entry {
 	t.stats++
 	t.remove(p)
 	e := entry{dir: fi.IsDir(), home: t.homeOf(p)}
@@ -171,6 +222,16 @@ func (t *Tracker) set(p string, fi fs.FileInfo) {
 	}
 	t.files[p] = e
 	t.account(e, e.bytes)
+	return e
+}
+
+// owner is whom a watch of this directory counts against: the agent
+// whose home it lies in, or the uid that owns it.
+func (e entry) owner() string {
+	if e.home != "" {
+		return "home " + e.home
+	}
+	return "uid " + strconv.FormatUint(uint64(e.uid), 10)
 }
 
 // drop forgets p and, when it was a directory, everything under it.

@@ -1,0 +1,145 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+)
+
+// ownerPID is the pid of the process owning e's sandbox (`serve`, started
+// by the CLI), found by its command line and its OSAURUS_SANDBOX_HOME.
+func ownerPID(t testing.TB, e isoEnv) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte(config.HomeEnv + "=" + e.home + "\x00")
+	for _, de := range ents {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.HasPrefix(cmd, []byte(e.bin+"\x00serve\x00")) {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err == nil && bytes.Contains(append(env, 0), want) {
+			return pid
+		}
+	}
+	t.Fatalf("no `%s serve` process with %s", e.bin, want)
+	return 0
+}
+
+// inotifyWatches counts the inotify watches process pid holds, as the
+// kernel lists them (the host user's max_user_watches is what they take).
+func inotifyWatches(t testing.TB, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l != "anon_inode:inotify" {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
+		if err == nil {
+			n += bytes.Count(b, []byte("\ninotify wd:"))
+		}
+	}
+	return n
+}
+
+// TestWatchesBoundedPerAgent attacks the host user's inotify budget: an
+// agent making three times MaxWatchesPerAgent directories in its home
+// does not get more watches than the bound in the app, and a file it then
+// writes deep in the unwatched ones still counts toward its quota.
+func TestWatchesBoundedPerAgent(t *testing.T) {
+	e := startIsoEnv(t)
+	e.ok("agent", "add", "alice")
+	alice := e.session(t, "alice")
+	pid := ownerPID(t, e)
+	before := inotifyWatches(t, pid)
+	const many = 3 * diskquota.MaxWatchesPerAgent
+	used := e.show(t, "alice").DiskUsed
+	// The directories and a 1 MB file are made in a new directory, w: the
+	// round that counts the file walked (and watched what it could of)
+	// every directory beside it.
+	r := execOut(t, alice, fmt.Sprintf("mkdir ~/w.tmp && cd ~/w.tmp && seq -f 'd%%05g' 1 %d | xargs mkdir && "+
+		"head -c 1000000 /dev/urandom > z && cd && mv w.tmp w && ls w | wc -l", many))
+	if got := strings.TrimSpace(str(r["stdout"])); got != strconv.Itoa(many+1) {
+		t.Fatalf("made %s entries, want %d: %v", got, many+1, r)
+	}
+	pollTools(t, "the monitor to count alice's new directory", func() bool {
+		return e.show(t, "alice").DiskUsed >= used+1e6
+	})
+	if n := inotifyWatches(t, pid); n > before+diskquota.MaxWatchesPerAgent {
+		t.Fatalf("alice's %d directories took %d inotify watches of the host user's (%d before); the bound is %d",
+			many, n-before, before, diskquota.MaxWatchesPerAgent)
+	}
+	used = e.show(t, "alice").DiskUsed
+	execOut(t, alice, fmt.Sprintf("head -c 3000000 /dev/urandom > ~/w/d%05d/blob && sync", many))
+	pollTools(t, "alice's write in an unwatched directory to count", func() bool {
+		return e.show(t, "alice").DiskUsed >= used+3e6
+	})
+	t.Logf("%d directories: %d watches held by the app (%d before)", many, inotifyWatches(t, pid), before)
+}
+
+// TestSecretsScrubbedFromHostStores attacks the data folder's clear-text
+// stores: an agent copies its own secret value into its bridge config
+// and its memory with osaurus-host, in the real app; neither the config
+// file nor the memory database (with its journal) holds the value.
+func TestSecretsScrubbedFromHostStores(t *testing.T) {
+	testkeyring.Start(t) // before the app starts: it inherits the keyring
+	e := startIsoEnv(t)
+	e.ok("agent", "add", "alice")
+	const value = "sk-scrub-98765432"
+	cmd := exec.Command(e.bin, "secret", "set", "alice", "DEPLOY_TOKEN")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+e.home)
+	cmd.Stdin = strings.NewReader(value)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("secret set: %v\n%s", err, out)
+	}
+	alice := e.session(t, "alice")
+	r := execOut(t, alice, `v=$(osaurus-host secrets get DEPLOY_TOKEN) && [ ${#v} -gt 10 ] && `+
+		`osaurus-host config set token "$v" && osaurus-host config set note "use $v for prod" && `+
+		`osaurus-host agent memory store "the deploy token is $v" && `+
+		`osaurus-host config get note && osaurus-host agent memory query deploy; echo rc=$?`)
+	out := str(r["stdout"])
+	if !strings.Contains(out, "rc=0") || !strings.Contains(out, "use [REDACTED:DEPLOY_TOKEN] for prod") {
+		t.Fatalf("alice storing her secret: %v", r)
+	}
+	// What the app stored, read on the host.
+	var stores []string
+	for _, glob := range []string{filepath.Join(e.p.BridgeConfigDir(), "*"), e.p.MemoryDB() + "*"} {
+		m, _ := filepath.Glob(glob)
+		stores = append(stores, m...)
+	}
+	if len(stores) < 2 {
+		t.Fatalf("the config file and the memory database are not where expected: %v", stores)
+	}
+	for _, p := range stores {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), value) || strings.Contains(string(b), value[3:12]) {
+			t.Errorf("%s holds alice's secret in clear", p)
+		}
+	}
+}
