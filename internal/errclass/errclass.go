@@ -113,6 +113,7 @@ var Sentinels = []Sentinel{
 	{"store/events.ErrInvalid", events.ErrInvalid, agentproto.ErrInvalid},
 	{"store/memory.ErrInvalid", memory.ErrInvalid, agentproto.ErrInvalid},
 	{"store/memory.ErrNotFound", memory.ErrNotFound, agentproto.ErrNotFound},
+	{"tools.ErrArtifactChanged", tools.ErrArtifactChanged, agentproto.ErrPermission},
 	{"tools.ErrNoPluginLibrary", tools.ErrNoPluginLibrary, agentproto.ErrUnsupported},
 	{"tools.ErrPluginCreateOff", tools.ErrPluginCreateOff, agentproto.ErrPermission},
 	{"tools.ErrPluginQuota", tools.ErrPluginQuota, agentproto.ErrQuota},
