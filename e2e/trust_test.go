@@ -143,3 +143,50 @@ func TestSecretsScrubbedFromHostStores(t *testing.T) {
 		}
 	}
 }
+
+// TestRootDiskReadOnlyForAgents attacks the root disk outside every
+// quota: world-writable directories packages add there (one is made here
+// as root, mode 1777, as /var/crash or /var/lib/php/sessions are) must not
+// take an agent's writes. In the agent's view the root disk is read-only;
+// its own areas stay writable, and root (package installs) still writes
+// the root disk.
+func TestRootDiskReadOnlyForAgents(t *testing.T) {
+	te := newToolsEnvCAs(t, false)
+	te.addAgent(t, "alice", autonomous(100, true))
+	alice := te.stdio(t, "alice")
+	g := te.m.Agent()
+	const dir = "/var/osaurus-world-writable"
+	if out, errOut, st := sh(t, g, "", "mkdir -p "+dir+" && chmod 1777 "+dir+" && touch "+dir+"/by-root"); st.Code != 0 {
+		t.Fatalf("as root: %s %s", out, errOut)
+	}
+	t.Cleanup(func() { sh(t, g, "", "rm -rf "+dir) })
+
+	// Every directory of the root disk alice can write: none.
+	r := alice.ok(t, "sandbox_exec", map[string]any{"command": "find / -xdev -writable 2>/dev/null | head -n 20; echo done", "timeout": 300})
+	if out := strings.TrimSpace(str(r["stdout"])); out != "done" {
+		t.Errorf("alice can write on the root disk:\n%s", out)
+	}
+	for _, attempt := range []string{
+		"echo x > " + dir + "/alice",
+		"mkdir " + dir + "/alice-dir",
+		"echo x >> " + dir + "/by-root",
+	} {
+		r := alice.ok(t, "sandbox_exec", map[string]any{"command": attempt + " 2>&1; echo rc=$?"})
+		out := str(r["stdout"])
+		if strings.Contains(out, "rc=0") || !(strings.Contains(out, "Read-only file system") || strings.Contains(out, "Permission denied")) {
+			t.Errorf("%s as alice: %q, want EROFS or EACCES", attempt, out)
+		}
+	}
+	if out, _, _ := sh(t, g, "", "ls -A "+dir); strings.TrimSpace(out) != "by-root" {
+		t.Errorf("%s holds %q after alice's attempts, want only by-root", dir, out)
+	}
+	// Her own areas stay hers.
+	r = alice.ok(t, "sandbox_exec", map[string]any{"command": "set -e; for d in ~ /tmp /var/tmp /dev/shm /run/lock; do echo x > $d/w; rm $d/w; done; echo ok"})
+	if strings.TrimSpace(str(r["stdout"])) != "ok" {
+		t.Errorf("alice's own areas: %v", r)
+	}
+	// Root's view of the root disk is unchanged: package installs write it.
+	if out, errOut, st := sh(t, g, "", "echo y > "+dir+"/root-again && touch /var/lib/osaurus-ro-check && rm /var/lib/osaurus-ro-check"); st.Code != 0 {
+		t.Errorf("root writing the root disk: %s %s", out, errOut)
+	}
+}
