@@ -40,8 +40,10 @@ type Tracker struct {
 	byUID  map[uint32]int64
 	w      watcher // nil: walk on every refresh
 	// unwatched are the directories the watcher declined (their owner
-	// is at its bound): re-read every rescanEvery refreshes.
+	// is at its bound): re-read in turn, rescanBudget a refresh, from
+	// queue.
 	unwatched map[string]struct{}
+	queue     []string
 	n         int // refreshes since the last full walk
 	stats     int // paths read since New (what a refresh costs, for tests)
 }
@@ -66,6 +68,7 @@ func (t *Tracker) reset() {
 	t.byHome = map[string]int64{}
 	t.byUID = map[uint32]int64{}
 	t.unwatched = map[string]struct{}{}
+	t.queue = nil
 }
 
 // Incremental reports whether refreshes follow changes (inotify) rather
@@ -117,9 +120,7 @@ func (t *Tracker) Refresh() {
 			for _, p := range dirty {
 				t.update(p)
 			}
-			if t.n%rescanEvery == 0 {
-				t.rescan()
-			}
+			t.rescan()
 			return
 		}
 	}
@@ -172,15 +173,23 @@ func (t *Tracker) walk(root string) {
 	})
 }
 
-// rescan re-reads the directories left unwatched: what appeared in them
-// is added (a new directory walked), what changed is updated, what
-// vanished is dropped.
+// rescan re-reads the next rescanBudget directories left unwatched: what
+// appeared in them is added (a new directory walked), what changed is
+// updated, what vanished is dropped.
 func (t *Tracker) rescan() {
-	if len(t.unwatched) == 0 {
-		return
+	if len(t.queue) == 0 {
+		for d := range t.unwatched {
+			t.queue = append(t.queue, d)
+		}
 	}
+	n := min(len(t.queue), rescanBudget)
+	batch := t.queue[:n]
+	t.queue = t.queue[n:]
 	listed := map[string]map[string]struct{}{} // unwatched dir → its names
-	for dir := range t.unwatched {
+	for _, dir := range batch {
+		if _, ok := t.unwatched[dir]; !ok {
+			continue // gone, or watched since
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			delete(t.unwatched, dir)
@@ -193,6 +202,9 @@ func (t *Tracker) rescan() {
 			t.update(filepath.Join(dir, de.Name()))
 		}
 		listed[dir] = names
+	}
+	if len(listed) == 0 {
+		return
 	}
 	var gone []string
 	for p := range t.files {

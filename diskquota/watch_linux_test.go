@@ -71,7 +71,7 @@ func TestTrackerBoundsWatchesPerAgent(t *testing.T) {
 		if !testwait.Within(10*time.Second, time.Millisecond, func() bool {
 			i++
 			tr.Refresh()
-			return s.want(tr.Home("alice")) || i > 3*rescanEvery
+			return s.want(tr.Home("alice")) || i > 3
 		}) || !s.want(tr.Home("alice")) {
 			t.Fatalf("%s: alice = %d after %d refreshes (base %d)", s.name, tr.Home("alice"), i, base)
 		}

@@ -4,13 +4,15 @@ package diskquota
 // agent (its home, or what it owns outside homes). inotify watches come
 // from the host user's max_user_watches, which the user's editor and sync
 // tools share: an agent making a directory per watch would otherwise
-// exhaust it. Directories over the bound are re-read every rescanEvery
-// refreshes instead, so they are still counted.
+// exhaust it. Directories over the bound are re-read instead, up to
+// rescanBudget of them a refresh in turn, so they are still counted.
 const MaxWatchesPerAgent = 1024
 
-// rescanEvery is how often (in refreshes) the directories left unwatched
-// are read again.
-const rescanEvery = 5
+// rescanBudget bounds the unwatched directories one refresh re-reads:
+// what a refresh costs the host stays bounded however many directories
+// an agent makes, and each is read again within unwatched/rescanBudget
+// refreshes.
+const rescanBudget = 2000
 
 // watcher reports the paths that changed since the last drain.
 type watcher interface {
