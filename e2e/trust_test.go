@@ -5,6 +5,9 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,46 +68,20 @@ func inotifyWatches(t testing.TB, pid int) int {
 	return n
 }
 
-// TestWatchesBoundedPerAgent attacks the host user's inotify budget: an
-// agent making three times MaxWatchesPerAgent directories in its home
-// does not get more watches than the bound in the app, and a file it then
-// writes deep in the unwatched ones still counts toward its quota.
-func TestWatchesBoundedPerAgent(t *testing.T) {
-	e := startIsoEnv(t)
-	e.ok("agent", "add", "alice")
-	alice := e.session(t, "alice")
-	pid := ownerPID(t, e)
-	before := inotifyWatches(t, pid)
-	const many = 3 * diskquota.MaxWatchesPerAgent
-	used := e.show(t, "alice").DiskUsed
-	// The directories and a 1 MB file are made in a new directory, w: the
-	// round that counts the file walked (and watched what it could of)
-	// every directory beside it.
-	r := execOut(t, alice, fmt.Sprintf("mkdir ~/w.tmp && cd ~/w.tmp && seq -f 'd%%05g' 1 %d | xargs mkdir && "+
-		"head -c 1000000 /dev/urandom > z && cd && mv w.tmp w && ls w | wc -l", many))
-	if got := strings.TrimSpace(str(r["stdout"])); got != strconv.Itoa(many+1) {
-		t.Fatalf("made %s entries, want %d: %v", got, many+1, r)
-	}
-	pollTools(t, "the monitor to count alice's new directory", func() bool {
-		return e.show(t, "alice").DiskUsed >= used+1e6
-	})
-	if n := inotifyWatches(t, pid); n > before+diskquota.MaxWatchesPerAgent {
-		t.Fatalf("alice's %d directories took %d inotify watches of the host user's (%d before); the bound is %d",
-			many, n-before, before, diskquota.MaxWatchesPerAgent)
-	}
-	used = e.show(t, "alice").DiskUsed
-	execOut(t, alice, fmt.Sprintf("head -c 3000000 /dev/urandom > ~/w/d%05d/blob && sync", many))
-	pollTools(t, "alice's write in an unwatched directory to count", func() bool {
-		return e.show(t, "alice").DiskUsed >= used+3e6
-	})
-	t.Logf("%d directories: %d watches held by the app (%d before)", many, inotifyWatches(t, pid), before)
-}
-
-// TestSecretsScrubbedFromHostStores attacks the data folder's clear-text
-// stores: an agent copies its own secret value into its bridge config
-// and its memory with osaurus-host, in the real app; neither the config
-// file nor the memory database (with its journal) holds the value.
-func TestSecretsScrubbedFromHostStores(t *testing.T) {
+// TestHostTrustSurfaces attacks, in the real app (one VM for all), what
+// the host keeps for and hands out from an agent:
+//   - watches: the host user's inotify budget. An agent making three times
+//     MaxWatchesPerAgent directories in its home does not get more watches
+//     than the bound, and a file it then writes deep in the unwatched ones
+//     still counts toward its quota.
+//   - secrets: the data folder's clear-text stores. The agent copies its own
+//     secret value into its bridge config and its memory with osaurus-host;
+//     neither the config file nor the memory database (with its journal)
+//     holds the value.
+//   - preview: DNS rebinding. The agent's server, exposed, answers a request
+//     to the preview's own address, and a request to the same loopback
+//     address naming another host (Host: evil.example:PORT) gets 403.
+func TestHostTrustSurfaces(t *testing.T) {
 	testkeyring.Start(t) // before the app starts: it inherits the keyring
 	e := startIsoEnv(t)
 	e.ok("agent", "add", "alice")
@@ -115,33 +92,104 @@ func TestSecretsScrubbedFromHostStores(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("secret set: %v\n%s", err, out)
 	}
+	e.ok("agent", "set", "alice", "backgroundProcesses", "true")
 	alice := e.session(t, "alice")
-	r := execOut(t, alice, `v=$(osaurus-host secrets get DEPLOY_TOKEN) && [ ${#v} -gt 10 ] && `+
-		`osaurus-host config set token "$v" && osaurus-host config set note "use $v for prod" && `+
-		`osaurus-host agent memory store "the deploy token is $v" && `+
-		`osaurus-host config get note && osaurus-host agent memory query deploy; echo rc=$?`)
-	out := str(r["stdout"])
-	if !strings.Contains(out, "rc=0") || !strings.Contains(out, "use [REDACTED:DEPLOY_TOKEN] for prod") {
-		t.Fatalf("alice storing her secret: %v", r)
-	}
-	// What the app stored, read on the host.
-	var stores []string
-	for _, glob := range []string{filepath.Join(e.p.BridgeConfigDir(), "*"), e.p.MemoryDB() + "*"} {
-		m, _ := filepath.Glob(glob)
-		stores = append(stores, m...)
-	}
-	if len(stores) < 2 {
-		t.Fatalf("the config file and the memory database are not where expected: %v", stores)
-	}
-	for _, p := range stores {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+
+	t.Run("watches", func(t *testing.T) {
+		pid := ownerPID(t, e)
+		before := inotifyWatches(t, pid)
+		const many = 3 * diskquota.MaxWatchesPerAgent
+		used := e.show(t, "alice").DiskUsed
+		// The directories and a 1 MB file are made in a new directory, w:
+		// the round that counts the file walked (and watched what it could
+		// of) every directory beside it.
+		r := execOut(t, alice, fmt.Sprintf("mkdir ~/w.tmp && cd ~/w.tmp && seq -f 'd%%05g' 1 %d | xargs mkdir && "+
+			"head -c 1000000 /dev/urandom > z && cd && mv w.tmp w && ls w | wc -l", many))
+		if got := strings.TrimSpace(str(r["stdout"])); got != strconv.Itoa(many+1) {
+			t.Fatalf("made %s entries, want %d: %v", got, many+1, r)
 		}
-		if strings.Contains(string(b), value) || strings.Contains(string(b), value[3:12]) {
-			t.Errorf("%s holds alice's secret in clear", p)
+		pollTools(t, "the monitor to count alice's new directory", func() bool {
+			return e.show(t, "alice").DiskUsed >= used+1e6
+		})
+		if n := inotifyWatches(t, pid); n > before+diskquota.MaxWatchesPerAgent {
+			t.Fatalf("alice's %d directories took %d inotify watches of the host user's (%d before); the bound is %d",
+				many, n-before, before, diskquota.MaxWatchesPerAgent)
 		}
-	}
+		used = e.show(t, "alice").DiskUsed
+		execOut(t, alice, fmt.Sprintf("head -c 3000000 /dev/urandom > ~/w/d%05d/blob && sync", many))
+		pollTools(t, "alice's write in an unwatched directory to count", func() bool {
+			return e.show(t, "alice").DiskUsed >= used+3e6
+		})
+		t.Logf("%d directories: %d watches held by the app (%d before)", many, inotifyWatches(t, pid), before)
+	})
+
+	t.Run("secrets", func(t *testing.T) {
+		r := execOut(t, alice, `v=$(osaurus-host secrets get DEPLOY_TOKEN) && [ ${#v} -gt 10 ] && `+
+			`osaurus-host config set token "$v" && osaurus-host config set note "use $v for prod" && `+
+			`osaurus-host agent memory store "the deploy token is $v" && `+
+			`osaurus-host config get note && osaurus-host agent memory query deploy; echo rc=$?`)
+		if out := str(r["stdout"]); !strings.Contains(out, "rc=0") || !strings.Contains(out, "[REDACTED:DEPLOY_TOKEN] for prod") {
+			t.Fatalf("alice storing her secret: %v", r)
+		}
+		// What the app stored, read on the host.
+		var stores []string
+		for _, glob := range []string{filepath.Join(e.p.BridgeConfigDir(), "*"), e.p.MemoryDB() + "*"} {
+			m, _ := filepath.Glob(glob)
+			stores = append(stores, m...)
+		}
+		if len(stores) < 2 {
+			t.Fatalf("the config file and the memory database are not where expected: %v", stores)
+		}
+		for _, p := range stores {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), value) || strings.Contains(string(b), value[3:12]) {
+				t.Errorf("%s holds alice's secret in clear", p)
+			}
+		}
+	})
+
+	t.Run("preview", func(t *testing.T) {
+		alice.ok(t, "sandbox_write_file", map[string]any{"path": "site/.env", "content": "API_KEY=from-the-project\n"})
+		alice.ok(t, "sandbox_exec_background", map[string]any{"command": "cd ~/site && exec python3 -m http.server 8000 --bind 127.0.0.1"})
+		var url string
+		pollTools(t, "alice's server to be exposed", func() bool {
+			env := alice.call(t, "sandbox_expose_port", map[string]any{"port": 8000})
+			if env.OK {
+				url = env.Result.(map[string]any)["url"].(string)
+			}
+			return env.OK
+		})
+		addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+		_, port, _ := net.SplitHostPort(addr)
+		for _, tc := range []struct {
+			host string
+			want int
+		}{
+			{addr, 200},
+			{"localhost:" + port, 200},
+			{"evil.example:" + port, 403},
+			{"127.0.0.1", 403},
+		} {
+			// Always to the preview's loopback address; only Host differs.
+			req, err := http.NewRequest("GET", url+".env", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tc.host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || (tc.want == 403) == strings.Contains(string(body), "from-the-project") {
+				t.Errorf("Host %s: %s %q, want %d", tc.host, resp.Status, body, tc.want)
+			}
+		}
+	})
 }
 
 // TestRootDiskReadOnlyForAgents attacks the root disk outside every
