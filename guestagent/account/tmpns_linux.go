@@ -296,28 +296,11 @@ func buildTmpNS(area string, writable []string) (int, error) {
 	}
 	// Best effort: without it the agent sees no views, not another's.
 	bindProjects(filepath.Base(area))
-	// An area on the root disk itself (a home outside /workspace, a VM
-	// without shares) becomes a mount of its own, which the read-only
-	// root below leaves as it is.
-	for _, d := range writable {
-		if d == "" || isMountPoint(d) {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			continue // missing, or a link: nothing to keep
-		}
-		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return -1, fmt.Errorf("bind %s on itself: %w", d, err)
-		}
-		if err := unix.Mount("", d, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-			return -1, fmt.Errorf("remount %s nosuid,nodev: %w", d, err)
-		}
-	}
-	// Nothing on the root disk is written: the agent's areas are mounts
-	// of their own (set up above), and the root is read-only from here.
-	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, ""); err != nil {
-		return -1, fmt.Errorf("remount / read-only,nosuid,nodev: %w", err)
+	// Nothing on the root disk is the agent's to write: the world-writable
+	// directories packages add there would hold its files outside its
+	// quota, shared with every other agent.
+	if err := readOnlyRoot("/", writable); err != nil {
+		return -1, err
 	}
 	// Every agent's area (its own included) leaves the agent's view; it
 	// keeps only the directories above.
@@ -329,6 +312,33 @@ func buildTmpNS(area string, writable []string) (int, error) {
 		return -1, fmt.Errorf("open the namespace: %w", err)
 	}
 	return fd, nil
+}
+
+// readOnlyRoot makes the mount at root read-only (nosuid, nodev) in the
+// calling thread's mount namespace, which must be one of its own. The
+// areas in writable that lie on that mount itself (a home outside
+// /workspace, a VM without shares) first become mounts of their own,
+// which the remount leaves writable; missing ones and links are skipped.
+func readOnlyRoot(root string, writable []string) error {
+	for _, d := range writable {
+		if d == "" || isMountPoint(d) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s on itself: %w", d, err)
+		}
+		if err := unix.Mount("", d, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("remount %s nosuid,nodev: %w", d, err)
+		}
+	}
+	if err := unix.Mount("", root, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("remount %s read-only,nosuid,nodev: %w", root, err)
+	}
+	return nil
 }
 
 // drop forgets name's namespace and frees its tmpfs (once the agent's
