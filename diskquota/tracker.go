@@ -7,7 +7,8 @@
 // so a refresh costs in proportion to what was written, not to the size of
 // the tree; elsewhere (or when inotify runs out of watches) each refresh
 // walks the tree again. Watches are bounded per agent (MaxWatchesPerAgent):
-// an agent's directories over the bound are re-read every few refreshes.
+// an agent's directories over the bound are re-read in turn, a bounded
+// number of entries a refresh.
 package diskquota
 
 import (
@@ -173,20 +174,20 @@ func (t *Tracker) walk(root string) {
 	})
 }
 
-// rescan re-reads the next rescanBudget directories left unwatched: what
-// appeared in them is added (a new directory walked), what changed is
-// updated, what vanished is dropped.
+// rescan re-reads the next directories left unwatched, until it has read
+// rescanBudget entries: what appeared in them is added (a new directory
+// walked), what changed is updated, what vanished is dropped.
 func (t *Tracker) rescan() {
 	if len(t.queue) == 0 {
 		for d := range t.unwatched {
 			t.queue = append(t.queue, d)
 		}
 	}
-	n := min(len(t.queue), rescanBudget)
-	batch := t.queue[:n]
-	t.queue = t.queue[n:]
 	listed := map[string]map[string]struct{}{} // unwatched dir → its names
-	for _, dir := range batch {
+	for read := 0; read < rescanBudget && len(t.queue) > 0; {
+		dir := t.queue[0]
+		t.queue = t.queue[1:]
+		read++
 		if _, ok := t.unwatched[dir]; !ok {
 			continue // gone, or watched since
 		}
@@ -196,6 +197,7 @@ func (t *Tracker) rescan() {
 			t.update(dir) // gone or no longer a directory
 			continue
 		}
+		read += len(ents)
 		names := make(map[string]struct{}, len(ents))
 		for _, de := range ents {
 			names[de.Name()] = struct{}{}

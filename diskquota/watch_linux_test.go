@@ -48,6 +48,14 @@ func TestTrackerBoundsWatchesPerAgent(t *testing.T) {
 	if bob != 2 || !bobWatched {
 		t.Errorf("bob's 2 directories have %d watches (b watched: %v); alice's use must not take them", bob, bobWatched)
 	}
+	// What a refresh costs stays bounded, however many directories.
+	for range 3 {
+		before := tr.stats
+		tr.Refresh()
+		if n := tr.stats - before; n > rescanBudget {
+			t.Fatalf("a refresh re-read %d paths, over rescanBudget (%d)", n, rescanBudget)
+		}
+	}
 	last := filepath.Join(homes, "alice", fmt.Sprintf("d%05d", many-1))
 	base := tr.Home("alice")
 	steps := []struct {
@@ -71,7 +79,7 @@ func TestTrackerBoundsWatchesPerAgent(t *testing.T) {
 		if !testwait.Within(10*time.Second, time.Millisecond, func() bool {
 			i++
 			tr.Refresh()
-			return s.want(tr.Home("alice")) || i > 3
+			return s.want(tr.Home("alice")) || i > 2*(many/rescanBudget+2)
 		}) || !s.want(tr.Home("alice")) {
 			t.Fatalf("%s: alice = %d after %d refreshes (base %d)", s.name, tr.Home("alice"), i, base)
 		}

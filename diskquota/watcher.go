@@ -4,14 +4,14 @@ package diskquota
 // agent (its home, or what it owns outside homes). inotify watches come
 // from the host user's max_user_watches, which the user's editor and sync
 // tools share: an agent making a directory per watch would otherwise
-// exhaust it. Directories over the bound are re-read instead, up to
-// rescanBudget of them a refresh in turn, so they are still counted.
+// exhaust it. Directories over the bound are re-read instead, in turn,
+// about rescanBudget entries a refresh, so they are still counted.
 const MaxWatchesPerAgent = 1024
 
-// rescanBudget bounds the unwatched directories one refresh re-reads:
-// what a refresh costs the host stays bounded however many directories
-// an agent makes, and each is read again within unwatched/rescanBudget
-// refreshes.
+// rescanBudget bounds the entries (directories and what they list) one
+// refresh re-reads of the unwatched directories: what a refresh costs the
+// host stays bounded however many directories an agent makes (a single
+// directory is read whole), and each is read again within a few rounds.
 const rescanBudget = 2000
 
 // watcher reports the paths that changed since the last drain.
