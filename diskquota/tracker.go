@@ -191,6 +191,7 @@ func (t *Tracker) rescan() {
 		if _, ok := t.unwatched[dir]; !ok {
 			continue // gone, or watched since
 		}
+		t.stats++
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			delete(t.unwatched, dir)
