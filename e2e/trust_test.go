@@ -35,7 +35,7 @@ func ownerPID(t testing.TB, e isoEnv) int {
 			continue
 		}
 		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !bytes.HasPrefix(cmd, []byte(e.bin+"\x00serve\x00")) {
+		if args := bytes.Split(cmd, []byte{0}); err != nil || len(args) < 2 || string(args[1]) != "serve" {
 			continue
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
@@ -43,7 +43,7 @@ func ownerPID(t testing.TB, e isoEnv) int {
 			return pid
 		}
 	}
-	t.Fatalf("no `%s serve` process with %s", e.bin, want)
+	t.Fatalf("no `serve` process with %s", want)
 	return 0
 }
 
