@@ -42,6 +42,11 @@ func (s *Server) memoryStore(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
+	// The memory database lies in the data folder in clear: the agent's
+	// secret values are kept out of it as out of its logs and events.
+	if s.o.Secrets != nil {
+		body.Content = s.o.Secrets.Scrub(agent, body.Content)
+	}
 	if n := len(body.Content); n > memory.MaxContent {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("memory store: the entry is %d bytes, over the limit of %d bytes per entry (memory.MaxContent); store a shorter summary", n, memory.MaxContent))
 		return

@@ -403,7 +403,18 @@ func (s *Server) setConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `request body needs "value" (a string)`)
 		return
 	}
-	if err := s.o.Config.SetIn(agentOf(r), scope, r.PathValue("key"), *body.Value); err != nil {
+	agent, key, value := agentOf(r), r.PathValue("key"), *body.Value
+	// The config file lies in the data folder in clear: the agent's
+	// secret values are kept out of it as out of its logs. A key is
+	// refused rather than rewritten, since it names what the agent reads.
+	if s.o.Secrets != nil {
+		if s.o.Secrets.Scrub(agent, key) != key {
+			writeError(w, http.StatusBadRequest, "config key: it contains the value of one of your secrets, and config keys are stored in clear; name the key otherwise")
+			return
+		}
+		value = s.o.Secrets.Scrub(agent, value)
+	}
+	if err := s.o.Config.SetIn(agent, scope, key, value); err != nil {
 		var bad *BadKeyError
 		if errors.As(err, &bad) {
 			writeError(w, http.StatusBadRequest, err.Error())

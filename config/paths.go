@@ -52,10 +52,15 @@ func (p Paths) AgentsJSON() string  { return filepath.Join(p.ConfigDir(), "agent
 func (p Paths) ContainerDir() string { return filepath.Join(p.Root, "container") }
 func (p Paths) Workspace() string    { return filepath.Join(p.Root, "workspace") }
 func (p Paths) Output() string       { return filepath.Join(p.Root, "output") }
-func (p Paths) Logs() string         { return filepath.Join(p.Root, "logs") }
-func (p Paths) ConsoleLog() string   { return filepath.Join(p.Logs(), "console.log") }
-func (p Paths) Run() string          { return filepath.Join(p.Root, "run") }
-func (p Paths) StateFile() string    { return filepath.Join(p.Root, "state.json") }
+
+// Artifacts holds the host's checked copies of shared artifacts (not
+// shared with the VM): what host_path and resource links name.
+func (p Paths) Artifacts() string { return filepath.Join(p.Root, "artifacts") }
+
+func (p Paths) Logs() string       { return filepath.Join(p.Root, "logs") }
+func (p Paths) ConsoleLog() string { return filepath.Join(p.Logs(), "console.log") }
+func (p Paths) Run() string        { return filepath.Join(p.Root, "run") }
+func (p Paths) StateFile() string  { return filepath.Join(p.Root, "state.json") }
 
 // PluginsDir is the plugin library: one JSON file per plugin with its
 // version history. Outside the container folder, so it survives Reset.

@@ -6,13 +6,16 @@
 // follows changes with inotify and re-stats only the paths that changed,
 // so a refresh costs in proportion to what was written, not to the size of
 // the tree; elsewhere (or when inotify runs out of watches) each refresh
-// walks the tree again.
+// walks the tree again. Watches are bounded per agent (MaxWatchesPerAgent):
+// an agent's directories over the bound are re-read in turn, a bounded
+// number of entries a refresh.
 package diskquota
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,8 +40,13 @@ type Tracker struct {
 	byHome map[string]int64
 	byUID  map[uint32]int64
 	w      watcher // nil: walk on every refresh
-	n      int     // refreshes since the last full walk
-	stats  int     // paths read since New (what a refresh costs, for tests)
+	// unwatched are the directories the watcher declined (their owner
+	// is at its bound): re-read in turn, rescanBudget a refresh, from
+	// queue.
+	unwatched map[string]struct{}
+	queue     []string
+	n         int // refreshes since the last full walk
+	stats     int // paths read since New (what a refresh costs, for tests)
 }
 
 // fullEvery makes every so many refreshes a full walk, which heals what a
@@ -60,6 +68,8 @@ func (t *Tracker) reset() {
 	t.files = map[string]entry{}
 	t.byHome = map[string]int64{}
 	t.byUID = map[uint32]int64{}
+	t.unwatched = map[string]struct{}{}
+	t.queue = nil
 }
 
 // Incremental reports whether refreshes follow changes (inotify) rather
@@ -111,6 +121,7 @@ func (t *Tracker) Refresh() {
 			for _, p := range dirty {
 				t.update(p)
 			}
+			t.rescan()
 			return
 		}
 	}
@@ -151,15 +162,70 @@ func (t *Tracker) walk(root string) {
 		if err != nil {
 			return nil
 		}
-		t.set(p, fi)
+		e := t.set(p, fi)
 		if d.IsDir() && t.w != nil {
-			t.w.add(p)
+			if t.w.add(p, e.owner()) {
+				delete(t.unwatched, p)
+			} else {
+				t.unwatched[p] = struct{}{}
+			}
 		}
 		return nil
 	})
 }
 
-func (t *Tracker) set(p string, fi fs.FileInfo) {
+// rescan re-reads the next directories left unwatched, until it has read
+// rescanBudget entries: what appeared in them is added (a new directory
+// walked), what changed is updated, what vanished is dropped.
+func (t *Tracker) rescan() {
+	if len(t.queue) == 0 {
+		for d := range t.unwatched {
+			t.queue = append(t.queue, d)
+		}
+	}
+	listed := map[string]map[string]struct{}{} // unwatched dir → its names
+	for read := 0; read < rescanBudget && len(t.queue) > 0; {
+		dir := t.queue[0]
+		t.queue = t.queue[1:]
+		read++
+		if _, ok := t.unwatched[dir]; !ok {
+			continue // gone, or watched since
+		}
+		t.stats++
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			delete(t.unwatched, dir)
+			t.update(dir) // gone or no longer a directory
+			continue
+		}
+		read += len(ents)
+		names := make(map[string]struct{}, len(ents))
+		for _, de := range ents {
+			names[de.Name()] = struct{}{}
+			t.update(filepath.Join(dir, de.Name()))
+		}
+		listed[dir] = names
+	}
+	if len(listed) == 0 {
+		return
+	}
+	var gone []string
+	for p := range t.files {
+		names, ok := listed[filepath.Dir(p)]
+		if !ok {
+			continue
+		}
+		if _, still := names[filepath.Base(p)]; !still {
+			gone = append(gone, p)
+		}
+	}
+	for _, p := range gone {
+		t.drop(p)
+		delete(t.unwatched, p)
+	}
+}
+
+func (t *Tracker) set(p string, fi fs.FileInfo) entry {
 	t.stats++
 	t.remove(p)
 	e := entry{dir: fi.IsDir(), home: t.homeOf(p)}
@@ -171,6 +237,16 @@ func (t *Tracker) set(p string, fi fs.FileInfo) {
 	}
 	t.files[p] = e
 	t.account(e, e.bytes)
+	return e
+}
+
+// owner is whom a watch of this directory counts against: the agent
+// whose home it lies in, or the uid that owns it.
+func (e entry) owner() string {
+	if e.home != "" {
+		return "home " + e.home
+	}
+	return "uid " + strconv.FormatUint(uint64(e.uid), 10)
 }
 
 // drop forgets p and, when it was a directory, everything under it.

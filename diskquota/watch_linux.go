@@ -3,7 +3,10 @@
 package diskquota
 
 import (
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -18,8 +21,15 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_MOV
 type inotifyWatcher struct {
 	fd int
 
+	// limit is the watches one owner gets (MaxWatchesPerAgent); total
+	// those all owners get together, a share of max_user_watches.
+	limit, total int
+
 	mu       sync.Mutex
 	dirs     map[int]string // watch descriptor → directory
+	owners   map[int]string // watch descriptor → owner it counts against
+	byDir    map[string]int // directory → watch descriptor
+	count    map[string]int // owner → watches
 	dirty    map[string]struct{}
 	overflow bool
 	broken   bool
@@ -31,25 +41,53 @@ func newWatcher() watcher {
 	if err != nil {
 		return nil
 	}
-	w := &inotifyWatcher{fd: fd, dirs: map[int]string{}, dirty: map[string]struct{}{}}
+	w := &inotifyWatcher{fd: fd, limit: MaxWatchesPerAgent, total: watchShare(),
+		dirs: map[int]string{}, owners: map[int]string{}, byDir: map[string]int{}, count: map[string]int{}, dirty: map[string]struct{}{}}
 	go w.read()
 	return w
 }
 
-func (w *inotifyWatcher) add(dir string) {
+// watchShare is what all agents together may take of the host user's
+// max_user_watches: a quarter, so the user's own tools keep the rest.
+func watchShare() int {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		return 8192 / 4 // the kernel's smallest default
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return 8192 / 4
+	}
+	return n / 4
+}
+
+func (w *inotifyWatcher) add(dir, owner string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return
+		return false
+	}
+	if w.count[owner] >= w.limit || len(w.dirs) >= w.total {
+		// A directory watched already (walked again) stays watched.
+		_, ok := w.byDir[dir]
+		return ok
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
 	if err != nil {
 		if err == unix.ENOSPC {
 			w.broken = true // out of watches: walk instead
 		}
-		return
+		return false
 	}
-	w.dirs[wd] = dir // the same directory moved gets the same wd
+	// The same directory (inode) watched again, or moved, gets the same
+	// wd: counted once, against its latest owner.
+	if old, ok := w.owners[wd]; ok {
+		w.count[old]--
+		delete(w.byDir, w.dirs[wd])
+	}
+	w.dirs[wd], w.owners[wd], w.byDir[dir] = dir, owner, wd
+	w.count[owner]++
+	return true
 }
 
 func (w *inotifyWatcher) ok() bool {
@@ -115,7 +153,17 @@ func (w *inotifyWatcher) read() {
 			}
 			dir, ok := w.dirs[int(ev.Wd)]
 			if ev.Mask&unix.IN_IGNORED != 0 {
+				// The directory is gone: its watch no longer counts.
+				if o, ok := w.owners[int(ev.Wd)]; ok {
+					if w.count[o]--; w.count[o] <= 0 {
+						delete(w.count, o)
+					}
+				}
+				if w.byDir[dir] == int(ev.Wd) {
+					delete(w.byDir, dir)
+				}
 				delete(w.dirs, int(ev.Wd))
+				delete(w.owners, int(ev.Wd))
 				continue
 			}
 			if !ok {

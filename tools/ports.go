@@ -22,7 +22,8 @@ func init() {
 			Name: "sandbox_expose_port",
 			Description: "Let the user open in a browser a server you run: give the TCP port it listens on (on 127.0.0.1 or " +
 				"all addresses, in the sandbox). Returns {url, port}: the URL on the user's computer. Only you can reach or " +
-				"expose your ports; the preview closes when the VM stops or the user closes it.",
+				"expose your ports; the preview closes when the VM stops or the user closes it. The preview is HTTP: it answers only " +
+				"requests addressed to the URL's own host and port, and bounds connections and idle time.",
 			InputSchema: object(
 				integer("port", "The port your server listens on.", 1, 65535, 0).must(),
 			),

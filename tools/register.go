@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -207,6 +208,14 @@ func (c *call) register(ctx context.Context, p *plugins.Plugin, via, location st
 	}}
 	if err := check.Check(p); err != nil {
 		return nil, err
+	}
+	// The library keeps recipes (their files included) in clear: one that
+	// holds the agent's secret value is refused, as the bridge's stores
+	// keep such values out.
+	if b, err := json.Marshal(p); err == nil && c.scrub(string(b)) != string(b) {
+		return nil, &plugins.InvalidError{Problems: []plugins.Problem{{Field: "secrets",
+			Message: "the plugin holds the value of one of your secrets, and plugins are stored in clear",
+			Fix:     "list the secret's name under secrets and read it when the tool runs (osaurus-host secrets get NAME)"}}}
 	}
 	if err := c.admit(ctx); err != nil {
 		return nil, err

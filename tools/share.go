@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"mime"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -32,6 +31,7 @@ func init() {
 			Description: fmt.Sprintf("Share a file with the user: copy it to /output/<your agent>/<its name>, which the user sees in the app's output folder, "+
 				"and tell the connected clients with a resource link. Returns {kind: artifact, path, name, host_path, mime_type, size, sha256, replaced}. "+
 				"A file of the same name you shared before is replaced (replaced: true); /output/<your agent> holds only your artifacts. "+
+				"host_path is the host's checked copy of what you shared: later changes to /output don't reach it. "+
 				"Regular files only (no symlinks, directories or devices), at most %d bytes; the copy counts against your disk quota. ", MaxShareBytes) + pathHelp,
 			InputSchema: object(
 				str("path", "The file to share.").must(),
@@ -145,8 +145,14 @@ func shareArtifact(ctx context.Context, c *call, a shareArgs) (any, error) {
 	done = true
 	res := ArtifactResult{Kind: "artifact", Path: final, Name: name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)),
 		MIMEType: mime.TypeByExtension(path.Ext(name)), Replaced: replaced}
-	if c.env.outputDir != "" {
-		res.HostPath = filepath.Join(c.env.outputDir, dir, name)
+	if c.env.outputDir != "" && c.env.keepDir != "" {
+		// What the host hands a client is the host's checked copy, never
+		// the agent's file (see keepArtifact).
+		kept, err := keepArtifact(ctx, c.env.outputDir, c.env.keepDir, dir, name, res.SHA256)
+		if err != nil {
+			return nil, envelope.Errorf(envelope.ExecutionError, "%s was shared, but the host could not keep a checked copy: %v; share it again without touching it meanwhile", final, err)
+		}
+		res.HostPath = kept
 	}
 	return res, nil
 }

@@ -93,9 +93,12 @@ type Options struct {
 	// Exposer, when set, offers sandbox_expose_port to agents with
 	// autonomous exec.
 	Exposer Exposer
-	// OutputDir is the host folder the VM shares as /output: with it,
-	// sandbox_share_artifact reports the host path and a file:// link.
-	OutputDir string
+	// OutputDir is the host folder the VM shares as /output; KeepDir a
+	// host folder the VM can't reach. With both, sandbox_share_artifact
+	// checks the shared file on the host and keeps a copy in KeepDir,
+	// whose path it reports (host_path) and links (file://): the agent
+	// owns /output/<slug> and can replace an artifact there afterwards.
+	OutputDir, KeepDir string
 }
 
 // Env is what all agents' toolsets in one process share: the guest, the
@@ -115,6 +118,7 @@ type Env struct {
 	reviewer    Reviewer
 	exposer     Exposer
 	outputDir   string
+	keepDir     string
 	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
@@ -137,7 +141,7 @@ func NewEnv(o Options) *Env {
 		o.Install = NewInstallLock()
 	}
 	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir, keepDir: o.KeepDir}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.

@@ -29,6 +29,14 @@ import (
 // writes to a temporary directory is visible to another, and nothing an
 // agent writes lands on the root disk.
 //
+// The root disk itself is read-only in the agent's namespace (a
+// per-mount flag: the root namespace, where root installs packages,
+// keeps it writable). Packages add world-writable directories to it
+// (/var/crash, /var/lib/php/sessions, /var/mail...) that no quota
+// counts and every agent would share; the agent writes only its own
+// areas, each a mount of its own: its home, /workspace, /output and the
+// temporary directories.
+//
 // A namespace, not per-agent TMPDIR: programs that hard-code /tmp (most
 // do) stay private, and the agent can't undo it. Leaving or changing a
 // mount namespace needs CAP_SYS_ADMIN, which agents never hold; in a user
@@ -249,12 +257,18 @@ func makeTmpNS(a *Account, area string, size int64) (int, error) {
 		}
 	}
 	// The thread leaves the root namespace for good: a throwaway one.
-	return osthread.Throwaway(func() (int, error) { return buildTmpNS(area) })
+	return osthread.Throwaway(func() (int, error) { return buildTmpNS(area, agentAreas(a)) })
+}
+
+// agentAreas are the places a's namespace keeps writable, as far as its
+// permissions allow, when the root disk is made read-only there.
+func agentAreas(a *Account) []string {
+	return []string{a.Home, "/workspace", "/output"}
 }
 
 // buildTmpNS runs on a thread of its own: it moves the thread into a new
 // mount namespace, lays out the agent's view and returns the namespace.
-func buildTmpNS(area string) (int, error) {
+func buildTmpNS(area string, writable []string) (int, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return -1, fmt.Errorf("unshare: %w", err)
 	}
@@ -282,6 +296,12 @@ func buildTmpNS(area string) (int, error) {
 	}
 	// Best effort: without it the agent sees no views, not another's.
 	bindProjects(filepath.Base(area))
+	// Nothing on the root disk is the agent's to write: the world-writable
+	// directories packages add there would hold its files outside its
+	// quota, shared with every other agent.
+	if err := readOnlyRoot("/", writable); err != nil {
+		return -1, err
+	}
 	// Every agent's area (its own included) leaves the agent's view; it
 	// keeps only the directories above.
 	if err := unix.Unmount(privateTmpRoot, unix.MNT_DETACH); err != nil {
@@ -292,6 +312,33 @@ func buildTmpNS(area string) (int, error) {
 		return -1, fmt.Errorf("open the namespace: %w", err)
 	}
 	return fd, nil
+}
+
+// readOnlyRoot makes the mount at root read-only (nosuid, nodev) in the
+// calling thread's mount namespace, which must be one of its own. The
+// areas in writable that lie on that mount itself (a home outside
+// /workspace, a VM without shares) first become mounts of their own,
+// which the remount leaves writable; missing ones and links are skipped.
+func readOnlyRoot(root string, writable []string) error {
+	for _, d := range writable {
+		if d == "" || isMountPoint(d) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s on itself: %w", d, err)
+		}
+		if err := unix.Mount("", d, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("remount %s nosuid,nodev: %w", d, err)
+		}
+	}
+	if err := unix.Mount("", root, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("remount %s read-only,nosuid,nodev: %w", root, err)
+	}
+	return nil
 }
 
 // drop forgets name's namespace and frees its tmpfs (once the agent's

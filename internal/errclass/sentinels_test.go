@@ -110,6 +110,7 @@ var sentinels = []sentinel{
 	{"store/events.ErrInvalid", events.ErrInvalid, errdefs.ErrInvalid},
 	{"store/memory.ErrInvalid", memory.ErrInvalid, errdefs.ErrInvalid},
 	{"store/memory.ErrNotFound", memory.ErrNotFound, errdefs.ErrNotFound},
+	{"tools.ErrArtifactChanged", tools.ErrArtifactChanged, errdefs.ErrPermission},
 	{"tools.ErrNoPluginLibrary", tools.ErrNoPluginLibrary, errdefs.ErrUnsupported},
 	{"tools.ErrPluginCreateOff", tools.ErrPluginCreateOff, errdefs.ErrPermission},
 	{"tools.ErrPluginQuota", tools.ErrPluginQuota, errdefs.ErrQuota},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,8 +31,17 @@ func TestShareArtifact(t *testing.T) {
 	fg.files[bobHome+"/huge.bin"] = "x"
 	fg.sizes = map[string]int64{bobHome + "/huge.bin": tools.MaxShareBytes + 1}
 	g := fg.connect(t)
-	out := t.TempDir()
-	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }, OutputDir: out})
+	out, keep := t.TempDir(), t.TempDir()
+	// What the VM's copy shows in the host's output folder (the fake guest
+	// keeps its files in memory).
+	onHost := func(s string) {
+		os.MkdirAll(filepath.Join(out, "bob"), 0o755)
+		if err := os.WriteFile(filepath.Join(out, "bob", "report.txt"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onHost("the report\n")
+	f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }, OutputDir: out, KeepDir: keep})
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
 	cs := connectInMemory(t, f, "bob", nil)
 	res, err := cs.ListTools(context.Background(), nil)
@@ -59,7 +69,7 @@ func TestShareArtifact(t *testing.T) {
 	r, sc := share("report.txt", true)
 	res0 := sc["result"].(map[string]any)
 	sum := sha256.Sum256([]byte("the report\n"))
-	host := filepath.Join(out, "bob", "report.txt")
+	host := filepath.Join(keep, "bob", "report.txt")
 	if res0["path"] != "/output/bob/report.txt" || res0["host_path"] != host || res0["size"] != 11.0 ||
 		res0["sha256"] != hex.EncodeToString(sum[:]) || res0["replaced"] != false || !strings.HasPrefix(res0["mime_type"].(string), "text/plain") {
 		t.Fatalf("result: %v", res0)
@@ -77,6 +87,7 @@ func TestShareArtifact(t *testing.T) {
 	}
 
 	fg.files[bobHome+"/report.txt"] = "v2\n"
+	onHost("v2\n")
 	if _, sc = share("report.txt", true); sc["result"].(map[string]any)["replaced"] != true || fg.files["/output/bob/report.txt"] != "v2\n" {
 		t.Fatalf("sharing again: %v, copy %q", sc, fg.files["/output/bob/report.txt"])
 	}
