@@ -98,7 +98,7 @@ var helps = []cmdHelp{
 		usage: []string{"changes AGENT PROJECT [--json]"}, flags: [][2]string{{"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox changes alice site"}},
 	{name: "apply", summary: "write an agent's changes to a project into your folder",
-		usage:   []string{"apply AGENT PROJECT [--review ID] [--yes] [--force] [--allow-exec-paths] [--allow-large] [PATHS...]"},
+		usage: []string{"apply AGENT PROJECT [--review ID] [--yes] [--force] [--allow-exec-paths] [--allow-large] [PATHS...]"},
 		flags: [][2]string{{"--review ID", "apply exactly the review `changes` printed; anything changed since is refused"},
 			{"--yes", "don't ask for confirmation"}, {"--force", "also write files changed in your folder since the agent's view was taken"},
 			{"--allow-exec-paths", "also write paths that run code on your computer (shell rc files, .vscode/, CI workflows...)"},
