@@ -136,6 +136,12 @@ func (v Views) changes(ctx context.Context, a agents.Agent, p Project, diffs boo
 		if had && old.Type == s.typ && old.Hash == s.hash && s.hash != "" && s.mode&(fs.ModeSetuid|fs.ModeSetgid) == 0 {
 			continue
 		}
+		// A file too big to hash that the view was taken with, at the
+		// same size, is taken as the user's own: it is never applied
+		// either way, and it must not hold up revoking the project.
+		if had && s.typ == TypeFile && s.hash == "" && old.Type == TypeFile && old.Size == s.size && s.mode&(fs.ModeSetuid|fs.ModeSetgid) == 0 {
+			continue
+		}
 		c := Change{Path: rel, Kind: Added, Type: s.typ, Mode: s.mode.Perm(), Size: s.size, Hash: s.hash}
 		if had {
 			c.Kind, c.OldSize, c.OldHash = Modified, old.Size, old.Hash

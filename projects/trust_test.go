@@ -400,3 +400,25 @@ func TestTakeStaging(t *testing.T) {
 		t.Fatal("a linked staging folder was used")
 	}
 }
+
+// A file of the user's too big to hash is no change while its size
+// stays: it must not hold up revoking the project.
+func TestUsersHugeFileIsNoChange(t *testing.T) {
+	ctx := context.Background()
+	v, a, p, src, _ := fixture(t, map[string]string{"a.txt": "a\n"})
+	f, _ := os.Create(filepath.Join(src, "data.bin"))
+	f.Truncate(MaxFileSize + 1)
+	f.Close()
+	a.DiskGB = 1 << 20 // the sparse file counts whole against the quota when taken
+	v.Drop(ctx, a, p, true)
+	if err := v.Ensure(ctx, a, p); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := v.Changes(ctx, a, p)
+	if err != nil || len(cs.Changes) != 0 {
+		t.Fatalf("changes: %+v %v", cs, err)
+	}
+	if err := v.Drop(ctx, a, p, false); err != nil {
+		t.Fatal(err)
+	}
+}
