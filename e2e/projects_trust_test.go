@@ -397,6 +397,7 @@ done; echo read $n`
 		if time.Now().After(deadline) {
 			t.Fatalf("the agents' loops did not start: %+v %+v", r1, r2)
 		}
+		time.Sleep(200 * time.Millisecond) // between polls
 	}
 	_, errOut, code := e.run(t, 5*time.Minute, "agent", "set", e.slug, "projects", "web,big")
 	ev.call(t, "sandbox_exec", map[string]any{"command": "touch /tmp/stop-peek"})
