@@ -40,7 +40,7 @@ func newTrustEnv(t *testing.T) *trustEnv {
 	e := &trustEnv{te: te, cli: cliRun{t: t, bin: te.bin, home: te.home}, paths: config.Paths{Root: te.home}}
 	e.repo = gitRepo(t, map[string]string{"README.md": "# app\n", "src/app.py": "print('hi')\n"})
 	e.cli.ok("project", "add", e.repo, "--name", "web")
-	m := te.addAgent(t, "mallory", autonomous(500, false))
+	m := te.addAgent(t, "mallory", autonomous(100, false))
 	e.slug = m.Slug
 	e.cli.ok("agent", "set", m.Slug, "projects", "web")
 	e.a = te.http(t, m.Slug)
