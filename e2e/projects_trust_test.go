@@ -175,7 +175,8 @@ func TestProjectsTrust(t *testing.T) {
 
 	t.Run("GitInternalsNeverApplied", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "pwned")
-		e.sh(t, fmt.Sprintf("mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch %s\\n' > .git/hooks/post-checkout && cp .git/hooks/post-checkout .git/hooks/pre-commit && chmod +x .git/hooks/* && git config core.fsmonitor 'touch %s' && git config alias.st '!touch %s'", marker, marker, marker))
+		// The guest has no git: the agent writes git's files itself.
+		e.sh(t, fmt.Sprintf("mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch %s\\n' > .git/hooks/post-checkout && cp .git/hooks/post-checkout .git/hooks/pre-commit && chmod +x .git/hooks/* && printf '[core]\\n\\tfsmonitor = touch %s\\n[alias]\\n\\tst = !touch %s\\n' >> .git/config", marker, marker, marker))
 		cs := e.changes(t)
 		for _, p := range []string{".git/hooks/post-checkout", ".git/config"} {
 			if c := changeIn(cs, p); c == nil || !strings.Contains(c.Refused, ".git") {
@@ -314,7 +315,7 @@ func TestProjectsTrust(t *testing.T) {
 		var loop string
 		go func() {
 			defer wg.Done()
-			r := e.a.call(t, "sandbox_exec", map[string]any{"command": "cd " + e.view + "/swap && end=$((SECONDS+40)); while [ $SECONDS -lt $end ] && [ ! -e stop ]; do echo x > f.n; mv -f f.n f; rm -f p; mkfifo p; mv -f p f; done; echo done", "timeout": 120})
+			r := e.a.call(t, "sandbox_exec", map[string]any{"command": "cd " + e.view + "/swap && end=$(($(date +%s)+40)); while [ $(date +%s) -lt $end ] && [ ! -e stop ]; do echo x > f.n; mv -f f.n f; rm -f p; mkfifo p; mv -f p f; done; echo done", "timeout": 120})
 			loop = fmt.Sprint(r)
 		}()
 		deadline := time.Now().Add(35 * time.Second)
@@ -363,14 +364,14 @@ func TestProjectsTrustTaking(t *testing.T) {
 	e.cli.ok("project", "add", big, "--name", "big")
 	outside := t.TempDir()
 	os.Chmod(outside, 0o777)
-	swap := fmt.Sprintf(`touch ~/swap-started; end=$((SECONDS+90)); n=0
-while [ $SECONDS -lt $end ] && [ ! -d /workspace/projects/big ]; do
+	swap := fmt.Sprintf(`touch ~/swap-started; end=$(($(date +%%s)+90)); n=0
+while [ $(date +%%s) -lt $end ] && [ ! -d /workspace/projects/big ]; do
   for d in /workspace/projects/.[!.]*/d* /workspace/projects/.[!.]*/*/d*; do
     [ -d "$d" ] && [ ! -L "$d" ] && mv "$d" "$d.moved" 2>/dev/null && ln -s %s "$d" && n=$((n+1))
   done
 done; echo swapped $n`, outside)
-	peek := `touch /tmp/peek-started; end=$((SECONDS+90)); n=0
-while [ $SECONDS -lt $end ] && [ ! -e /tmp/stop-peek ]; do
+	peek := `touch /tmp/peek-started; end=$(($(date +%s)+90)); n=0
+while [ $(date +%s) -lt $end ] && [ ! -e /tmp/stop-peek ]; do
   cat /workspace/.projects/*/.[!.]*/d*/f*.txt /workspace/.projects/.[!.]*/*/d*/f*.txt 2>/dev/null | grep -q TOPSECRET && n=$((n+1))
 done; echo read $n`
 	var wg sync.WaitGroup
