@@ -18,7 +18,8 @@ const projectUsage = `usage:
   osaurus-sandbox project remove NAME
   osaurus-sandbox agent set AGENT projects NAME[,NAME...]   (or "none")
   osaurus-sandbox changes AGENT PROJECT [--json]
-  osaurus-sandbox apply AGENT PROJECT [--yes] [--force] [PATHS...]
+  osaurus-sandbox apply AGENT PROJECT [--review ID] [--yes] [--force]
+        [--allow-exec-paths] [--allow-large] [PATHS...]
   osaurus-sandbox discard AGENT PROJECT [--yes] [PATHS...]
 A project is a folder of yours. Each agent granted it works on a view of its
 own at /workspace/projects/NAME; nothing reaches your folder until you apply it.`
@@ -219,25 +220,56 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.out, "%s has not changed %s\n", a.Name, p.Name)
 		return ExitOK
 	}
-	for _, ch := range cs.Changes {
-		note := ""
-		switch {
-		case ch.Refused != "":
-			note = "  (refused: " + ch.Refused + ")"
-		case ch.HostChanged:
-			note = "  (changed in your folder too: apply needs --force)"
-		}
-		fmt.Fprintf(c.out, "%-8s %s%s\n", ch.Kind, ch.Path, note)
-	}
+	c.printChanges(cs)
 	for _, ch := range cs.Changes {
 		switch {
 		case ch.Diff != "":
+			// Changes escaped the diff's control characters.
 			fmt.Fprintf(c.out, "\n%s", ch.Diff)
 		case ch.Binary && ch.Kind != projects.Deleted:
-			fmt.Fprintf(c.out, "\nbinary %s: %d bytes, sha256 %s (was %d bytes, %s)\n", ch.Path, ch.Size, ch.Hash, ch.OldSize, orNone(ch.OldHash))
+			fmt.Fprintf(c.out, "\nbinary %s: %d bytes, sha256 %s (was %d bytes, %s)\n", projects.Shown(ch.Path), ch.Size, ch.Hash, ch.OldSize, orNone(ch.OldHash))
 		}
 	}
+	fmt.Fprintf(c.out, "\napply exactly these with `osaurus-sandbox apply %s %s --review %s [PATHS...]`\n", a.Slug, p.Name, cs.Review)
 	return ExitOK
+}
+
+// printChanges lists a review: its id, then per change its kind, mode,
+// size, hash and path (escaped), with why it is refused or needs
+// confirming.
+func (c *cli) printChanges(cs *projects.ChangeSet) {
+	fmt.Fprintf(c.out, "review %s\n", cs.Review)
+	for _, ch := range cs.Changes {
+		var notes []string
+		if ch.Refused != "" {
+			notes = append(notes, "refused: "+projects.Shown(ch.Refused))
+		} else {
+			if ch.HostExec != "" {
+				notes = append(notes, "runs on your computer: "+ch.HostExec+"; apply needs --allow-exec-paths")
+			}
+			if ch.Large {
+				notes = append(notes, "large: apply needs --allow-large")
+			}
+			if ch.HostChanged {
+				notes = append(notes, "changed in your folder too: apply needs --force")
+			}
+		}
+		note := ""
+		if len(notes) > 0 {
+			note = "  (" + strings.Join(notes, "; ") + ")"
+		}
+		hash := ch.Hash
+		if hash == "" {
+			hash = "-"
+		} else {
+			hash = hash[:min(16, len(hash))]
+		}
+		mode := "-"
+		if ch.Kind != projects.Deleted && ch.Type == projects.TypeFile {
+			mode = fmt.Sprintf("%04o", ch.Mode.Perm())
+		}
+		fmt.Fprintf(c.out, "%-8s %-4s %10d %-16s %s%s\n", ch.Kind, mode, ch.Size, hash, projects.Shown(ch.Path), note)
+	}
 }
 
 func orNone(s string) string {
@@ -256,9 +288,12 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		}
 		fs := c.flags(name)
 		yes := fs.Bool("yes", false, "don't ask for confirmation")
-		force := new(bool)
+		force, allowExec, allowLarge, reviewID := new(bool), new(bool), new(bool), new(string)
 		if !discard {
 			force = fs.Bool("force", false, "also write files changed in your folder since the agent's view was taken")
+			reviewID = fs.String("review", "", "apply exactly this review (the id `changes` prints)")
+			allowExec = fs.Bool("allow-exec-paths", false, "also write paths that run code on your computer (shell rc files, .vscode/, CI workflows...)")
+			allowLarge = fs.Bool("allow-large", false, fmt.Sprintf("also write files bigger than %d MB", projects.LargeFile>>20))
 		}
 		if len(args) < 2 {
 			fmt.Fprintln(c.err, projectUsage)
@@ -281,14 +316,35 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			return c.fail(err)
 		}
 		v := c.views()
-		if !*yes {
-			what := "every change"
-			if len(paths) > 0 {
-				what = strings.Join(paths, ", ")
+		what := "every change"
+		if len(paths) > 0 {
+			shown := make([]string, len(paths))
+			for i, p := range paths {
+				shown[i] = projects.Shown(p)
 			}
+			what = strings.Join(shown, ", ")
+		}
+		if !discard && *reviewID == "" {
+			// No review given: this is the review. Show it, ask, and
+			// apply exactly it.
+			cs, err := v.Changes(ctx, a, p)
+			if err != nil {
+				return c.fail(err)
+			}
+			if len(cs.Changes) == 0 {
+				fmt.Fprintf(c.out, "%s has not changed %s\n", a.Name, p.Name)
+				return ExitOK
+			}
+			c.printChanges(cs)
+			*reviewID = cs.Review
+			what += " of review " + cs.Review
+		}
+		if !*yes {
 			msg := fmt.Sprintf("This writes %s of %s's view into %s.", what, a.Name, p.Path)
 			if discard {
 				msg = fmt.Sprintf("This throws away %s of %s's changes to %s.", what, a.Name, p.Name)
+			} else if *reviewID != "" && !strings.Contains(what, *reviewID) {
+				msg = fmt.Sprintf("This writes %s of review %s of %s's view into %s.", what, *reviewID, a.Name, p.Path)
 			}
 			if !c.confirm(msg) {
 				return ExitDeclined
@@ -298,7 +354,8 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		if discard {
 			r, err = v.Discard(ctx, a, p, paths)
 		} else {
-			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Paths: paths, Force: *force})
+			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
+				AllowHostExec: *allowExec, AllowLarge: *allowLarge})
 		}
 		if r != nil {
 			verb := "applied"
@@ -306,19 +363,22 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 				verb = "discarded"
 			}
 			for _, d := range r.Done {
-				fmt.Fprintf(c.out, "%s %s\n", verb, d)
+				fmt.Fprintf(c.out, "%s %s\n", verb, projects.Shown(d))
 			}
 			for _, s := range r.Refused {
-				fmt.Fprintf(c.out, "refused %s: %s\n", s.Path, s.Reason)
+				fmt.Fprintf(c.out, "refused %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
 			}
 			for _, s := range r.Conflict {
-				fmt.Fprintf(c.out, "conflict %s: %s\n", s.Path, s.Reason)
+				fmt.Fprintf(c.out, "conflict %s: %s\n", projects.Shown(s.Path), s.Reason)
+			}
+			for _, s := range r.Changed {
+				fmt.Fprintf(c.out, "changed %s: %s\n", projects.Shown(s.Path), s.Reason)
 			}
 		}
 		if err != nil {
 			return c.fail(err)
 		}
-		if r != nil && len(r.Refused)+len(r.Conflict) > 0 {
+		if r != nil && len(r.Refused)+len(r.Conflict)+len(r.Changed) > 0 {
 			return ExitError
 		}
 		return ExitOK

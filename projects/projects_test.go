@@ -117,7 +117,7 @@ func TestViewChangesApplyDiscard(t *testing.T) {
 	}
 	// The user edits README.md meanwhile: applying it is refused.
 	write(t, filepath.Join(src, "README.md"), "hello\nuser\n")
-	r, err := v.Apply(ctx, a, p, ApplyOptions{Paths: []string{"README.md", "new/added.txt", "old.txt", "link", "suid"}})
+	r, err := v.Apply(ctx, a, p, ApplyOptions{Review: cs.Review, Paths: []string{"README.md", "new/added.txt", "old.txt", "link", "suid"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,11 +136,11 @@ func TestViewChangesApplyDiscard(t *testing.T) {
 	if read(t, filepath.Join(src, "keep.txt")) != "keep\n" {
 		t.Fatal("a change not chosen was applied")
 	}
-	if _, err := v.Apply(ctx, a, p, ApplyOptions{Paths: []string{"../etc/passwd"}}); err == nil {
+	if _, err := v.Apply(ctx, a, p, ApplyOptions{Review: cs.Review, Paths: []string{"../etc/passwd"}}); err == nil {
 		t.Fatal("a path that is not a change was accepted")
 	}
 	// Forced, it goes in.
-	if r, err := v.Apply(ctx, a, p, ApplyOptions{Paths: []string{"README.md"}, Force: true}); err != nil || len(r.Done) != 1 {
+	if r, err := v.Apply(ctx, a, p, ApplyOptions{Review: cs.Review, Paths: []string{"README.md"}, Force: true}); err != nil || len(r.Done) != 1 {
 		t.Fatalf("forced apply: %+v %v", r, err)
 	}
 	if read(t, filepath.Join(src, "README.md")) != "hello\nthere\n" {
@@ -201,7 +201,7 @@ func TestApplyThroughSwappedDirectory(t *testing.T) {
 			t.Fatal("the diff read through the link")
 		}
 	}
-	if _, err := v.Apply(ctx, a, p, ApplyOptions{}); err != nil {
+	if _, err := v.Apply(ctx, a, p, ApplyOptions{Review: cs.Review}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(filepath.Join(src, "d")); err != nil {

@@ -10,9 +10,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -145,13 +145,25 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 			return err
 		}
 	}
+	staging, err := v.staging()
+	if err != nil {
+		return err
+	}
 	dst := v.Dir(a, p.Name)
 	os.RemoveAll(dst) // a view without its baseline is incomplete
-	tmp, err := os.MkdirTemp(agentDir, "."+p.Name+".taking-")
+	// The copy is made where no agent can look or reach (a folder only
+	// this process enters), through an os.Root, and given to the agent
+	// only when complete, by one rename.
+	tmp, err := os.MkdirTemp(staging, p.Name+"-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	out, err := os.OpenRoot(tmp)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
 	bl := &Baseline{Project: p.Name, Source: p.Path, TakenAt: time.Now().UTC(), Files: map[string]Entry{}}
 	var total int64
 	src, err := os.OpenRoot(p.Path)
@@ -166,7 +178,6 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		out := filepath.Join(tmp, filepath.FromSlash(rel))
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -174,11 +185,11 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 		switch {
 		case d.IsDir():
 			if rel != "." {
-				if err := os.Mkdir(out, 0o755); err != nil {
+				if err := out.Mkdir(rel, 0o700); err != nil {
 					return err
 				}
 			}
-			if err := os.Chmod(out, info.Mode().Perm()|0o700); err != nil {
+			if err := out.Chmod(rel, info.Mode().Perm()|0o700); err != nil {
 				return err
 			}
 		case d.Type()&fs.ModeSymlink != 0:
@@ -186,12 +197,12 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 			if err != nil {
 				return err
 			}
-			if err := os.Symlink(target, out); err != nil {
+			if err := out.Symlink(target, rel); err != nil {
 				return err
 			}
 			bl.Files[rel] = Entry{Type: TypeSymlink, Size: int64(len(target)), Hash: hashBytes([]byte(target))}
 		case d.Type().IsRegular():
-			e, err := copyOut(src, rel, out)
+			e, err := copyOut(ctx, src, out, rel)
 			if err != nil {
 				return err
 			}
@@ -203,13 +214,13 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 		default:
 			return nil // devices, fifos and sockets are not project files
 		}
-		return v.chown(out, a)
+		return v.chownIn(out, tmp, rel, a)
 	})
 	if err != nil {
 		return fmt.Errorf("taking %s's view of %q: %w", a.Name, p.Name, err)
 	}
 	// Only the agent enters its view.
-	if err := os.Chmod(tmp, 0o700); err != nil {
+	if err := out.Chmod(".", 0o700); err != nil {
 		return err
 	}
 	if err := v.saveBaseline(a, bl); err != nil {
@@ -218,9 +229,44 @@ func (v Views) take(ctx context.Context, a agents.Agent, p Project) error {
 	return os.Rename(tmp, dst)
 }
 
-// copyOut copies rel of src to the new file out and returns its entry.
-func copyOut(src *os.Root, rel, out string) (Entry, error) {
-	f, err := src.Open(rel)
+// staging is the folder views are taken in: in the workspace (so the
+// finished view is renamed into place), owned by this process and closed
+// to everyone else.
+func (v Views) staging() (string, error) {
+	dir := filepath.Join(v.Paths.ProjectViews(), ".staging")
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.IsDir() || !ok || int(sys.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("%s is not a folder of this user's; remove it", dir)
+	}
+	return dir, os.Chmod(dir, 0o700)
+}
+
+// chownIn gives rel of the view being taken to the agent.
+func (v Views) chownIn(out *os.Root, tmp, rel string, a agents.Agent) error {
+	if a.UID == 0 {
+		return nil
+	}
+	if v.Chown != nil {
+		// tmp lies in the staging folder no agent enters.
+		return v.Chown(filepath.Join(tmp, filepath.FromSlash(rel)), a.UID, a.UID)
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return out.Lchown(rel, a.UID, a.UID)
+}
+
+// copyOut copies rel of src to the new file rel of out and returns its
+// entry.
+func copyOut(ctx context.Context, src, out *os.Root, rel string) (Entry, error) {
+	f, err := src.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -232,12 +278,12 @@ func copyOut(src *os.Root, rel, out string) (Entry, error) {
 	if !st.Mode().IsRegular() {
 		return Entry{}, fmt.Errorf("%s: changed type while copied", rel)
 	}
-	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
+	w, err := out.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
 	if err != nil {
 		return Entry{}, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), f)
+	n, err := io.Copy(io.MultiWriter(w, h), ctxReader{ctx, f})
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -261,7 +307,7 @@ func (v Views) Drop(ctx context.Context, a agents.Agent, p Project, force bool) 
 	}
 	defer l.Unlock()
 	if !force && v.Has(a, p.Name) {
-		cs, err := v.changes(a, p, false)
+		cs, err := v.changes(ctx, a, p, false)
 		if err != nil {
 			return err
 		}
@@ -290,85 +336,6 @@ func (v Views) DropAgent(a agents.Agent) error {
 		return nil
 	}
 	return os.RemoveAll(filepath.Join(v.Paths.ProjectBaselines(), a.ID))
-}
-
-// scanned is one path of an agent's view.
-type scanned struct {
-	typ  string
-	mode fs.FileMode // full mode: setuid and setgid bits matter
-	size int64
-	hash string
-}
-
-// scan walks the agent's view through an os.Root, so that no symlink the
-// agent planted, and no directory it swaps for one mid-walk, leads the
-// host outside the view.
-func scan(root *os.Root) (map[string]scanned, error) {
-	out := map[string]scanned{}
-	var walk func(dir string) error
-	walk = func(dir string) error {
-		f, err := root.Open(dir)
-		if err != nil {
-			return err
-		}
-		ents, err := f.ReadDir(-1)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		for _, e := range ents {
-			rel := path.Join(dir, e.Name())
-			if dir == "." {
-				rel = e.Name()
-			}
-			st, err := root.Lstat(rel)
-			if err != nil {
-				return err
-			}
-			m := st.Mode()
-			switch {
-			case m.IsDir():
-				if err := walk(rel); err != nil {
-					return err
-				}
-			case m&fs.ModeSymlink != 0:
-				t, err := root.Readlink(rel)
-				if err != nil {
-					return err
-				}
-				out[rel] = scanned{typ: TypeSymlink, mode: m, size: int64(len(t)), hash: hashBytes([]byte(t))}
-			case m.IsRegular():
-				h, n, err := hashIn(root, rel)
-				if err != nil {
-					return err
-				}
-				out[rel] = scanned{typ: TypeFile, mode: m, size: n, hash: h}
-			default:
-				out[rel] = scanned{typ: TypeOther, mode: m}
-			}
-		}
-		return nil
-	}
-	return out, walk(".")
-}
-
-// hashIn hashes the regular file rel of root.
-func hashIn(root *os.Root, rel string) (string, int64, error) {
-	f, err := root.Open(rel)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, err
-	}
-	if !st.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("%s: not a regular file", rel)
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
 // sortedKeys is m's keys in order.

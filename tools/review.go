@@ -17,9 +17,10 @@ const MaxReviewSummary = 4000
 
 // Reviewer tells the user an agent asks for review of its changes to a
 // project (the owner records an event the window and `osaurus-sandbox
-// events` show). It returns how many changes await review.
+// events` show). It returns how many changes await review and the id of
+// the review the host recorded of them.
 type Reviewer interface {
-	RequestReview(ctx context.Context, a agents.Agent, project, summary string) (changes int, err error)
+	RequestReview(ctx context.Context, a agents.Agent, project, summary string) (changes int, review string, err error)
 }
 
 type reviewArgs struct {
@@ -32,7 +33,7 @@ func init() {
 		Spec: Spec{
 			Name: "sandbox_request_review",
 			Description: "Ask the user to review what you changed in a project (/workspace/projects/<project>): your changes " +
-				"stay in your own view until the user applies them to their folder. Returns {project, changes, review_command}.",
+				"stay in your own view until the user applies them to their folder. Returns {project, changes, review, review_command}.",
 			InputSchema: object(
 				str("project", "The project's name, the folder under /workspace/projects.").must(),
 				str("summary", "What you changed and why, for the user (at most 4000 characters).").must(),
@@ -65,10 +66,10 @@ func requestReview(ctx context.Context, c *call, a reviewArgs) (any, error) {
 	if err := c.env.rate.Allow(c.agent.ID, serviceWrite); err != nil {
 		return nil, err
 	}
-	n, err := c.env.reviewer.RequestReview(ctx, c.agent, a.Project, a.Summary)
+	n, id, err := c.env.reviewer.RequestReview(ctx, c.agent, a.Project, a.Summary)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"project": a.Project, "changes": n,
+	return map[string]any{"project": a.Project, "changes": n, "review": id,
 		"review_command": fmt.Sprintf("osaurus-sandbox changes %s %s", c.agent.Slug, a.Project)}, nil
 }

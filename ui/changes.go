@@ -136,10 +136,16 @@ func mark(c projects.Change) string {
 	if m == "" {
 		m = "?"
 	}
-	s := m + "  " + c.Path
+	// The agent named the file: shown escaped, so a name can't pass for
+	// a refusal or hide what follows it.
+	s := m + "  " + projects.Shown(c.Path)
 	switch {
 	case c.Refused != "":
 		s += "  (refused: " + c.Refused + "; never applied)"
+	case c.HostExec != "":
+		s += "  (runs on your computer: asks again before it is applied)"
+	case c.Large:
+		s += "  (large: asks again before it is applied)"
 	case c.HostChanged:
 		s += "  (changed in your folder too: needs Force)"
 	}
@@ -180,19 +186,19 @@ func (v *changesView) show(cs *projects.ChangeSet, err error) {
 func diffText(c projects.Change) string {
 	switch {
 	case c.Refused != "":
-		return fmt.Sprintf("%s: %s, refused (%s); it is never applied.", c.Path, c.Type, c.Refused)
+		return fmt.Sprintf("%s: %s, refused (%s); it is never applied.", projects.Shown(c.Path), c.Type, c.Refused)
 	case c.Diff != "":
 		return c.Diff
 	case c.Kind == projects.Deleted:
-		return c.Path + ": deleted by the agent."
+		return projects.Shown(c.Path) + ": deleted by the agent."
 	case c.Binary:
 		old := "none"
 		if c.OldHash != "" {
 			old = fmt.Sprintf("%d bytes, sha256 %s", c.OldSize, c.OldHash)
 		}
-		return fmt.Sprintf("%s: binary or large, %d bytes, sha256 %s (was: %s)", c.Path, c.Size, c.Hash, old)
+		return fmt.Sprintf("%s: binary or large, %d bytes, sha256 %s (was: %s)", projects.Shown(c.Path), c.Size, c.Hash, old)
 	}
-	return c.Path + ": no textual difference."
+	return projects.Shown(c.Path) + ": no textual difference."
 }
 
 // picked are the checked files' paths.
@@ -206,15 +212,46 @@ func (v *changesView) picked() []string {
 	return out
 }
 
-// confirm asks before applying (or discarding) the picked files.
+// confirm asks before applying (or discarding) the picked files; picked
+// paths that run code on the user's computer, or large files, are asked
+// about a second time, on their own.
 func (v *changesView) confirm(discard bool) {
 	paths := v.picked()
 	if v.cs == nil || len(paths) == 0 {
 		v.Status.SetText("Check the files first (All checks every file that can be applied).")
 		return
 	}
-	agent, project := v.Agent.Selected, v.Project.Selected
+	agent, project, review := v.Agent.Selected, v.Project.Selected, v.cs.Review
 	force := v.Force.Checked
+	var exec, large []string
+	for _, r := range v.Files {
+		if r.Pick.Checked && r.Change.Refused == "" {
+			if r.Change.HostExec != "" {
+				exec = append(exec, r.Change.Path)
+			}
+			if r.Change.Large {
+				large = append(large, r.Change.Path)
+			}
+		}
+	}
+	apply := func(o projects.ApplyOptions) {
+		if len(exec) == 0 && len(large) == 0 {
+			v.run(agent, project, paths, false, o)
+			return
+		}
+		var b strings.Builder
+		if len(exec) > 0 {
+			fmt.Fprintf(&b, "These files run commands on your computer (shells, git, editors or CI read them):\n%s\n", pathList(exec))
+		}
+		if len(large) > 0 {
+			fmt.Fprintf(&b, "These files are bigger than %d MB:\n%s\n", projects.LargeFile>>20, pathList(large))
+		}
+		b.WriteString("Write them too? No writes the other files only.")
+		dialog.ShowConfirm("Apply files that run on your computer?", b.String(), func(ok bool) {
+			o.AllowHostExec, o.AllowLarge = ok, ok
+			v.run(agent, project, paths, false, o)
+		}, v.win)
+	}
 	title, msg := "Apply changes", fmt.Sprintf("Write %d files of %s's view into %s?\n%s", len(paths), agent, v.cs.Source, pathList(paths))
 	if force {
 		msg += "\nForce is checked: files changed in your folder since the view was taken are overwritten."
@@ -223,21 +260,31 @@ func (v *changesView) confirm(discard bool) {
 		title, msg = "Discard changes", fmt.Sprintf("Throw away %s's changes to %d files of %s?\n%s", agent, len(paths), project, pathList(paths))
 	}
 	dialog.ShowConfirm(title, msg, func(ok bool) {
-		if ok {
-			v.run(agent, project, paths, discard, force)
+		switch {
+		case !ok:
+		case discard:
+			v.run(agent, project, paths, true, projects.ApplyOptions{})
+		default:
+			apply(projects.ApplyOptions{Review: review, Paths: paths, Force: force})
 		}
 	}, v.win)
 }
 
-// pathList shows up to 10 paths.
+// pathList shows up to 10 paths, escaped.
 func pathList(paths []string) string {
-	if len(paths) > 10 {
-		return strings.Join(paths[:10], "\n") + fmt.Sprintf("\n… and %d more", len(paths)-10)
+	shown := make([]string, 0, min(len(paths), 10))
+	for _, p := range paths[:min(len(paths), 10)] {
+		shown = append(shown, projects.Shown(p))
 	}
-	return strings.Join(paths, "\n")
+	if len(paths) > 10 {
+		return strings.Join(shown, "\n") + fmt.Sprintf("\n… and %d more", len(paths)-10)
+	}
+	return strings.Join(shown, "\n")
 }
 
-func (v *changesView) run(agent, project string, paths []string, discard, force bool) {
+// run applies (o: the review and paths, and what the user confirmed) or
+// discards paths.
+func (v *changesView) run(agent, project string, paths []string, discard bool, o projects.ApplyOptions) {
 	v.busy++
 	go func() {
 		var r *projects.Result
@@ -247,7 +294,7 @@ func (v *changesView) run(agent, project string, paths []string, discard, force 
 			if discard {
 				r, err = views.Discard(context.Background(), a, p, paths)
 			} else {
-				r, err = views.Apply(context.Background(), a, p, projects.ApplyOptions{Paths: paths, Force: force})
+				r, err = views.Apply(context.Background(), a, p, o)
 			}
 		}
 		v.do(func() {
@@ -267,13 +314,16 @@ func applyResultText(r *projects.Result, err error, discard bool) string {
 	var b strings.Builder
 	if r != nil {
 		if len(r.Done) > 0 {
-			fmt.Fprintf(&b, "%s: %s.", verb, strings.Join(r.Done, ", "))
+			fmt.Fprintf(&b, "%s: %s.", verb, strings.ReplaceAll(pathList(r.Done), "\n", ", "))
 		}
 		for _, s := range r.Refused {
-			fmt.Fprintf(&b, " Refused %s: %s.", s.Path, s.Reason)
+			fmt.Fprintf(&b, " Refused %s: %s.", projects.Shown(s.Path), s.Reason)
 		}
 		for _, s := range r.Conflict {
-			fmt.Fprintf(&b, " Not written, %s: %s (check Force to write it anyway).", s.Path, s.Reason)
+			fmt.Fprintf(&b, " Not written, %s: %s (check Force to write it anyway).", projects.Shown(s.Path), s.Reason)
+		}
+		for _, s := range r.Changed {
+			fmt.Fprintf(&b, " Not written, %s: %s.", projects.Shown(s.Path), s.Reason)
 		}
 	}
 	if err != nil {

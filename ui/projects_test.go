@@ -396,3 +396,46 @@ func TestControlledClosePorts(t *testing.T) {
 		t.Fatalf("an owner without ClosePorts: %v", err)
 	}
 }
+
+// Paths that run code on the user's computer are asked about a second
+// time: declined, the rest is written and they are not; a name with
+// terminal controls is listed escaped, refused, and can't be picked.
+func TestChangesHostExecAsksAgain(t *testing.T) {
+	f := newFake(t)
+	w, reg := newTestWindow(t, f)
+	dir, view := changesFixture(t, f, reg)
+	writeFile(t, filepath.Join(view, ".vscode/tasks.json"), `{"tasks":[]}`)
+	writeFile(t, filepath.Join(view, "x\x1b[2Ky.txt"), "x\n")
+	v := w.Work.Changes
+	eventually(t, "alice offered", func() bool { return slices.Contains(v.Agent.Options, "alice") })
+	lockedDo(func() { v.Agent.SetSelected("alice"); v.Project.SetSelected("web") })
+	waitListed(t, v, ".vscode/tasks.json", "a.txt", "b.txt", "c.txt", "link", "new.txt", "x\x1b[2Ky.txt")
+	tasks, evil := rowFor(t, v, ".vscode/tasks.json"), rowFor(t, v, "x\x1b[2Ky.txt")
+	lockedDo(func() {
+		if !strings.Contains(tasks.Pick.Text, "runs on your computer") {
+			t.Errorf("tasks.json row %q", tasks.Pick.Text)
+		}
+		if strings.Contains(evil.Pick.Text, "\x1b") || !strings.Contains(evil.Pick.Text, `x\x1b[2Ky.txt`) || !evil.Pick.Disabled() {
+			t.Errorf("escape row %q, disabled %v", evil.Pick.Text, evil.Pick.Disabled())
+		}
+	})
+	tap(v.All)
+	tap(v.Apply)
+	tapInOverlay(t, w.Win, "Yes")
+	tapInOverlay(t, w.Win, "No") // the second question: not the host-executable file
+	waitListed(t, v, ".vscode/tasks.json", "c.txt", "link", "x\x1b[2Ky.txt")
+	if got := readFile(t, filepath.Join(dir, "a.txt")); got != "line 1\nline 2 by alice\n" {
+		t.Fatalf("a.txt: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".vscode")); !os.IsNotExist(err) {
+		t.Fatalf("tasks.json written though declined: %v", err)
+	}
+	tap(rowFor(t, v, ".vscode/tasks.json").Pick)
+	tap(v.Apply)
+	tapInOverlay(t, w.Win, "Yes")
+	tapInOverlay(t, w.Win, "Yes")
+	waitListed(t, v, "c.txt", "link", "x\x1b[2Ky.txt")
+	if got := readFile(t, filepath.Join(dir, ".vscode/tasks.json")); got != `{"tasks":[]}` {
+		t.Fatalf("tasks.json: %q", got)
+	}
+}
