@@ -17,6 +17,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
+	"github.com/osaurus/osaurus-sandbox/internal/termlaunch"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -67,6 +68,7 @@ var Sentinels = []Sentinel{
 	{"inference.ErrNotConfigured", inference.ErrNotConfigured, agentproto.ErrUnsupported},
 	{"inference.ErrUpstream", inference.ErrUpstream, agentproto.ErrUpstream},
 	{"internal/filelock.ErrLocked", filelock.ErrLocked, agentproto.ErrBusy},
+	{"internal/termlaunch.ErrNoTerminal", termlaunch.ErrNoTerminal, agentproto.ErrUnsupported},
 	{"netpolicy.ErrInvalid", netpolicy.ErrInvalid, agentproto.ErrInvalid},
 	{"plugins.ErrDamaged", plugins.ErrDamaged, agentproto.ErrInvalid},
 	{"plugins.ErrExists", plugins.ErrExists, agentproto.ErrExists},
