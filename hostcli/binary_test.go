@@ -129,6 +129,11 @@ func TestHelpOnRealBinary(t *testing.T) {
 		{[]string{"help", "nosuch"}, ExitUsage, "", `no help on "nosuch"`},
 		{[]string{"serve", "-h"}, ExitOK, "osaurus-sandbox serve: ", ""},
 		{[]string{"exec", "--", "ls", "--help"}, ExitNotRunning, "", "not running"}, // after -- it is the command's
+		{[]string{"shell", "alice"}, ExitNotRunning, "", "not running"},
+		{[]string{"shell", "alice", "--workdir", "/tmp"}, ExitNotRunning, "", "not running"},
+		{[]string{"shell", "alice", "bob"}, ExitUsage, "", "usage: osaurus-sandbox shell [AGENT]"},
+		{[]string{"exec", "-it", "alice"}, ExitUsage, "", "usage: osaurus-sandbox exec -it"},
+		{[]string{"exec", "-it", "alice", "--", "top"}, ExitNotRunning, "", "not running"},
 		{[]string{"serve", "--colour"}, ExitUsage, "", "flag provided but not defined: -colour"},
 		{[]string{"completion", "tcsh"}, ExitUsage, "", `unknown shell "tcsh"`},
 	} {
