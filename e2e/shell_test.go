@@ -51,9 +51,12 @@ func (tm *tmuxTerm) window(name string, cmd string) {
 	tm.t.Helper()
 	script := cmd + `; echo "client-exit=$?"; exec sleep 3600`
 	if _, err := os.Stat(tm.sock); err != nil {
-		tm.run("-f", "/dev/null", "new-session", "-d", "-s", "e2e", "-n", name, "-x", "100", "-y", "30", "sh", "-c", script)
-		tm.run("set-option", "-g", "status", "off")
-		tm.run("set-option", "-g", "window-size", "manual")
+		// No status line, and windows keep the size they are given.
+		conf := filepath.Join(tm.t.TempDir(), "tmux.conf")
+		if err := os.WriteFile(conf, []byte("set -g status off\nset -g window-size manual\n"), 0o600); err != nil {
+			tm.t.Fatal(err)
+		}
+		tm.run("-f", conf, "new-session", "-d", "-s", "e2e", "-n", name, "-x", "100", "-y", "30", "sh", "-c", script)
 		return
 	}
 	tm.run("new-window", "-t", "e2e", "-n", name, "sh", "-c", script)
