@@ -341,6 +341,11 @@ func (c *call) runInSession(ctx context.Context, s *shellSession, command string
 
 func (c *call) sessionGone(s *shellSession) error {
 	c.env.closeSession(s.key, s)
+	select {
+	case <-s.done: // s.exit and s.err are set
+	case <-time.After(sessionKillWait):
+		return envelope.Errorf(envelope.ExecutionError, "session %s has ended; the next call starts a new one", s.key.name)
+	}
 	if s.err != nil {
 		if errors.Is(s.err, agentproto.ErrSessionEnded) || errors.Is(s.err, agentproto.ErrUnavailable) {
 			return envelope.Errorf(envelope.Unavailable, "session %s ended with the VM; the next call starts a new one", s.key.name)
