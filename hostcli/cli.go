@@ -51,6 +51,8 @@ Day one:
 Using the VM:
   exec [--user U] [--timeout S] -- CMD [ARG...]
                         run a command in the VM and print its output
+  shell [AGENT] [--workdir DIR]
+                        a terminal in the VM as the agent (its limits), or root
   logs [-f]             show the VM console log (-f follows it)
 
 Agents (each is a Linux user in the VM; its tools reach MCP clients):
