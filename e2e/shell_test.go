@@ -103,8 +103,8 @@ func (tm *tmuxTerm) waitLine(name string, re string, d time.Duration) string {
 func TestShellInTerminal(t *testing.T) {
 	tm := newTmux(t)
 	te := newToolsEnvCAs(t, false)
-	te.addAgent(t, "alice", autonomous(1000, false))
-	bob := te.addAgent(t, "bob", autonomous(1000, false))
+	te.addAgent(t, "alice", autonomous(100, false))
+	bob := te.addAgent(t, "bob", autonomous(100, false))
 	// bob's user and home exist, with a file of his.
 	bs := te.http(t, "bob")
 	bs.ok(t, "sandbox_write_file", map[string]any{"path": "secret.txt", "content": "bob's\n"})
@@ -229,8 +229,8 @@ func syscallKill(pid int) error {
 // and two agents' sessions of one name are apart.
 func TestShellSessions(t *testing.T) {
 	te := newToolsEnvCAs(t, false)
-	te.addAgent(t, "alice", autonomous(1000, false))
-	te.addAgent(t, "bob", autonomous(1000, false))
+	te.addAgent(t, "alice", autonomous(100, false))
+	te.addAgent(t, "bob", autonomous(100, false))
 	a, b := te.http(t, "alice"), te.stdio(t, "bob")
 	a.ok(t, "sandbox_exec", map[string]any{"session": "s", "command": "cd /workspace/shared && export X=1"})
 	r := a.ok(t, "sandbox_exec", map[string]any{"session": "s", "command": "pwd; echo $X"})
@@ -282,7 +282,7 @@ func TestShellSessions(t *testing.T) {
 // guest.
 func BenchmarkSessionExec(b *testing.B) {
 	te := newToolsEnvCAs(b, false)
-	te.addAgent(b, "alice", autonomous(1000, false))
+	te.addAgent(b, "alice", autonomous(100, false))
 	s := te.http(b, "alice")
 	s.ok(b, "sandbox_exec", map[string]any{"session": "bench", "command": "true"})
 	for _, c := range []struct {
