@@ -143,7 +143,7 @@ func TestShellInTerminal(t *testing.T) {
 	// The shell must have started sleep before the Ctrl-C is sent, or bash
 	// drops it as a key typed ahead: wait until sleep runs.
 	g := te.m.Agent()
-	waitGuest(t, g, running("sleep.10[0]"), time.Minute)
+	waitGuest(t, g, running("sleep 10[0]"), time.Minute)
 	tm.keys("alice", "C-c")
 	tm.typeLine("alice", "echo alive-$((40+2))")
 	tm.waitLine("alice", "alive-42", time.Minute)
@@ -175,7 +175,7 @@ func TestShellInTerminal(t *testing.T) {
 	// a background one.
 	tm.window("kill", cli+" shell alice")
 	tm.typeLine("kill", "sleep 4243 & sleep 4242")
-	waitGuest(t, g, running("sleep.424[2]"), slow)
+	waitGuest(t, g, running("sleep 424[2]"), slow)
 	pid := strings.TrimSpace(tm.run("display-message", "-p", "-t", "e2e:kill", "#{pane_pid}"))
 	out, err := exec.Command("pgrep", "-P", pid, "-f", "shell alice").Output()
 	if err != nil {
@@ -188,14 +188,14 @@ func TestShellInTerminal(t *testing.T) {
 	// The killed client left the terminal raw: its line may not start
 	// at the left.
 	tm.waitLine("kill", ".*client-exit=137", time.Minute)
-	waitGuest(t, g, "! "+running("sleep.424[23]"), time.Minute)
+	waitGuest(t, g, "! "+running("sleep 424[23]"), time.Minute)
 }
 
 // running is a guest shell test that a process's command line (its
-// words joined by any one byte) matches the pattern. The pattern must not
-// match itself (write a digit as [4]).
+// words joined by spaces) matches the pattern. The pattern must not match
+// the shell line itself (write a digit as [4]).
 func running(pattern string) string {
-	return "grep -qs '" + pattern + "' /proc/[0-9]*/cmdline"
+	return "pgrep -f '" + pattern + "' >/dev/null"
 }
 
 // waitGuest polls a root shell line in the guest until it succeeds.
@@ -274,7 +274,7 @@ func TestShellSessions(t *testing.T) {
 	}
 	// Nothing of the closed session is left running.
 	a.ok(t, "sandbox_exec", map[string]any{"session": "s", "command": "sleep 4343 &", "close_session": true})
-	waitGuest(t, te.m.Agent(), "! "+running("sleep.434[3]"), time.Minute)
+	waitGuest(t, te.m.Agent(), "! "+running("sleep 434[3]"), time.Minute)
 }
 
 // BenchmarkSessionExec measures a command's round trip in a shell session
