@@ -188,7 +188,7 @@ func TestShellInTerminal(t *testing.T) {
 	// The killed client left the terminal raw: its line may not start
 	// at the left.
 	tm.waitLine("kill", ".*client-exit=137", time.Minute)
-	waitGuest(t, g, "! "+running("sleep 424[23]"), time.Minute)
+	waitGuest(t, g, gone("sleep 424[23]"), time.Minute)
 }
 
 // running is a guest shell test that a process's command line (its
@@ -196,6 +196,12 @@ func TestShellInTerminal(t *testing.T) {
 // the shell line itself (write a digit as [4]).
 func running(pattern string) string {
 	return "pgrep -f '" + pattern + "' >/dev/null"
+}
+
+// gone is the opposite of running; it fails without pgrep, rather than
+// pass for a missing program.
+func gone(pattern string) string {
+	return "command -v pgrep >/dev/null && ! " + running(pattern)
 }
 
 // waitGuest polls a root shell line in the guest until it succeeds.
@@ -274,7 +280,7 @@ func TestShellSessions(t *testing.T) {
 	}
 	// Nothing of the closed session is left running.
 	a.ok(t, "sandbox_exec", map[string]any{"session": "s", "command": "sleep 4343 &", "close_session": true})
-	waitGuest(t, te.m.Agent(), "! "+running("sleep 434[3]"), time.Minute)
+	waitGuest(t, te.m.Agent(), gone("sleep 434[3]"), time.Minute)
 }
 
 // BenchmarkSessionExec measures a command's round trip in a shell session
