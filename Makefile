@@ -156,6 +156,7 @@ bench: agent test-guest
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkResumeExec$$" -benchtime 10x ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^Benchmark(ExecTrue|FileWriteRead1MiB)$$" -benchtime 2s ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkExecTrueLayers$$" -benchtime 18x ./e2e/
+	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSessionExec$$" -benchtime 20x ./e2e/
 	$(TEST_ENV) $(GO) test -run "^$$" -bench "^BenchmarkSoak$$" -benchtime 100x ./e2e/
 	$(GO) test -run "^$$" -bench "^BenchmarkUnaryRoundTrip$$" -benchtime 2s ./agentproto/
 	$(GO) test -run "^$$" -bench "^BenchmarkMemoryQuery100k$$" -benchtime 200x ./store/memory/

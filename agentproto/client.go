@@ -49,27 +49,49 @@ func (c *Client) SyncClock(ctx context.Context) error {
 // arrives. stdin, when non-nil, is copied to the process (req.Stdin is set
 // for you). Cancelling ctx kills the process group.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExitStatus, error) {
+	return c.ExecWith(ctx, req, stdin, stdout, stderr, ExecControl{})
+}
+
+// ExecControl is what a caller sends during an exec call besides stdin.
+type ExecControl struct {
+	// Resize carries a terminal's new sizes (ExecRequest.Tty).
+	Resize <-chan Winsize
+	// Signal carries signals for the process (or, with Children, for
+	// what it started).
+	Signal <-chan SignalFrame
+}
+
+// ExecWith is Exec with resizes and signals sent during the call.
+func (c *Client) ExecWith(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, ctl ExecControl) (ExitStatus, error) {
 	req.Stdin = stdin != nil
+	return c.Peer.ExecStream(ctx, OpExec, req, stdin, stdout, stderr, ctl)
+}
+
+// ExecStream makes a call that answers as exec does (a Response with the
+// pid, output frames, an Exit frame): op is OpExec, or a control
+// operation that relays one (a terminal through the owner). The request
+// must say whether stdin frames follow.
+func (p *Peer) ExecStream(ctx context.Context, op string, req any, stdin io.Reader, stdout, stderr io.Writer, ctl ExecControl) (ExitStatus, error) {
 	if stdout == nil {
 		stdout = io.Discard
 	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	s, release, err := c.Peer.open(ctx, OpExec, req)
+	s, release, err := p.open(ctx, op, req)
 	if err != nil {
 		return ExitStatus{}, err
 	}
 	defer release()
 	t, payload, err := ReadFrame(s)
 	if err != nil {
-		return ExitStatus{}, c.Peer.callErr(ctx, OpExec, err)
+		return ExitStatus{}, p.callErr(ctx, op, err)
 	}
 	if t != FrameResponse {
-		return ExitStatus{}, fmt.Errorf("agent exec: %w: unexpected frame %q", ErrProtocol, t)
+		return ExitStatus{}, fmt.Errorf("agent %s: %w: unexpected frame %q", op, ErrProtocol, t)
 	}
 	var started ExecStarted
-	if err := decodeResponse(OpExec, payload, &started); err != nil {
+	if err := decodeResponse(op, payload, &started); err != nil {
 		return ExitStatus{}, err
 	}
 	if stdin != nil {
@@ -89,6 +111,22 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, std
 			}
 		}()
 	}
+	if ctl.Resize != nil || ctl.Signal != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case ws := <-ctl.Resize:
+					s.writeJSON(FrameResize, ws)
+				case sf := <-ctl.Signal:
+					s.writeJSON(FrameSignal, sf)
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
 	// On cancel, ask the guest to kill the group before the stream is torn
 	// down; the deadline set by open's AfterFunc then unblocks us.
 	stopKill := context.AfterFunc(ctx, func() {
@@ -98,30 +136,30 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, std
 	for {
 		t, payload, err := ReadFrame(s)
 		if err != nil {
-			return ExitStatus{}, c.Peer.callErr(ctx, OpExec, err)
+			return ExitStatus{}, p.callErr(ctx, op, err)
 		}
 		switch t {
 		case FrameStdout:
 			if _, err := stdout.Write(payload); err != nil {
-				return ExitStatus{}, fmt.Errorf("agent exec: writing stdout: %w", err)
+				return ExitStatus{}, fmt.Errorf("agent %s: writing stdout: %w", op, err)
 			}
 		case FrameStderr:
 			if _, err := stderr.Write(payload); err != nil {
-				return ExitStatus{}, fmt.Errorf("agent exec: writing stderr: %w", err)
+				return ExitStatus{}, fmt.Errorf("agent %s: writing stderr: %w", op, err)
 			}
 		case FrameExit:
 			var st ExitStatus
 			if err := json.Unmarshal(payload, &st); err != nil {
-				return ExitStatus{}, fmt.Errorf("agent exec: %w: bad exit frame: %v", ErrProtocol, err)
+				return ExitStatus{}, fmt.Errorf("agent %s: %w: bad exit frame: %v", op, ErrProtocol, err)
 			}
 			return st, nil
 		case FrameResponse:
-			if err := decodeResponse(OpExec, payload, nil); err != nil {
+			if err := decodeResponse(op, payload, nil); err != nil {
 				return ExitStatus{}, err
 			}
-			return ExitStatus{}, fmt.Errorf("agent exec: %w: response without exit status", ErrProtocol)
+			return ExitStatus{}, fmt.Errorf("agent %s: %w: response without exit status", op, ErrProtocol)
 		default:
-			return ExitStatus{}, fmt.Errorf("agent exec: %w: unexpected frame %q", ErrProtocol, t)
+			return ExitStatus{}, fmt.Errorf("agent %s: %w: unexpected frame %q", op, ErrProtocol, t)
 		}
 	}
 }

@@ -15,7 +15,14 @@ func (m *Mux) HandleDefault(h HandlerFunc) { m.fallback = h }
 // that owns the guest session uses it to let other local processes (the
 // CLI) talk to the guest through it.
 func (p *Peer) Forward(ctx context.Context, c *Call) error {
-	s, release, err := p.open(ctx, c.Op, json.RawMessage(orNull(c.body)))
+	return p.ForwardAs(ctx, c, c.Op, json.RawMessage(orNull(c.body)))
+}
+
+// ForwardAs relays an incoming call to p as op with request req, which
+// the relaying process made (e.g. an exec the owner built for a terminal
+// a client asked for): then the frames in both directions, as Forward.
+func (p *Peer) ForwardAs(ctx context.Context, c *Call, op string, req any) error {
+	s, release, err := p.open(ctx, op, req)
 	if err != nil {
 		return err
 	}
@@ -43,7 +50,7 @@ func (p *Peer) Forward(ctx context.Context, c *Call) error {
 		if rerr != nil {
 			// The far end died mid-call: tell the caller why, unless frames
 			// already started (then the caller sees a cut stream).
-			return fmt.Errorf("%w", p.callErr(ctx, c.Op, rerr))
+			return fmt.Errorf("%w", p.callErr(ctx, op, rerr))
 		}
 	}
 }

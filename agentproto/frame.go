@@ -21,6 +21,7 @@ const (
 	FrameExit     FrameType = 'X' // JSON ExitStatus
 	FrameData     FrameType = 'D' // raw file bytes (read_file, write_file)
 	FrameDataEnd  FrameType = 'd' // empty: the file body is complete
+	FrameResize   FrameType = 'W' // JSON Winsize: a terminal's new size (minor 9)
 )
 
 // MaxFrame bounds one frame's payload so a corrupt length can't make a peer

@@ -103,6 +103,18 @@ type ExecRequest struct {
 	// the process starts (minor 4). Nil: the guest's defaults. Ignored for
 	// root.
 	Limits *Limits `json:"limits,omitempty"`
+	// Tty, when set, runs the process on a pseudo-terminal of this size
+	// (minor 9): it leads a session of its own with the terminal as its
+	// controlling terminal, stdin, stdout and stderr (all output comes as
+	// Stdout frames), and Resize frames change the size.
+	Tty *Winsize `json:"tty,omitempty"`
+}
+
+// Winsize is a terminal's size in character cells (a Resize frame, and
+// ExecRequest.Tty).
+type Winsize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // NetworkPackageMirror, as the Network of a root process (protocol 2.3),
@@ -131,6 +143,10 @@ type ExitStatus struct {
 // SignalFrame is sent by the host during an exec call.
 type SignalFrame struct {
 	Signal int `json:"signal"`
+	// Children (minor 9) signals every process of the call but its
+	// leader: a shell session's running command and what it started,
+	// leaving the shell itself alive. A guest without cgroups ignores it.
+	Children bool `json:"children,omitempty"`
 }
 
 // StartBackgroundRequest starts a detached process (own session and process

@@ -149,6 +149,11 @@ type ExecIO struct {
 	Stdout  io.Writer // each Write becomes a Stdout frame
 	Stderr  io.Writer
 	Signals <-chan int // signals sent by the caller; SIGKILL also when the caller goes away
+	// ChildSignals are signals for every process of the call but its
+	// leader (SignalFrame.Children).
+	ChildSignals <-chan int
+	// Resize carries a terminal's new sizes (ExecRequest.Tty).
+	Resize <-chan Winsize
 	// Started must be called once, right after the process started.
 	Started func(pid int) error
 }
@@ -179,7 +184,8 @@ func Exec(f ExecFunc) HandlerFunc {
 		if err := c.Decode(&req); err != nil {
 			return err
 		}
-		sigs := make(chan int, 16)
+		sigs, childSigs := make(chan int, 16), make(chan int, 16)
+		resize := make(chan Winsize, 16)
 		var stdin io.Reader
 		pr, pw := io.Pipe()
 		if req.Stdin {
@@ -214,19 +220,33 @@ func Exec(f ExecFunc) HandlerFunc {
 				case FrameSignal:
 					var sf SignalFrame
 					if json.Unmarshal(payload, &sf) == nil && sf.Signal > 0 {
+						to := sigs
+						if sf.Children {
+							to = childSigs
+						}
 						select {
-						case sigs <- sf.Signal:
+						case to <- sf.Signal:
 						default:
+						}
+					}
+				case FrameResize:
+					var ws Winsize
+					if json.Unmarshal(payload, &ws) == nil {
+						select {
+						case resize <- ws:
+						default: // a burst of resizes: the next one wins
 						}
 					}
 				}
 			}
 		}()
 		status, err := f(ctx, &req, ExecIO{
-			Stdin:   stdin,
-			Stdout:  frameWriter{c.s, FrameStdout},
-			Stderr:  frameWriter{c.s, FrameStderr},
-			Signals: sigs,
+			Stdin:        stdin,
+			Stdout:       frameWriter{c.s, FrameStdout},
+			Stderr:       frameWriter{c.s, FrameStderr},
+			Signals:      sigs,
+			ChildSignals: childSigs,
+			Resize:       resize,
 			Started: func(pid int) error {
 				started.Store(true)
 				return c.Respond(ExecStarted{Pid: pid})

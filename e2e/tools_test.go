@@ -171,7 +171,7 @@ func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&server.Server{Ctl: e2eOwner{ToolHost: th}, Guest: th.Running}).Serve(ctx, ln)
+		(&server.Server{Ctl: e2eOwner{ToolHost: th}, Guest: th.Running, Shell: th.Terminal}).Serve(ctx, ln)
 	}()
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }

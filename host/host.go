@@ -207,7 +207,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	h.onClose(h.serveMCP(sctx))
 	srvCtx, stopServing := context.WithCancel(context.Background())
 	h.stopServing = stopServing
-	go (&server.Server{Ctl: h, Guest: h.running}).Serve(srvCtx, h.ln)
+	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal}).Serve(srvCtx, h.ln)
 	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -48,6 +49,28 @@ func (h *ToolHost) Exec(ctx context.Context, req agentproto.ExecRequest, stdin i
 		return agentproto.ExitStatus{}, err
 	}
 	return g.Exec(ctx, req, stdin, stdout, stderr)
+}
+
+// Terminal builds the exec of a terminal the user opened through the
+// control socket (control.OpShell): as the agent req.Agent, exactly as its
+// tool calls run, or without one as root. It never starts the VM.
+func (h *ToolHost) Terminal(ctx context.Context, req control.ShellRequest) (*agentproto.Client, agentproto.ExecRequest, error) {
+	g, err := h.Running(ctx)
+	if err != nil {
+		return nil, agentproto.ExecRequest{}, err
+	}
+	if req.Agent == "" {
+		return g, tools.TerminalRoot(req.Workdir, req.Argv, req.Term, req.Size), nil
+	}
+	if err := h.Registry.ReloadIfChanged(); err != nil {
+		return nil, agentproto.ExecRequest{}, err
+	}
+	a, err := h.Registry.Get(req.Agent)
+	if err != nil {
+		return nil, agentproto.ExecRequest{}, err
+	}
+	er, err := h.Env.TerminalRequest(ctx, g, a, req.Workdir, req.Argv, req.Term, req.Size)
+	return g, er, err
 }
 
 // NetLog reads the guest's log of refused connections.
@@ -109,6 +132,7 @@ func (h *ToolHost) EndTurn(ctx context.Context, agentID string) error {
 // gets a fresh one. Without a VM, Purge deletes the home's host folder.
 func (h *ToolHost) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
 	var r api.RemoveAgentResult
+	h.Env.CloseSessions(req.Agent.ID)
 	if h.Ports != nil {
 		h.Ports.Close(req.Agent.Slug, 0)
 	}

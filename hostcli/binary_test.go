@@ -131,6 +131,11 @@ func TestHelpOnRealBinary(t *testing.T) {
 		{[]string{"exec", "--", "ls", "--help"}, ExitNotRunning, "", "not running"}, // after -- it is the command's
 		{[]string{"serve", "--colour"}, ExitUsage, "", "unknown flag --colour"},
 		{[]string{"status", "-bogus"}, ExitUsage, "", "unknown flag --bogus"},
+		{[]string{"shell", "alice"}, ExitNotRunning, "", "not running"},
+		{[]string{"shell", "alice", "--workdir", "/tmp"}, ExitNotRunning, "", "not running"},
+		{[]string{"shell", "alice", "bob"}, ExitUsage, "", "usage: osaurus-sandbox shell [AGENT]"},
+		{[]string{"exec", "-it", "alice"}, ExitUsage, "", "usage: osaurus-sandbox exec -it"},
+		{[]string{"exec", "-it", "alice", "--", "top"}, ExitNotRunning, "", "not running"},
 		{[]string{"completion", "tcsh"}, ExitUsage, "", `unknown shell "tcsh"`},
 		{[]string{"help", "agent", "connect"}, ExitOK, "osaurus-sandbox agent connect: add the agent to an MCP client's config file", ""},
 		{[]string{"agent", "connect", "--help"}, ExitOK, "--client ID", ""},

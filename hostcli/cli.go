@@ -53,6 +53,8 @@ Day one:
 Using the VM:
   exec [--user U] [--timeout D] -- CMD [ARG...]
                         run a command in the VM and print its output
+  shell [AGENT] [--workdir DIR]
+                        a terminal in the VM as the agent (its limits), or root
   logs [-f]             show the VM console log (-f follows it)
 
 Agents (each is a Linux user in the VM; its tools reach MCP clients):
@@ -210,6 +212,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 		"status":      c.status,
 		"diagnostics": c.diagnostics,
 		"exec":        c.exec,
+		"shell":       c.shell,
 		"logs":        c.logs,
 		"config":      c.config,
 		"serve":       c.serve,
@@ -587,6 +590,9 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 }
 
 func (c *cli) exec(ctx context.Context, args []string) int {
+	if len(args) > 0 && isTTYFlag(args[0]) {
+		return c.execTTY(ctx, args[1:])
+	}
 	fs := c.flags("exec")
 	user := fs.String("user", "", "run as this Linux user (default root)")
 	timeout := fs.Duration("timeout", 0, "kill the command after this long (e.g. 30s)")

@@ -43,8 +43,9 @@ esac
 # what each group of make targets needs
 run_pkgs=("$qemu" qemu-system-common gcc libgl1-mesa-dev xorg-dev libxkbcommon-dev libwayland-dev)
 # gnome-keyring and dbus-daemon (dbus-run-session) give the secrets tests a
-# real Secret Service; zsh and fish load the CLI's completion scripts.
-test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick gnome-keyring dbus-daemon dbus-bin zsh fish)
+# real Secret Service; zsh and fish load the CLI's completion scripts;
+# tmux is the terminal the `shell` tests type into.
+test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick gnome-keyring dbus-daemon dbus-bin zsh fish tmux)
 
 want=("${run_pkgs[@]}")
 [ "${1:-run}" = test ] && want+=("${test_pkgs[@]}")

@@ -57,6 +57,12 @@ type tool struct {
 	bind    binder
 }
 
+// sessionHelp describes shell sessions to agents.
+const sessionHelp = "With session (a name), commands run one after another in one long-lived shell of yours, so cd, exported variables, " +
+	"an activated venv and shell functions carry over between calls; each call still has its own output, exit code and timeout, " +
+	"and a timed-out command is killed without ending the session. A session ends on `exit`, close_session: true, " +
+	"30 minutes unused, or when the VM stops (nothing of it survives a restart); at most 8 are open at once."
+
 const pathHelp = "Relative paths start in your home; `~` is your home; absolute paths must be under your home or /workspace/shared."
 
 // catalog is every tool, in the order clients list them.
@@ -180,11 +186,13 @@ var catalog = []*tool{
 			Name: "sandbox_exec",
 			Description: "Run a shell command (/bin/sh -c) as your Linux user. Returns {stdout, stderr, exit_code, cwd}. " +
 				"timeout in seconds (default 30, max 300). Output over 50000 characters keeps its start and end. " +
-				"Packages from sandbox_pip_install/sandbox_npm_install are on PATH.",
+				"Packages from sandbox_pip_install/sandbox_npm_install are on PATH. " + sessionHelp,
 			InputSchema: object(
 				str("command", "The shell command.").must(),
-				str("cwd", "Working directory; default your home."),
+				str("cwd", "Working directory; default your home (in a session: where a new one starts; for an open one, cd there first)."),
 				integer("timeout", "Seconds before the command is killed (default 30, max 300).", 1, int(MaxExecTimeout/time.Second), int(DefaultExecTimeout/time.Second)),
+				str("session", "Run in this persistent shell session (a name you choose, e.g. \"main\"); omit for a fresh shell."),
+				boolean("close_session", "End the session after this command."),
 			),
 			Destructive: true, OpenWorld: true,
 		},
@@ -302,13 +310,14 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_run_script",
 			Description: "Run a script file with python3, bash, sh or node, picked by its #! line or extension (.py, .sh, .bash, .js); " +
-				"each interpreter but sh needs its package (python3, bash, nodejs). " +
+				"each interpreter but sh needs its package (python3, bash, nodejs). With session, it runs in that shell session of sandbox_exec. " +
 				"Returns {stdout, stderr, combined, exit_code, cwd, language}; timeout default 60 s, max 300. " + pathHelp,
 			InputSchema: object(
 				str("path", "The script.").must(),
 				stringList("args", "Arguments for the script.", 0, 100),
 				str("cwd", "Working directory; default your home."),
 				integer("timeout", "Seconds before the script is killed (default 60, max 300).", 1, int(MaxExecTimeout/time.Second), int(DefaultScriptTimeout/time.Second)),
+				str("session", "Run it in this shell session of sandbox_exec (its directory, variables, activated venv)."),
 			),
 			Destructive: true, OpenWorld: true,
 		},

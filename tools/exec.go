@@ -177,6 +177,10 @@ type execResult struct {
 // timeout argument advises: the caller can raise it.
 var builtinTimeoutAdvice = fmt.Sprintf("Raise timeout (max %s), make it faster, or run it with sandbox_exec_background.", MaxExecTimeout)
 
+// sessionTimeoutAdvice is builtinTimeoutAdvice for a command in a shell
+// session, which lives on.
+var sessionTimeoutAdvice = "The session's shell lives on with its directory and variables. " + builtinTimeoutAdvice
+
 // pluginTimeoutAdvice is what a timed-out plugin tool advises. Its caller
 // has no timeout argument and a recipe has no timeout field (the limit is
 // fixed, as in Osaurus), so the way out is less work per call or a recipe
@@ -240,9 +244,11 @@ func (c *call) finish(st agentproto.ExitStatus, timeout time.Duration, advice, c
 }
 
 type execArgs struct {
-	Command string `json:"command"`
-	Cwd     string `json:"cwd"`
-	Timeout int    `json:"timeout"`
+	Command      string `json:"command"`
+	Cwd          string `json:"cwd"`
+	Timeout      int    `json:"timeout"`
+	Session      string `json:"session"`
+	CloseSession bool   `json:"close_session"`
 }
 
 func checkCommand(cmd string) error {
@@ -268,6 +274,19 @@ func execCommand(ctx context.Context, c *call, a execArgs) (any, error) {
 		return nil, err
 	}
 	out, errOut := newCapture(StdoutCap), newCapture(StderrCap)
+	if a.Session != "" {
+		st, at, err := c.execSession(ctx, a.Session, cwd.Path, a.Cwd != "", a.Command, timeout, a.CloseSession, out, errOut)
+		if err != nil {
+			return nil, c.startError(err, "sh", "cwd")
+		}
+		if at == "" {
+			at = cwd.Path
+		}
+		return c.finish(st, timeout, sessionTimeoutAdvice, at, out, errOut)
+	}
+	if a.CloseSession {
+		return nil, envelope.ArgErrorf("close_session", "set only with session", "close_session needs the session to close")
+	}
 	st, err := c.exec(ctx, agentproto.ExecRequest{Identity: c.as(cwd.Root), Shell: a.Command, Cwd: cwd.Path}, timeout, out, errOut)
 	if err != nil {
 		return nil, c.startError(err, "sh", "cwd")
@@ -418,6 +437,7 @@ type scriptArgs struct {
 	Args    []string `json:"args"`
 	Cwd     string   `json:"cwd"`
 	Timeout int      `json:"timeout"`
+	Session string   `json:"session"`
 }
 
 type scriptResult struct {
@@ -461,12 +481,30 @@ func runScript(ctx context.Context, c *call, a scriptArgs) (any, error) {
 	}
 	out, errOut, comb := newCapture(StdoutCap), newCapture(StderrCap), newCapture(StdoutCap)
 	argv := append([]string{interp, p.Path}, a.Args...)
-	st, err := c.exec(ctx, agentproto.ExecRequest{Identity: c.as(cwd.Root), Argv: argv, Cwd: cwd.Path}, timeout,
-		io.MultiWriter(out, comb), io.MultiWriter(errOut, comb))
+	var st agentproto.ExitStatus
+	at, advice := cwd.Path, builtinTimeoutAdvice
+	if a.Session != "" {
+		// In the session's shell: its PATH (an activated venv's python3),
+		// variables and directory.
+		quoted := make([]string, len(argv))
+		for i, w := range argv {
+			quoted[i] = shellQuote(w)
+		}
+		var now string
+		st, now, err = c.execSession(ctx, a.Session, cwd.Path, a.Cwd != "", strings.Join(quoted, " "), timeout, false,
+			io.MultiWriter(out, comb), io.MultiWriter(errOut, comb))
+		if now != "" {
+			at = now
+		}
+		advice = sessionTimeoutAdvice
+	} else {
+		st, err = c.exec(ctx, agentproto.ExecRequest{Identity: c.as(cwd.Root), Argv: argv, Cwd: cwd.Path}, timeout,
+			io.MultiWriter(out, comb), io.MultiWriter(errOut, comb))
+	}
 	if err != nil {
 		return nil, c.startError(err, interp, "cwd")
 	}
-	res, err := c.finish(st, timeout, builtinTimeoutAdvice, cwd.Path, out, errOut)
+	res, err := c.finish(st, timeout, advice, at, out, errOut)
 	if err != nil {
 		return nil, err
 	}

@@ -122,6 +122,7 @@ type Env struct {
 	subs        subscribers.List[struct{}] // SubscribePlugins
 	install     *InstallLock
 	deps        pluginDeps // plugin packages the guest session has
+	sess        sessions   // agents' shell sessions (session.go)
 
 	usersMu sync.Mutex
 	usersOf *agentproto.Client // the guest session the set below is about

@@ -31,9 +31,10 @@ type agentsTab struct {
 	Empty  *widget.Card
 	editor *container.Scroll
 
-	List    *widget.List
-	NewName *widget.Entry
-	Add     *widget.Button
+	List     *widget.List
+	NewName  *widget.Entry
+	Add      *widget.Button
+	Terminal *widget.Button // Open Terminal: `osaurus-sandbox shell AGENT`
 
 	Name       *widget.Label
 	Enabled    *widget.Check
@@ -126,6 +127,16 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.Usage.Wrapping = fyne.TextWrapWord
 	t.SaveAgent = widget.NewButton("Save", t.onSave)
 	t.RemoveBtn = widget.NewButton("Remove…", t.onRemove)
+	// A terminal as the agent, in its namespaces and under its limits.
+	t.Terminal = widget.NewButton("Open Terminal", func() {
+		a, err := t.reg.Get(t.selected)
+		if err != nil {
+			return
+		}
+		if err := openTerminal(t.Connect.dataDir, a.Slug); err != nil {
+			showError(t.win, "Opening a terminal failed", err)
+		}
+	})
 	t.RemoveBtn.Importance = widget.DangerImportance
 	t.Desktop = widget.NewMultiLineEntry()
 	t.Desktop.SetMinRowsVisible(7)
@@ -167,7 +178,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 				widget.NewFormItem("CPU weight", t.CPUWeight)),
 			t.Usage,
 		)),
-		container.NewHBox(t.SaveAgent, t.RemoveBtn),
+		container.NewHBox(t.SaveAgent, t.RemoveBtn, t.Terminal),
 		t.Status,
 		snippets,
 		t.secretsContent(),

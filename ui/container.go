@@ -40,6 +40,7 @@ type containerTab struct {
 	win fyne.Window
 	do  func(func()) // runs UI updates from other goroutines: fyne.Do
 
+	Terminal  *widget.Button // Open Terminal (root): `osaurus-sandbox shell`
 	State     *widget.Label
 	Details   *widget.Label
 	Progress  *widget.ProgressBar
@@ -110,6 +111,12 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Cancel = widget.NewButton("Cancel", t.onCancel)
 	t.Start = widget.NewButton("Start", func() { t.run("Start", b.Start) })
 	t.Stop = widget.NewButton("Stop", func() { t.run("Stop", b.Stop) })
+	// The owner's root shell in the VM.
+	t.Terminal = widget.NewButton("Open Terminal (root)", func() {
+		if err := openTerminal(b.DataDir(), ""); err != nil {
+			showError(t.win, "Opening a terminal failed", err)
+		}
+	})
 
 	t.CPUs = widget.NewSelect(choices(1, 8), nil)
 	t.Memory = widget.NewSelect(choices(1, 8), nil)
@@ -161,7 +168,7 @@ func (t *containerTab) content() fyne.CanvasObject {
 	t.body = container.NewVBox(append([]fyne.CanvasObject{
 		widget.NewCard("Container", "", container.NewVBox(
 			t.State, t.Details, t.Glance.VM, t.Glance.Agents,
-			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop),
+			container.NewHBox(t.Provision, t.Cancel, t.Start, t.Stop, t.Terminal),
 			t.Phase, t.Progress,
 		)),
 		t.firstCard,
@@ -196,6 +203,7 @@ func (t *containerTab) show(st sandbox.Status) {
 	setEnabled(t.Cancel, provisioning && st.State == sandbox.Provisioning)
 	setEnabled(t.Start, !busy && st.State != sandbox.Running && !none)
 	setEnabled(t.Stop, st.State == sandbox.Running)
+	setEnabled(t.Terminal, st.State == sandbox.Running)
 	setEnabled(t.RunDiag, st.State == sandbox.Running)
 	// Nothing to reset or remove before the first provision.
 	setEnabled(t.Reset, !busy && !none)

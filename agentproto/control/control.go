@@ -46,7 +46,28 @@ const (
 	OpPluginInstall      = "ctl.plugin_install"       // api.PluginInstallRequest; events: install steps
 	OpPluginUninstall    = "ctl.plugin_uninstall"     // api.PluginUninstallRequest
 	OpPluginUninstallAll = "ctl.plugin_uninstall_all" // PluginRequest; events: report lines
+	// OpShell opens a terminal in the VM (ShellRequest): the owner builds
+	// the exec an agent's tool call would get (user, network, limits,
+	// private /tmp) and relays it with the terminal's frames; it answers
+	// as agentproto's exec does. Only the control socket, the user's own,
+	// offers it: no tool and no bridge route reaches it.
+	OpShell = "ctl.shell"
 )
+
+// ShellRequest is OpShell's request.
+type ShellRequest struct {
+	// Agent is the agent (id, slug or name) whose Linux user, namespaces
+	// and limits the shell gets; empty: a root shell for the VM's owner.
+	Agent string `json:"agent,omitempty"`
+	// Workdir is the starting directory (default: the home).
+	Workdir string `json:"workdir,omitempty"`
+	// Argv runs one command instead of a login shell.
+	Argv []string `json:"argv,omitempty"`
+	// Term is the user's $TERM (default xterm-256color).
+	Term string `json:"term,omitempty"`
+	// Size is the terminal's size; zero rows or columns: 24x80.
+	Size agentproto.Winsize `json:"size"`
+}
 
 // Relayed are the guest operations a client may send through the owner:
 // the handshake, a command with its streams, the refusal log and the

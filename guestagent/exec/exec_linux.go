@@ -45,6 +45,8 @@ type command struct {
 	root, cwd string
 	// netns is the network namespace to start in (see netnsFor).
 	netns netns.NsHandle
+	// tty: its stdin is a terminal that becomes its controlling one.
+	tty bool
 }
 
 // prepare works out what every process start needs but the working
@@ -272,6 +274,7 @@ func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, s
 		Sys: &syscall.SysProcAttr{
 			Setsid:     setsid,
 			Setpgid:    !setsid,
+			Setctty:    cmd.tty, // Ctty 0: the terminal is its stdin
 			Credential: a.Credential(),
 		},
 	}
@@ -343,6 +346,9 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 			return agentproto.ExitStatus{}, err
 		}
 		defer s.endGroup(cg)
+	}
+	if req.Tty != nil {
+		return s.execTTY(ctx, req, eio, a, cmd, cg)
 	}
 
 	// The child ends are closed right after the start; the parent ends by
@@ -425,6 +431,12 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 		case sig := <-eio.Signals:
 			if sig > 0 && sig < 65 {
 				kill(syscall.Signal(sig))
+			}
+		case sig := <-eio.ChildSignals:
+			// A shell session's command: what the shell started goes,
+			// the shell stays.
+			if cg != nil && sig > 0 && sig < 65 {
+				cg.signalChildren(a, pid, syscall.Signal(sig))
 			}
 		case <-done:
 			kill(syscall.SIGKILL)

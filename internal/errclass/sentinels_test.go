@@ -10,6 +10,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
+	"github.com/osaurus/osaurus-sandbox/internal/termlaunch"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -63,6 +64,7 @@ var sentinels = []sentinel{
 	{"inference.ErrNotConfigured", inference.ErrNotConfigured, errdefs.ErrUnsupported},
 	{"inference.ErrUpstream", inference.ErrUpstream, errdefs.ErrUpstream},
 	{"internal/filelock.ErrLocked", filelock.ErrLocked, errdefs.ErrBusy},
+	{"internal/termlaunch.ErrNoTerminal", termlaunch.ErrNoTerminal, errdefs.ErrUnsupported},
 	{"netpolicy.ErrInvalid", netpolicy.ErrInvalid, errdefs.ErrInvalid},
 	{"plugins.ErrDamaged", plugins.ErrDamaged, errdefs.ErrInvalid},
 	{"plugins.ErrExists", plugins.ErrExists, errdefs.ErrExists},

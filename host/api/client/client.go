@@ -285,6 +285,18 @@ func (c *Client) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.
 	return g.Exec(ctx, req, stdin, stdout, stderr)
 }
 
+// Shell runs a terminal in the VM through the owner (control.OpShell):
+// stdin's bytes are the keys, everything the terminal prints goes to
+// stdout, resize carries the window's new sizes. The status is the shell's
+// (or the command's) exit.
+func (c *Client) Shell(ctx context.Context, req control.ShellRequest, stdin io.Reader, stdout io.Writer, resize <-chan agentproto.Winsize) (agentproto.ExitStatus, error) {
+	p, err := c.session(ctx)
+	if err != nil {
+		return agentproto.ExitStatus{}, err
+	}
+	return p.ExecStream(ctx, control.OpShell, req, stdin, stdout, stdout, agentproto.ExecControl{Resize: resize})
+}
+
 // NetLog reads the guest's log of refused connections through the owner.
 func (c *Client) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
 	g, err := c.guest(ctx)

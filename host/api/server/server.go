@@ -24,6 +24,9 @@ type Server struct {
 	// Guest relays the guest operations control.Relayed lists to the
 	// running VM's agent; without it they are refused.
 	Guest func(ctx context.Context) (*agentproto.Client, error)
+	// Shell builds the exec of a terminal (control.OpShell) and says which
+	// guest runs it; without it terminals are refused.
+	Shell func(ctx context.Context, req control.ShellRequest) (*agentproto.Client, agentproto.ExecRequest, error)
 }
 
 // Serve accepts clients until ctx ends or ln is closed. Each connection
@@ -183,6 +186,21 @@ func (s *Server) mux() *agentproto.Mux {
 			return err
 		}
 		return c.Respond(agentproto.Empty{})
+	})
+	m.Handle(control.OpShell, func(ctx context.Context, c *agentproto.Call) error {
+		if s.Shell == nil {
+			return fmt.Errorf("%w: this owner offers no terminals", agentproto.ErrUnsupported)
+		}
+		var req control.ShellRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		g, er, err := s.Shell(ctx, req)
+		if err != nil {
+			return err
+		}
+		er.Stdin = true // the client's keys
+		return g.Peer.ForwardAs(ctx, c, agentproto.OpExec, er)
 	})
 	m.HandleDefault(func(ctx context.Context, c *agentproto.Call) error {
 		if !control.Relayed[c.Op] || s.Guest == nil {
