@@ -60,7 +60,15 @@ type AutonomousExec struct {
 	MaxCommandsPerTurn int `json:"maxCommandsPerTurn"`
 	// PluginCreate lets the agent register plugins it wrote.
 	PluginCreate bool `json:"pluginCreate"`
-	// BackgroundProcesses allows sandbox_exec_background.
+	// PluginCreatorSkillOff keeps the Sandbox Plugin Creator skill out of
+	// the agent's MCP instructions, prompts and task system prompt (the
+	// setting pluginCreatorSkill false). The skill is on by default, as
+	// in Osaurus, so the stored form is its negation.
+	PluginCreatorSkillOff bool `json:"pluginCreatorSkillOff,omitempty"`
+	// BackgroundProcesses allows sandbox_exec_background and
+	// sandbox_process while Enabled. It is on by default, so background
+	// processes follow autonomous exec as the Osaurus documentation has
+	// it; a user who wants them off sets it to false.
 	BackgroundProcesses bool `json:"backgroundProcesses"`
 	// Network is the agent's network policy: "none", "outbound" or a
 	// comma-separated domain list (see package netpolicy). The old
@@ -82,7 +90,7 @@ func DefaultAutonomousExec() AutonomousExec {
 		Enabled:             false,
 		MaxCommandsPerTurn:  10,
 		PluginCreate:        true,
-		BackgroundProcesses: false,
+		BackgroundProcesses: true,
 		Network:             netpolicy.SettingOutbound,
 	}
 }

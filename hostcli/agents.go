@@ -158,6 +158,9 @@ func setAgent(a *agents.Agent, key, value string) error {
 		"enabled": &ae.Enabled, "pluginCreate": &ae.PluginCreate,
 		"backgroundProcesses": &ae.BackgroundProcesses,
 	}
+	skillOn := !ae.PluginCreatorSkillOff
+	flag["pluginCreatorSkill"] = &skillOn
+	defer func() { ae.PluginCreatorSkillOff = !skillOn }()
 	key = strings.TrimPrefix(key, "autonomousExec.")
 	switch {
 	case key == "name":
@@ -194,7 +197,7 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
 	}
 	return nil
 }
@@ -212,8 +215,8 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
 	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
-	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
-		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)
+	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
+		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
 	fmt.Fprintf(c.out, "  processes:            at most %d (maxProcesses)\n  memory:               %d MB (memoryMB)\n  CPU weight:           %d (cpuWeight)\n",

@@ -30,7 +30,7 @@ var helps = []cmdHelp{
 		usage: []string{"status [--json]"}, flags: [][2]string{{"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox status"}},
 	{name: "diagnostics", summary: "check exec, network, agent users, packages and the bridge (the VM must run)",
-		usage: []string{"diagnostics [--json]"}, flags: [][2]string{{"--json", "print JSON"}},
+		usage: []string{"diagnostics [--agent NAME] [--json]"}, flags: [][2]string{{"--agent NAME", "run the agent-user check only as this agent (default: as every agent)"}, {"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox diagnostics"}},
 	{name: "exec", summary: "run a command in the VM and print its output",
 		usage:   []string{"exec [--user U] [--timeout D] -- CMD [ARG...]"},

@@ -292,7 +292,17 @@ func (r *TaskRunner) Close() {
 	}
 }
 
-func systemPrompt(a agents.Agent) string {
+// systemPrompt is a task's system prompt; skill appends the Sandbox Plugin
+// Creator skill (tools.Toolset.PluginCreatorSkill).
+func systemPrompt(a agents.Agent, skill bool) string {
+	p := basePrompt(a)
+	if skill {
+		p += "\n\n" + tools.PluginCreatorSkillText()
+	}
+	return p
+}
+
+func basePrompt(a agents.Agent) string {
 	return "You are " + a.Name + ", an agent working in an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
 		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. Use the sandbox_* tools to do the task. " +
 		"Every tool returns a JSON envelope: {ok, result, warnings} or {ok: false, kind, message}; read the message and fix the call. " +
@@ -341,7 +351,8 @@ func (r *TaskRunner) work(ctx context.Context, a agents.Agent, t Task, onUpdate 
 	}
 	// A task is a new conversation: a new turn for maxCommandsPerTurn.
 	r.o.Tools.EndTurn(ctx, a.ID)
-	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a)}, {Role: "user", Content: t.Task}}
+	skill := r.o.Env.Toolset(a).PluginCreatorSkill() && (r.o.Hide == nil || !r.o.Hide("sandbox_plugin_register"))
+	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a, skill)}, {Role: "user", Content: t.Task}}
 	for n := 1; ; n++ {
 		if ended() {
 			return
