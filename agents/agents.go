@@ -50,7 +50,14 @@ type Agent struct {
 	// the agent works on, each through a view of its own at
 	// /workspace/projects/<name>.
 	Projects []string `json:"projects,omitempty"`
+	// DispatchTo are the ids of the agents this agent may dispatch tasks
+	// to (`osaurus-host agent dispatch`); none by default. A dispatched
+	// task runs as the target, with its settings and limits.
+	DispatchTo []string `json:"dispatchTo,omitempty"`
 }
+
+// MaxDispatchTo bounds the dispatchTo list.
+const MaxDispatchTo = 64
 
 // AutonomousExec is what an agent may do beyond reading files.
 type AutonomousExec struct {
@@ -154,6 +161,14 @@ func (a Agent) Validate() error {
 	for _, p := range a.Projects {
 		if !ValidProjectName(p) {
 			return &ValidationError{Field: "projects", Got: fmt.Sprintf("%q", p), Want: ProjectNameRule}
+		}
+	}
+	if len(a.DispatchTo) > MaxDispatchTo {
+		return &ValidationError{Field: "dispatchTo", Got: fmt.Sprintf("%d agents", len(a.DispatchTo)), Want: fmt.Sprintf("at most %d", MaxDispatchTo)}
+	}
+	for _, id := range a.DispatchTo {
+		if id == "" || id == a.ID || len(id) > 64 {
+			return &ValidationError{Field: "dispatchTo", Got: fmt.Sprintf("%q", id), Want: "ids of other agents"}
 		}
 	}
 	if g := a.DiskGB; g != 0 && !(g >= MinDiskGB && g <= MaxDiskGB) {

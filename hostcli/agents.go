@@ -36,7 +36,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent set NAME KEY VALUE
   osaurus-sandbox agent remove NAME [--purge [--yes]]
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
-keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
+keys: projects (comma-separated project names, or none), dispatchTo (comma-separated agents, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
@@ -114,6 +114,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return c.agentConnect(ctx, reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
+	case sub == "set" && len(args) == 3 && args[1] == "dispatchTo":
+		return c.setDispatchTo(reg, args[0], args[2])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
 		return c.setProjects(ctx, reg, args[0], args[2])
 	case sub == "set" && len(args) == 3:
@@ -217,6 +219,7 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
+	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(reg, a))
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
 	fmt.Fprintf(c.out, "  processes:            at most %d (maxProcesses)\n  memory:               %d MB (memoryMB)\n  CPU weight:           %d (cpuWeight)\n",

@@ -48,6 +48,8 @@ func TestAgentCommands(t *testing.T) {
 		{"network", "Example.com, *.example.org", ExitOK, ""},
 		{"pluginCreatorSkill", "off", ExitOK, ""},
 		{"pluginCreatorSkill", "maybe", ExitError, "pluginCreatorSkill: \"maybe\", want true or false"},
+		{"dispatchTo", "nobody", ExitError, `dispatchTo: "nobody": agent not found`},
+		{"dispatchTo", "data analyst", ExitError, "dispatchTo: Data Analyst, want other agents"},
 		{"color", "blue", ExitError, "want one of name, enabled"},
 	} {
 		_, errOut, code := run(t, "agent", "set", "data-analyst", tt.key, tt.value)

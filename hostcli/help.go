@@ -54,7 +54,7 @@ var helps = []cmdHelp{
 		usage: []string{"agent show NAME [--json]"}, flags: [][2]string{{"--json", "print JSON"}},
 		example: []string{"osaurus-sandbox agent show alice"}},
 	{name: "agent set", summary: "change a setting of an agent",
-		usage:   []string{"agent set NAME KEY VALUE", "keys: name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB, maxProcesses, memoryMB, cpuWeight"},
+		usage:   []string{"agent set NAME KEY VALUE", "keys: name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, diskGB, maxProcesses, memoryMB, cpuWeight"},
 		example: []string{"osaurus-sandbox agent set alice network outbound"}},
 	{name: "agent remove", summary: "remove an agent, its Linux user and its secrets",
 		usage:   []string{"agent remove NAME [--purge [--yes]]"},
