@@ -2,12 +2,21 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/assets"
+	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -75,5 +84,93 @@ func TestPluginCreatorSkillE2E(t *testing.T) {
 	// The skill is a backstop: with a plugin tool it is withdrawn.
 	if p, instr := skillOf(t, te.http(t, alice.Slug)); p != "" || instr {
 		t.Fatalf("with a plugin installed the agent still sees the skill (prompt %v, instructions %v)", p != "", instr)
+	}
+}
+
+// TestEventsInTheGuest: `osaurus-host events list|follow` in the VM. A
+// plugin of alice emits; alice's follower (and her list) sees it, marked
+// with the plugin; bob's follower never gets it (his first event is his
+// own), and his list doesn't show it.
+func TestEventsInTheGuest(t *testing.T) {
+	m := sharedGuest(t)
+	g := m.Agent()
+	ctx := context.Background()
+	data := t.TempDir()
+	paths := config.Paths{Root: data}
+	reg := openAgents(t, paths.AgentsJSON())
+	ev, err := events.Open(ctx, paths.EventsDB(), events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close() })
+	br := bridge.New(bridge.Options{Events: ev, HostCLI: assets.HostCLI})
+	t.Cleanup(func() { br.Close() })
+	attachBridge(t, m, br)
+	env, _ := pluginServer(t, m, reg, data)
+	add := func(name string) agents.Agent {
+		a, err := reg.Add(name)
+		if err == nil {
+			a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil })
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its Linux user, as its first tool call makes it.
+		if e := env.Toolset(a).Run(ctx, "sandbox_list_directory", json.RawMessage(`{}`)); e.IsError() {
+			t.Fatalf("creating %s's user: %s", name, e.JSON())
+		}
+		return a
+	}
+	alice, bob := add("ev-alice"), add("ev-bob")
+	p, err := plugins.DecodeBytes([]byte(`{"name": "Greeter", "description": "Emits an event",
+		"tools": [{"id": "emit", "description": "Emit greeter:hello", "run": "osaurus-host events emit greeter:hello '{\"n\":1}'"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Toolset(alice).InstallPlugin(ctx, p, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	since, err := ev.LastID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each follower prints its first event and ends (head; the extra
+	// events emitted below end osaurus-host with SIGPIPE).
+	type result struct {
+		out, errOut string
+		err         error
+	}
+	follow := func(a agents.Agent) chan result {
+		c := make(chan result, 1)
+		go func() {
+			fctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer cancel()
+			script := fmt.Sprintf("timeout 150 osaurus-host events follow --since %d | head -n 1", since)
+			out, errOut, _, err := g.Output(fctx, agentproto.ExecRequest{Identity: agentproto.Identity{User: a.User()}, Shell: script})
+			c <- result{string(out), string(errOut), err}
+		}()
+		return c
+	}
+	aliceF, bobF := follow(alice), follow(bob)
+	if e := env.Toolset(alice).Run(ctx, "greeter_emit", json.RawMessage(`{}`)); e.IsError() {
+		t.Fatalf("the plugin's tool: %s", e.JSON())
+	}
+	for _, a := range []agents.Agent{bob, alice, bob} {
+		if out, errOut, st := sh(t, g, a.User(), "osaurus-host events emit "+a.Slug+":own"); st.Code != 0 {
+			t.Fatalf("emit as %s: %q %q", a.Slug, out, errOut)
+		}
+	}
+	a, b := <-aliceF, <-bobF
+	if a.err != nil || !strings.Contains(a.out, "greeter:hello") || !strings.Contains(a.out, "(plugin greeter)") {
+		t.Errorf("alice's follower: %q %q %v", a.out, a.errOut, a.err)
+	}
+	if b.err != nil || !strings.Contains(b.out, "ev-bob:own") || strings.Contains(b.out, "greeter") {
+		t.Errorf("bob's follower: %q %q %v", b.out, b.errOut, b.err)
+	}
+	if out, errOut, st := sh(t, g, alice.User(), "osaurus-host events list --type greeter"); st.Code != 0 || !strings.Contains(out, "greeter:hello") {
+		t.Errorf("alice's list: %d %q %q", st.Code, out, errOut)
+	}
+	if out, errOut, st := sh(t, g, bob.User(), "osaurus-host events list"); st.Code != 0 || strings.Contains(out, "greeter") || !strings.Contains(out, "ev-bob:own") {
+		t.Errorf("bob's list: %d %q %q", st.Code, out, errOut)
 	}
 }
