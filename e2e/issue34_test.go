@@ -1,9 +1,13 @@
+//go:build linux
+
 package e2e
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +177,164 @@ func TestEventsInTheGuest(t *testing.T) {
 	if out, errOut, st := sh(t, g, bob.User(), "osaurus-host events list"); st.Code != 0 || strings.Contains(out, "greeter") || !strings.Contains(out, "ev-bob:own") {
 		t.Errorf("bob's list: %d %q %q", st.Code, out, errOut)
 	}
+}
+
+// mapSecrets gives plugins their agent's secrets from a map (agent slug →
+// name → value); the keychain is tested elsewhere.
+type mapSecrets map[string]map[string]string
+
+func (m mapSecrets) PluginSecrets(_ context.Context, agent, _ string, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range names {
+		v, ok := m[agent][n]
+		if !ok {
+			return nil, fmt.Errorf("no secret %s for %s", n, agent)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// Stand-ins for the recipe's Python packages, built by the test and
+// served from its loopback index: enough of pandas for the recipe's tool
+// (read_csv, describe, to_string) and of matplotlib for its helpers.py.
+const (
+	stubPandas = `import csv as _csv, statistics as _st
+class _Frame:
+    def __init__(self, cols): self.cols = cols
+    def describe(self):
+        rows = ["count", "mean", "min", "max"]
+        out = {}
+        for k, v in self.cols.items():
+            try: xs = [float(x) for x in v]
+            except ValueError: continue
+            out[k] = [len(xs), _st.mean(xs), min(xs), max(xs)]
+        return _Described(rows, out)
+class _Described:
+    def __init__(self, rows, cols): self.rows, self.cols = rows, cols
+    def to_string(self):
+        lines = ["       " + "  ".join(self.cols)]
+        for i, r in enumerate(self.rows):
+            lines.append(r.ljust(7) + "  ".join("%g" % c[i] for c in self.cols.values()))
+        return "\n".join(lines)
+def read_csv(path):
+    with open(path, newline="") as f:
+        rs = list(_csv.DictReader(f))
+    return _Frame({k: [r[k] for r in rs] for k in (rs[0].keys() if rs else [])})
+`
+	stubMatplotlib = `import sys as _sys, types as _types
+def use(backend): pass
+pyplot = _types.ModuleType("matplotlib.pyplot")
+_sys.modules["matplotlib.pyplot"] = pyplot
+`
+)
+
+// TestInstallsWhereTheAgentWorks: the documentation's example recipe,
+// from its file byte for byte, installs on the test guest (its setup's
+// `pip install --user` from the test's loopback index) and its tool runs;
+// the agent's venv stays for sandbox_pip_install, with `pip install
+// --user` working in it too; sandbox_npm_install and sandbox_pip_install
+// with cwd install into the project folder.
+func TestInstallsWhereTheAgentWorks(t *testing.T) {
+	m := sharedGuest(t)
+	g := m.Agent()
+	ctx := context.Background()
+	idx := serveLocalPackageIndexWith(t, g,
+		map[string]string{"pandas": stubPandas, "matplotlib": stubMatplotlib, "seaborn": "", pipDemo: "VALUE = \"from the test index\"\n"},
+		map[string]string{"left-pad": "#!/usr/bin/env node\nconsole.log('left-pad')\n"})
+	data := t.TempDir()
+	reg := openAgents(t, filepath.Join(data, "config", "agents.json"))
+	a, err := reg.Add("doc-recipe")
+	if err == nil {
+		a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := plugins.OpenLibrary(filepath.Join(data, "plugins"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := tools.NewEnv(tools.Options{
+		Guest:   func(context.Context) (*agentproto.Client, error) { return g, nil },
+		Agents:  reg,
+		Plugins: plugins.NewInstalled(filepath.Join(data, "agents")),
+		Secrets: mapSecrets{a.Slug: {"OPENAI_API_KEY": "sk-doc-recipe-0000"}},
+		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
+			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
+		}},
+	})
+	ts := env.Toolset(a)
+	run := func(tool string, args any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(args)
+		e := ts.Run(ctx, tool, b)
+		if e.IsError() {
+			t.Fatalf("%s %s: %s", tool, b, e.JSON())
+		}
+		r, _ := json.Marshal(e.Result)
+		var out map[string]any
+		json.Unmarshal(r, &out)
+		return out
+	}
+
+	t.Run("the documentation's recipe installs and its tool runs", func(t *testing.T) {
+		f, err := os.Open(filepath.Join("..", "docs", "examples", "python-data-tools.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		p, err := plugins.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var steps []tools.InstallStep
+		if err := ts.InstallPlugin(ctx, p, 1, func(s tools.InstallStep) { steps = append(steps, s) }); err != nil {
+			t.Fatalf("install: %v (steps %v)", err, steps)
+		}
+		if idx.fetched("/files/pandas-1.0.0-py3-none-any.whl") == 0 || idx.fetched("/files/seaborn-1.0.0-py3-none-any.whl") == 0 {
+			t.Fatal("setup did not fetch its packages from the test's index")
+		}
+		run("sandbox_write_file", map[string]any{"path": "prices.csv", "content": "item,price\na,1\nb,3\n"})
+		r := run("python-data-tools_analyze_csv", map[string]any{"file": a.Home() + "/prices.csv"})
+		if out := str(r["stdout"]); !strings.Contains(out, "price") || !strings.Contains(out, "mean   2") {
+			t.Fatalf("the recipe's tool: %v", r)
+		}
+		// The packages are the agent's own (its user site), not the system's.
+		if r := run("sandbox_exec", map[string]any{"command": "python3 -c 'import pandas; print(pandas.__file__)'"}); !strings.HasPrefix(str(r["stdout"]), a.Home()+"/.local/lib/") {
+			t.Fatalf("pandas: %v", r)
+		}
+	})
+
+	t.Run("the venv stays for sandbox_pip_install and takes --user too", func(t *testing.T) {
+		r := run("sandbox_pip_install", map[string]any{"packages": []string{pipDemo}})
+		if r["venv"] != a.Home()+"/.venv" {
+			t.Fatalf("pip install: %v", r)
+		}
+		r = run("sandbox_exec", map[string]any{"command": "command -v pip; pip install --user seaborn >/dev/null && python3 -c 'import pandas, " + pipDemo + "; print(" + pipDemo + ".VALUE)'", "timeout": 120})
+		if str(r["stdout"]) != a.Home()+"/.venv/bin/pip\nfrom the test index\n" {
+			t.Fatalf("--user in the venv: %v", r)
+		}
+	})
+
+	t.Run("npm and pip install into a project with cwd", func(t *testing.T) {
+		run("sandbox_write_file", map[string]any{"path": "web/package.json", "content": `{"name": "web", "version": "1.0.0"}`})
+		r := run("sandbox_npm_install", map[string]any{"packages": []string{"left-pad"}, "cwd": "web"})
+		if r["prefix"] != a.Home()+"/web" {
+			t.Fatalf("npm install: %v", r)
+		}
+		r = run("sandbox_exec", map[string]any{"command": "test -f web/node_modules/left-pad/package.json && grep -c left-pad web/package.json; test -e .npm-global/lib/node_modules/left-pad; echo global=$?"})
+		if str(r["stdout"]) != "1\nglobal=1\n" {
+			t.Fatalf("left-pad landed: %v", r)
+		}
+		run("sandbox_exec", map[string]any{"command": "python3 -m venv tool/.venv", "timeout": 120})
+		r = run("sandbox_pip_install", map[string]any{"packages": []string{pipDemo}, "cwd": "tool"})
+		if r["venv"] != a.Home()+"/tool/.venv" {
+			t.Fatalf("pip install with cwd: %v", r)
+		}
+		r = run("sandbox_exec", map[string]any{"command": "tool/.venv/bin/python -c 'import " + pipDemo + "; print(" + pipDemo + ".__file__)'"})
+		if !strings.HasPrefix(str(r["stdout"]), a.Home()+"/tool/.venv/lib/") {
+			t.Fatalf("the project's venv: %v", r)
+		}
+	})
 }
