@@ -333,7 +333,7 @@ func TestHTTPTokensPickTheAgent(t *testing.T) {
 	for _, tt := range []struct {
 		name, tok, user string
 		tools           int
-	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 17}} {
+	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 19}} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := connectClient(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{tt.tok}}}, nil)
 			if got := listNames(t, cs); len(got) != tt.tools {
