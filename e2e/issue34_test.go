@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,16 @@ func TestPluginCreatorSkillE2E(t *testing.T) {
 		t.Fatalf("an agent without autonomous exec sees the skill (prompt %v, instructions %v)", p != "", instr)
 	}
 	s := te.http(t, alice.Slug)
+	// Background processes follow autonomous exec (issue 34 item 6): a
+	// new agent with only enabled on has them, within the same limits.
+	if names := s.tools(t); !slices.Contains(names, "sandbox_exec_background") || !slices.Contains(names, "sandbox_process") {
+		t.Fatalf("a new agent with autonomous exec lacks background processes: %v", names)
+	}
+	bg := s.ok(t, "sandbox_exec_background", map[string]any{"command": "sleep 300"})
+	pid := num(bg["pid"])
+	if r := s.ok(t, "sandbox_process", map[string]any{"action": "kill", "pid": pid}); r == nil {
+		t.Fatal("kill: no result")
+	}
 	text, instr := skillOf(t, s)
 	if text == "" || !instr {
 		t.Fatalf("the agent doesn't see the skill: prompt %q, instructions %v", text, instr)

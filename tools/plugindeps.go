@@ -143,7 +143,7 @@ func notInstalled(ctx context.Context, c *call, pkgs []string) []string {
 	case "apt":
 		argv = append([]string{"dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\\n", "--"}, pkgs...)
 	case "apk":
-		argv = append([]string{"apk", "info", "-e", "--"}, pkgs...)
+		argv = append([]string{"apk", "info", "-e"}, pkgs...) // names are checked: none starts with "-"
 	default:
 		return pkgs
 	}
