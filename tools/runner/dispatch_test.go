@@ -80,3 +80,32 @@ func TestDispatchToOtherAgents(t *testing.T) {
 		t.Fatalf("alice's 4th running dispatch: %v", err)
 	}
 }
+
+// A self-dispatch continues its chain: alice → bob, bob → bob, bob →
+// carol counts carol's task at depth 2.
+func TestSelfDispatchKeepsTheChainsDepth(t *testing.T) {
+	f := setup(t)
+	carol, err := f.reg.Add("Carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := f.reg.Get("Bob")
+	for from, to := range map[string]string{"alice": bob.ID, "bob": carol.ID} {
+		if _, err := f.reg.Update(from, func(a *agents.Agent) error { a.DispatchTo = []string{to}; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	f.model.Respond(func(scriptedmodel.Request) scriptedmodel.Turn { return scriptedmodel.Turn{Content: "done", Hold: hold} })
+	var last runner.Task
+	for _, step := range []struct{ from, to string }{{"alice", "bob"}, {"bob", ""}, {"bob", "carol"}} {
+		var err error
+		if last, err = f.r.Dispatch(step.from, step.to, "x"); err != nil {
+			t.Fatalf("%s to %q: %v", step.from, step.to, err)
+		}
+	}
+	if last.Agent != "carol" || last.Depth != 2 {
+		t.Fatalf("carol's task: %+v", last)
+	}
+}

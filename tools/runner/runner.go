@@ -147,11 +147,11 @@ func (r *TaskRunner) Dispatch(caller, target, task string) (Task, error) {
 		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
 	}
 	if target == "" {
-		return r.start(a, task, "dispatch", "", nil)
+		return r.start(a, task, "dispatch", "", a.Slug, nil)
 	}
 	t, err := r.o.Agents.Get(target)
 	if err == nil && t.ID == a.ID {
-		return r.start(a, task, "dispatch", "", nil)
+		return r.start(a, task, "dispatch", "", a.Slug, nil)
 	}
 	// An unknown agent gets the same answer as one not allowed, so the
 	// setting is also what lets an agent learn who exists.
@@ -159,7 +159,7 @@ func (r *TaskRunner) Dispatch(caller, target, task string) (Task, error) {
 		return Task{}, fmt.Errorf("%w: %s may not dispatch to %q; the user allows it with `osaurus-sandbox agent set %s dispatchTo NAME`",
 			ErrForbidden, a.Slug, target, a.Slug)
 	}
-	return r.start(t, task, "dispatch", a.Slug, nil)
+	return r.start(t, task, "dispatch", a.Slug, a.Slug, nil)
 }
 
 // Start begins working a task for agent ref in the background; onUpdate,
@@ -171,13 +171,15 @@ func (r *TaskRunner) Start(ref, task, source string, onUpdate func(Task)) (Task,
 	if err != nil {
 		return Task{}, err
 	}
-	return r.start(a, task, source, "", onUpdate)
+	return r.start(a, task, source, "", "", onUpdate)
 }
 
 // start begins a task as a; by is the agent that dispatched it, when
-// another one. The chain's depth is one more than the deepest task by
-// has running (a task it runs is what dispatches).
-func (r *TaskRunner) start(a agents.Agent, task, source, by string, onUpdate func(Task)) (Task, error) {
+// another one, and from the agent whose command dispatched it (empty for
+// the user). A task continues the chain of from's deepest running task
+// (one of them is what dispatched), one deeper when it goes to another
+// agent, so a loop through self-dispatches is bounded too.
+func (r *TaskRunner) start(a agents.Agent, task, source, by, from string, onUpdate func(Task)) (Task, error) {
 	task = strings.TrimSpace(task)
 	switch {
 	case task == "":
@@ -204,7 +206,7 @@ func (r *TaskRunner) start(a agents.Agent, task, source, by string, onUpdate fun
 		if by != "" && o.by == by {
 			dispatched++
 		}
-		if by != "" && o.agent == by {
+		if from != "" && o.agent == from {
 			depth = max(depth, o.depth)
 		}
 	}
