@@ -257,7 +257,7 @@ func TestInstallsWhereTheAgentWorks(t *testing.T) {
 	reg := openAgents(t, filepath.Join(data, "config", "agents.json"))
 	a, err := reg.Add("doc-recipe")
 	if err == nil {
-		a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil })
+		a, err = reg.Update(a.ID, func(a *agents.Agent) error { autonomous(100, false)(&a.AutonomousExec); return nil })
 	}
 	if err != nil {
 		t.Fatal(err)
