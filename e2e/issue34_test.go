@@ -276,7 +276,7 @@ func TestInstallsWhereTheAgentWorks(t *testing.T) {
 		}},
 	})
 	ts := env.Toolset(a)
-	run := func(tool string, args any) map[string]any {
+	run := func(t *testing.T, tool string, args any) map[string]any {
 		t.Helper()
 		b, _ := json.Marshal(args)
 		e := ts.Run(ctx, tool, b)
@@ -306,44 +306,45 @@ func TestInstallsWhereTheAgentWorks(t *testing.T) {
 		if idx.fetched("/files/pandas-1.0.0-py3-none-any.whl") == 0 || idx.fetched("/files/seaborn-1.0.0-py3-none-any.whl") == 0 {
 			t.Fatal("setup did not fetch its packages from the test's index")
 		}
-		run("sandbox_write_file", map[string]any{"path": "prices.csv", "content": "item,price\na,1\nb,3\n"})
-		r := run("python-data-tools_analyze_csv", map[string]any{"file": a.Home() + "/prices.csv"})
+		run(t, "sandbox_write_file", map[string]any{"path": "prices.csv", "content": "item,price\na,1\nb,3\n"})
+		r := run(t, "python-data-tools_analyze_csv", map[string]any{"file": a.Home() + "/prices.csv"})
 		if out := str(r["stdout"]); !strings.Contains(out, "price") || !strings.Contains(out, "mean   2") {
 			t.Fatalf("the recipe's tool: %v", r)
 		}
 		// The packages are the agent's own (its user site), not the system's.
-		if r := run("sandbox_exec", map[string]any{"command": "python3 -c 'import pandas; print(pandas.__file__)'"}); !strings.HasPrefix(str(r["stdout"]), a.Home()+"/.local/lib/") {
+		if r := run(t, "sandbox_exec", map[string]any{"command": "python3 -c 'import pandas; print(pandas.__file__)'"}); !strings.HasPrefix(str(r["stdout"]), a.Home()+"/.local/lib/") {
 			t.Fatalf("pandas: %v", r)
 		}
 	})
 
 	t.Run("the venv stays for sandbox_pip_install and takes --user too", func(t *testing.T) {
-		r := run("sandbox_pip_install", map[string]any{"packages": []string{pipDemo}})
+		r := run(t, "sandbox_pip_install", map[string]any{"packages": []string{pipDemo}})
 		if r["venv"] != a.Home()+"/.venv" {
 			t.Fatalf("pip install: %v", r)
 		}
-		r = run("sandbox_exec", map[string]any{"command": "command -v pip; pip install --user seaborn >/dev/null && python3 -c 'import pandas, " + pipDemo + "; print(" + pipDemo + ".VALUE)'", "timeout": 120})
+		r = run(t, "sandbox_exec", map[string]any{"command": "command -v pip; pip install --user seaborn >/dev/null && python3 -c 'import pandas, " + pipDemo + "; print(" + pipDemo + ".VALUE)'", "timeout": 120})
 		if str(r["stdout"]) != a.Home()+"/.venv/bin/pip\nfrom the test index\n" {
 			t.Fatalf("--user in the venv: %v", r)
 		}
 	})
 
 	t.Run("npm and pip install into a project with cwd", func(t *testing.T) {
-		run("sandbox_write_file", map[string]any{"path": "web/package.json", "content": `{"name": "web", "version": "1.0.0"}`})
-		r := run("sandbox_npm_install", map[string]any{"packages": []string{"left-pad"}, "cwd": "web"})
+		run(t, "sandbox_write_file", map[string]any{"path": "web/package.json", "content": `{"name": "web", "version": "1.0.0"}`})
+		r := run(t, "sandbox_npm_install", map[string]any{"packages": []string{"left-pad"}, "cwd": "web"})
 		if r["prefix"] != a.Home()+"/web" {
 			t.Fatalf("npm install: %v", r)
 		}
-		r = run("sandbox_exec", map[string]any{"command": "test -f web/node_modules/left-pad/package.json && grep -c left-pad web/package.json; test -e .npm-global/lib/node_modules/left-pad; echo global=$?"})
+		r = run(t, "sandbox_exec", map[string]any{"command": "test -f web/node_modules/left-pad/package.json && grep -c left-pad web/package.json; test -e .npm-global/lib/node_modules/left-pad; echo global=$?"})
 		if str(r["stdout"]) != "1\nglobal=1\n" {
 			t.Fatalf("left-pad landed: %v", r)
 		}
-		run("sandbox_exec", map[string]any{"command": "python3 -m venv tool/.venv", "timeout": 120})
-		r = run("sandbox_pip_install", map[string]any{"packages": []string{pipDemo}, "cwd": "tool"})
+		// Its own venv (ensurepip is slow under TCG: the longest timeout).
+		run(t, "sandbox_exec", map[string]any{"command": "python3 -m venv tool/.venv", "timeout": 300})
+		r = run(t, "sandbox_pip_install", map[string]any{"packages": []string{pipDemo}, "cwd": "tool"})
 		if r["venv"] != a.Home()+"/tool/.venv" {
 			t.Fatalf("pip install with cwd: %v", r)
 		}
-		r = run("sandbox_exec", map[string]any{"command": "tool/.venv/bin/python -c 'import " + pipDemo + "; print(" + pipDemo + ".__file__)'"})
+		r = run(t, "sandbox_exec", map[string]any{"command": "tool/.venv/bin/python -c 'import " + pipDemo + "; print(" + pipDemo + ".__file__)'"})
 		if !strings.HasPrefix(str(r["stdout"]), a.Home()+"/tool/.venv/lib/") {
 			t.Fatalf("the project's venv: %v", r)
 		}
