@@ -297,8 +297,10 @@ func TestHostServices(t *testing.T) {
 		if !strings.Contains(out, "empty rc=1") || strings.Count(out, "rc=4") != 10 || !strings.Contains(out, "rc=5") || !strings.Contains(out, "dispatch") {
 			t.Errorf("dispatch rules: %d %q %q", code, out, errOut)
 		}
+		// bob has his own task and the one alice dispatched (with
+		// dispatchTo); none of carol's.
 		ts, _ := listTasks(cli, "bob")
-		if len(ts) != 1 {
+		if len(ts) != 2 || slices.ContainsFunc(ts, func(tk runner.Task) bool { return tk.DispatchedBy == "carol" }) {
 			t.Errorf("carol's dispatches to bob made tasks: %+v", ts)
 		}
 	})
