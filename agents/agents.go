@@ -50,7 +50,14 @@ type Agent struct {
 	// the agent works on, each through a view of its own at
 	// /workspace/projects/<name>.
 	Projects []string `json:"projects,omitempty"`
+	// DispatchTo are the ids of the agents this agent may dispatch tasks
+	// to (`osaurus-host agent dispatch`); none by default. A dispatched
+	// task runs as the target, with its settings and limits.
+	DispatchTo []string `json:"dispatchTo,omitempty"`
 }
+
+// MaxDispatchTo bounds the dispatchTo list.
+const MaxDispatchTo = 64
 
 // AutonomousExec is what an agent may do beyond reading files.
 type AutonomousExec struct {
@@ -60,7 +67,15 @@ type AutonomousExec struct {
 	MaxCommandsPerTurn int `json:"maxCommandsPerTurn"`
 	// PluginCreate lets the agent register plugins it wrote.
 	PluginCreate bool `json:"pluginCreate"`
-	// BackgroundProcesses allows sandbox_exec_background.
+	// PluginCreatorSkillOff keeps the Sandbox Plugin Creator skill out of
+	// the agent's MCP instructions, prompts and task system prompt (the
+	// setting pluginCreatorSkill false). The skill is on by default, as
+	// in Osaurus, so the stored form is its negation.
+	PluginCreatorSkillOff bool `json:"pluginCreatorSkillOff,omitempty"`
+	// BackgroundProcesses allows sandbox_exec_background and
+	// sandbox_process while Enabled. It is on by default, so background
+	// processes follow autonomous exec as the Osaurus documentation has
+	// it; a user who wants them off sets it to false.
 	BackgroundProcesses bool `json:"backgroundProcesses"`
 	// Network is the agent's network policy: "none", "outbound" or a
 	// comma-separated domain list (see package netpolicy). The old
@@ -82,7 +97,7 @@ func DefaultAutonomousExec() AutonomousExec {
 		Enabled:             false,
 		MaxCommandsPerTurn:  10,
 		PluginCreate:        true,
-		BackgroundProcesses: false,
+		BackgroundProcesses: true,
 		Network:             netpolicy.SettingOutbound,
 	}
 }
@@ -146,6 +161,14 @@ func (a Agent) Validate() error {
 	for _, p := range a.Projects {
 		if !ValidProjectName(p) {
 			return &ValidationError{Field: "projects", Got: fmt.Sprintf("%q", p), Want: ProjectNameRule}
+		}
+	}
+	if len(a.DispatchTo) > MaxDispatchTo {
+		return &ValidationError{Field: "dispatchTo", Got: fmt.Sprintf("%d agents", len(a.DispatchTo)), Want: fmt.Sprintf("at most %d", MaxDispatchTo)}
+	}
+	for _, id := range a.DispatchTo {
+		if id == "" || id == a.ID || len(id) > 64 {
+			return &ValidationError{Field: "dispatchTo", Got: fmt.Sprintf("%q", id), Want: "ids of other agents"}
 		}
 	}
 	if g := a.DiskGB; g != 0 && !(g >= MinDiskGB && g <= MaxDiskGB) {

@@ -28,7 +28,7 @@ func TestAddDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := AutonomousExec{Enabled: false, MaxCommandsPerTurn: 10, PluginCreate: true, BackgroundProcesses: false, Network: "outbound"}
+	want := AutonomousExec{Enabled: false, MaxCommandsPerTurn: 10, PluginCreate: true, BackgroundProcesses: true, Network: "outbound"}
 	if a.AutonomousExec != want {
 		t.Fatalf("AutonomousExec = %+v, want %+v", a.AutonomousExec, want)
 	}

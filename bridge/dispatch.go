@@ -51,7 +51,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	t, err := s.o.Dispatch.Dispatch(agent, body.AgentID, body.Task)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, map[string]string{"task_id": t.ID})
+		writeJSON(w, http.StatusOK, map[string]string{"task_id": t.ID, "agent": t.Agent})
 	case StatusOf(err) == http.StatusInternalServerError:
 		writeError(w, http.StatusInternalServerError, "dispatch: "+err.Error())
 	default:
@@ -59,9 +59,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// task is GET /api/agent/tasks/{id}[?wait=SECONDS]: the caller's own task
-// {task_id, state, answer, error, steps}, after waiting up to SECONDS
-// (at most 120) for it to finish. Another agent's task is not found.
+// task is GET /api/agent/tasks/{id}[?wait=SECONDS]: a task the caller runs
+// or dispatched {task_id, agent, dispatched_by, state, answer, error,
+// steps}, after waiting up to SECONDS (at most 120) for it to finish. Any
+// other task is not found.
 func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 	if s.o.Dispatch == nil {
 		writeError(w, http.StatusServiceUnavailable, "the agent runner is not available in this app")
@@ -80,12 +81,13 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 	agent := agentOf(r)
 	// Check ownership before waiting, so nobody can wait on others' tasks.
 	t, err := s.o.Dispatch.Wait(r.Context(), id, 0)
-	if err == nil && t.Agent == agent && wait > 0 {
+	if err == nil && t.VisibleTo(agent) && wait > 0 {
 		t, err = s.o.Dispatch.Wait(r.Context(), id, wait)
 	}
-	if err != nil || t.Agent != agent {
+	if err != nil || !t.VisibleTo(agent) {
 		writeError(w, http.StatusNotFound, "no task "+strconv.Quote(id)+" of yours")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_id": t.ID, "state": t.State, "answer": t.Answer, "error": t.Error, "steps": len(t.Steps)})
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": t.ID, "agent": t.Agent, "dispatched_by": t.DispatchedBy,
+		"state": t.State, "answer": t.Answer, "error": t.Error, "steps": len(t.Steps)})
 }

@@ -53,8 +53,8 @@ func TestDispatch(t *testing.T) {
 	}{
 		{"empty task", `{"task":" "}`, 400, "task"},
 		{"no task", `{}`, 400, "task"},
-		{"to bob by id", fmt.Sprintf(`{"task":"x","agent_id":%q}`, bobA.ID), 403, "only to itself"},
-		{"to bob by name", `{"task":"x","agent_id":"bob"}`, 403, "only to itself"},
+		{"to bob by id", fmt.Sprintf(`{"task":"x","agent_id":%q}`, bobA.ID), 403, "may not dispatch to"},
+		{"to bob by name", `{"task":"x","agent_id":"bob"}`, 403, "may not dispatch to"},
 		{"to itself", fmt.Sprintf(`{"task":"do it","agent_id":%q}`, alice.ID), 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,7 +115,10 @@ func (s *Server) emitEvent(w http.ResponseWriter, r *http.Request) {
 		typ = s.o.Secrets.Scrub(agent, typ)
 		payload = scrubJSON(payload, func(t string) string { return s.o.Secrets.Scrub(agent, t) })
 	}
-	if _, err := s.o.Events.Emit(r.Context(), agent, typ, payload); err != nil {
+	// A plugin's command emits as its plugin (the guest names it from the
+	// network namespace), so the plugin's own follower sees it.
+	caller, _ := CallerOf(r.Context())
+	if _, err := s.o.Events.EmitFrom(r.Context(), agent, caller.Plugin, typ, payload); err != nil {
 		storeError(w, "event", err)
 		return
 	}

@@ -68,7 +68,8 @@ type Options struct {
 	Dispatch Dispatcher
 	// Memory backs /api/agent/memory/*; nil → 503.
 	Memory *memory.Store
-	// Events backs /api/events/emit; nil → 503.
+	// Events backs /api/events/emit, /api/events and /api/events/follow;
+	// nil → 503.
 	Events *events.Store
 	// Plugins serves POST /api/plugin/create; nil → 503.
 	Plugins PluginCreator
@@ -98,6 +99,7 @@ type Server struct {
 
 	connsMu sync.Mutex
 	conns   map[string]int // open connections per agent
+	follows map[string]int // open event follows per agent (connsMu)
 }
 
 // New returns a Server; it serves once Handle gets its first connection.
@@ -121,6 +123,8 @@ func New(o Options) *Server {
 	m.HandleFunc("POST /api/agent/memory/store", s.memoryStore)
 	m.HandleFunc("POST /api/agent/memory/query", s.memoryQuery)
 	m.HandleFunc("POST /api/events/emit", s.emitEvent)
+	m.HandleFunc("GET /api/events", s.listEvents)
+	m.HandleFunc("GET /api/events/follow", s.followEvents)
 	m.HandleFunc("POST /api/plugin/create", s.createPlugin)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))

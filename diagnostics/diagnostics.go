@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 )
 
@@ -58,6 +59,23 @@ type Env struct {
 	// (CheckBridge). An app that does not serve the bridge leaves it nil
 	// and the check says so rather than passing.
 	Bridge func(ctx context.Context, c *agentproto.Client) error
+	// Agents are the agents whose Linux users the agent-user check runs
+	// as, one check each (ChecksFor). Without any, the check runs as the
+	// synthetic DiagUser, so a fresh install still learns whether users
+	// can be made.
+	Agents []AgentUser
+}
+
+// AgentUser is an agent as the agent-user check needs it: the user is made
+// exactly as the tools make it (same uid, home and mode), so the check
+// proves what the agent's own tool calls rely on.
+type AgentUser struct {
+	Name      string // display name, for the detail
+	Slug      string // names the check: agent-user:<slug>
+	User      string
+	Home      string
+	UID       int
+	AdoptHome bool
 }
 
 // Check is one diagnostic.
@@ -74,8 +92,74 @@ var errNotAvailable = errors.New("not available yet")
 // DiagUser is the Linux user the agent-user check creates.
 const DiagUser = "agent-diag"
 
-// Checks are the standard diagnostics.
-func Checks() []Check {
+// UsersOf are the agents as the agent-user check needs them.
+func UsersOf(as []agents.Agent) []AgentUser {
+	out := make([]AgentUser, 0, len(as))
+	for _, a := range as {
+		out = append(out, AgentUser{Name: a.Name, Slug: a.Slug, User: a.User(), Home: a.Home(), UID: a.UID, AdoptHome: a.AdoptHome})
+	}
+	return out
+}
+
+// homeMode is the agents' home mode (as package tools makes it).
+const homeMode = 0o700
+
+// Checks are the standard diagnostics with the agent-user check run as
+// DiagUser (ChecksFor(Env{})): the names a window lists before a run.
+func Checks() []Check { return ChecksFor(Env{}) }
+
+// ChecksFor are the standard diagnostics for env: the agent-user check is
+// one check per agent of env.Agents, named "agent-user:<slug>", each run
+// as that agent's own Linux user.
+func ChecksFor(env Env) []Check {
+	var out []Check
+	for _, c := range standard() {
+		if c.Name != "agent-user" {
+			out = append(out, c)
+			continue
+		}
+		if len(env.Agents) == 0 {
+			out = append(out, c)
+			continue
+		}
+		for _, a := range env.Agents {
+			out = append(out, agentUserCheck(a))
+		}
+	}
+	return out
+}
+
+// agentUserCheck makes a's Linux user as the tools do (idempotent), runs
+// `id` as it and checks the kernel's answer names that user and uid.
+func agentUserCheck(a AgentUser) Check {
+	return Check{
+		Name: "agent-user:" + a.Slug, Timeout: 30 * time.Second,
+		Hint: fmt.Sprintf("Creating or running as %s (agent %s) failed. The root disk may be damaged: Reset the sandbox (workspaces are kept).", a.User, a.Name),
+		Run: func(ctx context.Context, env Env) (string, error) {
+			if _, err := env.Agent.UserAdd(ctx, agentproto.UserAddRequest{Name: a.User, Home: a.Home, HomeMode: homeMode, UID: a.UID, AdoptHome: a.AdoptHome}); err != nil {
+				return "", fmt.Errorf("creating %s: %w", a.User, err)
+			}
+			out, err := run(ctx, env.Agent, a.User, `printf '%s %s\n' "$(id -un)" "$(id -u)"`)
+			if err != nil {
+				return out, err
+			}
+			want := a.User
+			if a.UID != 0 {
+				want = fmt.Sprintf("%s %d", a.User, a.UID)
+			}
+			got := strings.TrimSpace(out)
+			if a.UID == 0 {
+				got, _, _ = strings.Cut(got, " ")
+			}
+			if got != want {
+				return out, fmt.Errorf("id said %q, want %q", got, want)
+			}
+			return fmt.Sprintf("agent %s: ran id as %s (uid %s)", a.Name, a.User, strings.Fields(strings.TrimSpace(out))[1]), nil
+		},
+	}
+}
+
+func standard() []Check {
 	return []Check{
 		{
 			Name: "exec", Timeout: 30 * time.Second,
@@ -122,7 +206,7 @@ func Checks() []Check {
 				if strings.TrimSpace(out) != DiagUser {
 					return out, fmt.Errorf("whoami said %q", strings.TrimSpace(out))
 				}
-				return "ran whoami as " + DiagUser, nil
+				return "no agents yet: ran whoami as the synthetic user " + DiagUser, nil
 			},
 		},
 		{

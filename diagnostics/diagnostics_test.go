@@ -183,3 +183,23 @@ func TestToolsetCheck(t *testing.T) {
 		})
 	}
 }
+
+// The agent-user check runs as each agent given, under its own name; with
+// none it runs as the synthetic user.
+func TestAgentUserCheckPerAgent(t *testing.T) {
+	names := func(cs []Check) (out []string) {
+		for _, c := range cs {
+			if strings.HasPrefix(c.Name, "agent-user") {
+				out = append(out, c.Name)
+			}
+		}
+		return out
+	}
+	if got := names(ChecksFor(Env{})); len(got) != 1 || got[0] != "agent-user" {
+		t.Errorf("without agents: %v", got)
+	}
+	env := Env{Agents: []AgentUser{{Name: "Alice", Slug: "alice", User: "agent-alice", UID: 2001}, {Name: "Bob", Slug: "bob", User: "agent-bob", UID: 2002}}}
+	if got := names(ChecksFor(env)); len(got) != 2 || got[0] != "agent-user:alice" || got[1] != "agent-user:bob" {
+		t.Errorf("with two agents: %v", got)
+	}
+}

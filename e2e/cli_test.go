@@ -107,10 +107,27 @@ func TestCLIFirstDay(t *testing.T) {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 
+	// The agent-user check runs as each agent that exists (issue 34).
+	c.ok("agent", "add", "Diag Carol")
+	c.ok("agent", "add", "Diag Dave")
 	out, errOut, code := c.run("diagnostics", "--json")
 	var rs []diagnostics.Result
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {
 		t.Fatalf("diagnostics json: %v\n%s\n%s", err, out, errOut)
+	}
+	agentChecks := map[string]string{}
+	for _, r := range rs {
+		if strings.HasPrefix(r.Name, "agent-user") {
+			agentChecks[r.Name] = r.Detail
+		}
+	}
+	if len(agentChecks) != 2 || !strings.Contains(agentChecks["agent-user:diag-carol"], "as agent-diag-carol (uid ") ||
+		!strings.Contains(agentChecks["agent-user:diag-dave"], "as agent-diag-dave (uid ") {
+		t.Errorf("agent-user checks: %v, want one as each agent", agentChecks)
+	}
+	// --agent names one; the text output names its check.
+	if out, _, _ := c.run("diagnostics", "--agent", "Diag Dave"); !strings.Contains(out, "agent-user:diag-dave") || strings.Contains(out, "diag-carol") {
+		t.Errorf("diagnostics --agent: %s", out)
 	}
 	for _, r := range rs {
 		t.Logf("%-16s %-13s %s", r.Name, r.Outcome, r.Detail)

@@ -54,38 +54,53 @@ func (x *pkgIndex) fetched(path string) int {
 // machine with its own mirror would.
 func serveLocalPackageIndex(t *testing.T, g *agentproto.Client) *pkgIndex {
 	t.Helper()
-	wheelName := pipDemo + "-1.0.0-py3-none-any.whl"
-	wheel := buildWheel(t, pipDemo, "1.0.0", "VALUE = \"from the test index\"\n")
-	tgz := buildNpmTarball(t, npmDemo, "1.0.0", "#!/usr/bin/env node\nconsole.log('osaurus-demo ' + process.argv.slice(2).join(' '))\n")
-	wheelSum := sha256.Sum256(wheel)
-	sha1Sum := sha1.Sum(tgz)
-	sha512Sum := sha512.Sum512(tgz)
-	tgzPath := "/" + npmDemo + "/-/" + npmDemo + "-1.0.0.tgz"
-	packument, _ := json.Marshal(map[string]any{
-		"name":      npmDemo,
-		"dist-tags": map[string]string{"latest": "1.0.0"},
-		"versions": map[string]any{"1.0.0": map[string]any{
-			"name": npmDemo, "version": "1.0.0", "bin": map[string]string{npmDemo: "cli.js"},
-			"dist": map[string]string{
-				"tarball":   "http://" + indexAddr + tgzPath,
-				"shasum":    hex.EncodeToString(sha1Sum[:]),
-				"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512Sum[:]),
-			},
-		}},
-	})
+	return serveLocalPackageIndexWith(t, g,
+		map[string]string{pipDemo: "VALUE = \"from the test index\"\n"},
+		map[string]string{npmDemo: "#!/usr/bin/env node\nconsole.log('osaurus-demo ' + process.argv.slice(2).join(' '))\n"})
+}
+
+// serveLocalPackageIndexWith serves a wheel (version 1.0.0) per entry of
+// wheels (name: its __init__.py) and an npm package (1.0.0) per entry of
+// npms (name: its cli.js). A later call on the same guest replaces an
+// earlier one's index.
+func serveLocalPackageIndexWith(t *testing.T, g *agentproto.Client, wheels, npms map[string]string) *pkgIndex {
+	t.Helper()
+	mux := http.NewServeMux()
+	for name, init := range wheels {
+		wheelName := name + "-1.0.0-py3-none-any.whl"
+		wheel := buildWheel(t, name, "1.0.0", init)
+		wheelSum := sha256.Sum256(wheel)
+		mux.HandleFunc("GET /simple/"+name+"/", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n", wheelName, hex.EncodeToString(wheelSum[:]), wheelName)
+		})
+		mux.HandleFunc("GET /files/"+wheelName, func(w http.ResponseWriter, r *http.Request) { w.Write(wheel) })
+	}
+	for name, cli := range npms {
+		tgz := buildNpmTarball(t, name, "1.0.0", cli)
+		sha1Sum := sha1.Sum(tgz)
+		sha512Sum := sha512.Sum512(tgz)
+		tgzPath := "/" + name + "/-/" + name + "-1.0.0.tgz"
+		packument, _ := json.Marshal(map[string]any{
+			"name":      name,
+			"dist-tags": map[string]string{"latest": "1.0.0"},
+			"versions": map[string]any{"1.0.0": map[string]any{
+				"name": name, "version": "1.0.0", "bin": map[string]string{name: "cli.js"},
+				"dist": map[string]string{
+					"tarball":   "http://" + indexAddr + tgzPath,
+					"shasum":    hex.EncodeToString(sha1Sum[:]),
+					"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512Sum[:]),
+				},
+			}},
+		})
+		mux.HandleFunc("GET /"+name, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(packument)
+		})
+		mux.HandleFunc("GET "+tgzPath, func(w http.ResponseWriter, r *http.Request) { w.Write(tgz) })
+	}
 
 	x := &pkgIndex{hits: map[string]int{}}
-	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "pong") })
-	mux.HandleFunc("GET /simple/"+pipDemo+"/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n", wheelName, hex.EncodeToString(wheelSum[:]), wheelName)
-	})
-	mux.HandleFunc("GET /files/"+wheelName, func(w http.ResponseWriter, r *http.Request) { w.Write(wheel) })
-	mux.HandleFunc("GET /"+npmDemo, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(packument)
-	})
-	mux.HandleFunc("GET "+tgzPath, func(w http.ResponseWriter, r *http.Request) { w.Write(tgz) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +167,10 @@ while True:
 		t.Fatal(err)
 	}
 	if out, errOut, st := sh(t, g, "", `set -e
+# An earlier test's index on this (shared) guest: replaced.
+[ -f /run/pkgidx-relay.pid ] && kill "$(cat /run/pkgidx-relay.pid)" 2>/dev/null || true
+ip netns del pkgidx 2>/dev/null || true
+ip link del pkv0 2>/dev/null || true
 ip netns add pkgidx
 ip link add pkv0 type veth peer name pkv1
 ip link set pkv1 netns pkgidx
@@ -159,8 +178,9 @@ ip addr add 192.0.2.39/32 dev pkv0
 ip link set pkv0 up
 ip route add `+indexAddr+`/32 dev pkv0 src 192.0.2.39
 ip netns exec pkgidx sh -c 'ip link set lo up; ip link set pkv1 up; ip addr add `+indexAddr+`/32 dev pkv1; ip route add 192.0.2.39/32 dev pkv1; ip route add default via 192.0.2.39'
-echo "registry=http://`+indexAddr+`/" >>/etc/npmrc
+grep -qx "registry=http://`+indexAddr+`/" /etc/npmrc 2>/dev/null || echo "registry=http://`+indexAddr+`/" >>/etc/npmrc
 setsid python3 /run/pkgidx-relay.py </dev/null >/run/pkgidx-relay.log 2>&1 &
+echo $! >/run/pkgidx-relay.pid
 for i in $(seq 200); do [ "$(curl -s --max-time 2 http://`+indexAddr+`/ping)" = pong ] && exit 0; sleep 0.1; done
 cat /run/pkgidx-relay.log; exit 1`); st.Code != 0 {
 		t.Fatalf("the package index relay in the VM: %s %s %+v", out, errOut, st)

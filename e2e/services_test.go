@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -252,6 +253,43 @@ func TestHostServices(t *testing.T) {
 		}
 	})
 
+	t.Run("dispatch to another agent needs dispatchTo and runs as the target", func(t *testing.T) {
+		// Not allowed yet: 403 (exit 4), by name and by id.
+		for _, target := range []string{"bob", "Bob"} {
+			if out, errOut, code := hostSh("agent-alice", "osaurus-host agent dispatch "+target+" 'list your home' --wait"); code != 4 || !strings.Contains(errOut, "dispatchTo") {
+				t.Fatalf("before dispatchTo: %d %q %q", code, out, errOut)
+			}
+		}
+		cli.ok("agent", "set", "alice", "dispatchTo", "bob")
+		if out := cli.ok("agent", "show", "alice"); !strings.Contains(out, "dispatch to:          bob (dispatchTo)") {
+			t.Errorf("agent show: %q", out)
+		}
+		model.Play(
+			scriptedmodel.Turn{Calls: []scriptedmodel.Call{{Name: "sandbox_exec", Args: `{"command":"id -un"}`}, {Name: "sandbox_list_directory", Args: `{}`}}},
+			scriptedmodel.Turn{Content: "Listed bob's home."},
+		)
+		// --wait polls the task as alice: the dispatcher sees it.
+		out, errOut, code := hostSh("agent-alice", "osaurus-host agent dispatch bob 'list your home' --wait")
+		if code != 0 || out != "Listed bob's home.\n" {
+			t.Fatalf("after dispatchTo: %d %q %q", code, out, errOut)
+		}
+		ts, _ := listTasks(cli, "bob")
+		i := slices.IndexFunc(ts, func(tk runner.Task) bool { return tk.DispatchedBy == "alice" })
+		if i < 0 || ts[i].Agent != "bob" || len(ts[i].Steps) == 0 {
+			t.Fatalf("bob's tasks: %+v", ts)
+		}
+		// It ran as bob with bob's settings: no exec (autonomous exec is
+		// off for bob), and the listing is bob's home.
+		calls := ts[i].Steps[0].ToolCalls
+		if len(calls) != 2 || calls[0].OK || !strings.Contains(calls[0].Result, "autonomous exec") || !calls[1].OK || !strings.Contains(calls[1].Result, "/workspace/agents/bob") {
+			t.Errorf("the task's tool calls: %+v", calls)
+		}
+		// Not the other way round.
+		if out, errOut, code := hostSh("agent-bob", "osaurus-host agent dispatch alice 'x'"); code != 4 {
+			t.Errorf("bob to alice: %d %q %q", code, out, errOut)
+		}
+	})
+
 	t.Run("dispatch rules", func(t *testing.T) {
 		// Only to itself; an empty task is refused; 10 a minute. carol's
 		// quota is untouched so far.
@@ -259,8 +297,10 @@ func TestHostServices(t *testing.T) {
 		if !strings.Contains(out, "empty rc=1") || strings.Count(out, "rc=4") != 10 || !strings.Contains(out, "rc=5") || !strings.Contains(out, "dispatch") {
 			t.Errorf("dispatch rules: %d %q %q", code, out, errOut)
 		}
+		// bob has his own task and the one alice dispatched (with
+		// dispatchTo); none of carol's.
 		ts, _ := listTasks(cli, "bob")
-		if len(ts) != 1 {
+		if len(ts) != 2 || slices.ContainsFunc(ts, func(tk runner.Task) bool { return tk.DispatchedBy == "carol" }) {
 			t.Errorf("carol's dispatches to bob made tasks: %+v", ts)
 		}
 	})

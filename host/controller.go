@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -60,8 +61,18 @@ func (h *Host) Quit(ctx context.Context) error {
 }
 
 // Diagnostics runs the standard checks against the running VM.
-func (h *Host) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
+func (h *Host) Diagnostics(ctx context.Context, agent string, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	env := diagnostics.Env{}
+	_ = h.reg.ReloadIfChanged() // the CLI may have added one; on error the last known list
+	list := h.reg.List()
+	if agent != "" {
+		a, err := h.reg.Get(agent)
+		if err != nil {
+			return nil, fmt.Errorf("diagnostics --agent %q: %w (`osaurus-sandbox agent list` shows the agents)", agent, err)
+		}
+		list = []agents.Agent{a}
+	}
+	env.Agents = diagnostics.UsersOf(list)
 	if a, err := h.m.Agent(); err == nil {
 		env.Agent = a
 		env.PackageManager = a.Info.PackageMgr
@@ -71,7 +82,7 @@ func (h *Host) Diagnostics(ctx context.Context, onResult func(diagnostics.Result
 	env.Bridge = diagnostics.CheckBridge
 	// Logged as well: the owner's log is the record of a run the window
 	// started (and what the UI smoke test reads back).
-	rs := diagnostics.Run(ctx, env, diagnostics.Checks(), func(r diagnostics.Result) {
+	rs := diagnostics.Run(ctx, env, diagnostics.ChecksFor(env), func(r diagnostics.Result) {
 		h.logf("diagnostics: %s: %s %q", r.Name, r.Outcome, r.Detail)
 		if onResult != nil {
 			onResult(r)

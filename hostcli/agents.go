@@ -39,7 +39,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent repair
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
   osaurus-sandbox agent disconnect NAME [--client ID] [--yes]
-keys: projects (comma-separated project names, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
+keys: projects (comma-separated project names, or none), dispatchTo (comma-separated agents, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
@@ -129,6 +129,8 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return c.agentDisconnect(reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
+	case sub == "set" && len(args) == 3 && args[1] == "dispatchTo":
+		return c.setDispatchTo(reg, args[0], args[2])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
 		return c.setProjects(ctx, reg, args[0], args[2])
 	case sub == "set" && len(args) == 3:
@@ -249,6 +251,9 @@ func setAgent(a *agents.Agent, key, value string) error {
 		"enabled": &ae.Enabled, "pluginCreate": &ae.PluginCreate,
 		"backgroundProcesses": &ae.BackgroundProcesses,
 	}
+	skillOn := !ae.PluginCreatorSkillOff
+	flag["pluginCreatorSkill"] = &skillOn
+	defer func() { ae.PluginCreatorSkillOff = !skillOn }()
 	key = strings.TrimPrefix(key, "autonomousExec.")
 	switch {
 	case key == "name":
@@ -285,7 +290,7 @@ func setAgent(a *agents.Agent, key, value string) error {
 		*flag[key] = b
 	default:
 		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
+			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
 	}
 	return nil
 }
@@ -303,8 +308,9 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
 	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
-	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  network:              %s (network)\n",
-		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), ae.Network)
+	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
+		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
+	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(reg, a))
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
 	fmt.Fprintf(c.out, "  processes:            at most %d (maxProcesses)\n  memory:               %d MB (memoryMB)\n  CPU weight:           %d (cpuWeight)\n",

@@ -47,6 +47,10 @@ func TestAgentCommands(t *testing.T) {
 		{"network", "https://example.com", ExitError, "want none, outbound, or a comma-separated list"},
 		{"network", "off", ExitOK, ""},
 		{"network", "Example.com, *.example.org", ExitOK, ""},
+		{"pluginCreatorSkill", "off", ExitOK, ""},
+		{"pluginCreatorSkill", "maybe", ExitError, "pluginCreatorSkill: \"maybe\", want true or false"},
+		{"dispatchTo", "nobody", ExitError, `dispatchTo: "nobody": agent not found`},
+		{"dispatchTo", "data analyst", ExitError, "dispatchTo: Data Analyst, want other agents"},
 		{"color", "blue", ExitError, "want one of name, enabled"},
 	} {
 		_, errOut, code := run(t, "agent", "set", "data-analyst", tt.key, tt.value)
@@ -60,7 +64,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
 		t.Fatalf("list --json: %q %v", out, err)
 	}
-	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 || ae.Network != "*.example.org,example.com" {
+	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 || ae.Network != "*.example.org,example.com" || !ae.PluginCreatorSkillOff {
 		t.Fatalf("settings %+v", ae)
 	}
 	if out, _, _ = run(t, "agent", "list"); !strings.Contains(out, "Data Analyst  data-analyst  agent-data-analyst  on") {

@@ -46,7 +46,8 @@ With no command, the management window opens.
 Day one:
   provision             download the Linux kernel and filesystem and build the VM (once)
   start                 start the VM (provisions first when needed)
-  diagnostics [--json]  check exec, network, agent users, packages and the bridge
+  diagnostics [--agent NAME] [--json]
+                        check exec, network, each agent's user, packages and the bridge
   status [--json]       show the VM's state
   stop                  shut the VM down gracefully
 
@@ -537,6 +538,7 @@ func describe(st sandbox.Status) string {
 func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	fs := c.flags("diagnostics")
 	asJSON := fs.Bool("json", false, "print JSON")
+	agent := fs.String("agent", "", "run the agent-user check only as this agent (default: every agent)")
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
@@ -566,7 +568,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	} else if st.State != sandbox.Running {
 		return notRunning()
 	}
-	rs, err := cl.Diagnostics(ctx, func(r diagnostics.Result) {
+	rs, err := cl.Diagnostics(ctx, *agent, func(r diagnostics.Result) {
 		if !*asJSON {
 			mark := map[diagnostics.Outcome]string{diagnostics.Pass: "PASS", diagnostics.Fail: "FAIL", diagnostics.NotAvailable: "N/A "}[r.Outcome]
 			fmt.Fprintf(c.out, "%s  %-16s %6s  %s\n", mark, r.Name, r.Duration.Round(10*time.Millisecond), r.Detail)

@@ -285,10 +285,12 @@ var catalog = []*tool{
 		Spec: Spec{
 			Name: "sandbox_pip_install",
 			Description: "Install Python packages into your own virtual environment ~/.venv (created on first use). " +
-				"python3 and pip in sandbox_exec then use it. Needs python3 with venv and pip (packages python3 and py3-pip on Alpine, " +
+				"python3 and pip in sandbox_exec then use it. With cwd, install into that project folder's virtual environment " +
+				"(its .venv or venv; .venv is created when it has none). Needs python3 with venv and pip (packages python3 and py3-pip on Alpine, " +
 				"python3 and python3-venv on Debian). Returns {installed, exit_code, output, venv}.",
 			InputSchema: object(
 				stringList("packages", "Requirement specifiers, e.g. [\"requests\", \"numpy==2.1.0\"].", 1, MaxPackages).must(),
+				str("cwd", "A project folder whose virtual environment gets the packages; default: your ~/.venv. "+pathHelp),
 			),
 			Idempotent: true, OpenWorld: true,
 		},
@@ -297,10 +299,12 @@ var catalog = []*tool{
 	{
 		Spec: Spec{
 			Name: "sandbox_npm_install",
-			Description: "Install Node.js packages globally into your own prefix ~/.npm-global (its bin is on PATH in sandbox_exec). " +
+			Description: "Install Node.js packages globally into your own prefix ~/.npm-global (its bin is on PATH in sandbox_exec), " +
+				"or with cwd into that project folder (its node_modules and package.json, as `npm install` there). " +
 				"Needs node and npm (packages nodejs and npm). Returns {installed, exit_code, output, prefix}.",
 			InputSchema: object(
 				stringList("packages", "Package specs, e.g. [\"typescript\", \"@scope/pkg@1.2.3\"].", 1, MaxPackages).must(),
+				str("cwd", "A project folder to install into (its node_modules); default: global, into ~/.npm-global. "+pathHelp),
 			),
 			Idempotent: true, OpenWorld: true,
 		},

@@ -39,6 +39,10 @@ func (c *call) procEnv() []string {
 	return []string{
 		"PATH=" + h + "/.venv/bin:" + h + "/.npm-global/bin:" + basePath,
 		"NPM_CONFIG_PREFIX=" + h + "/.npm-global",
+		// pip install --user goes to the agent's own ~/.local; the
+		// distro's "externally managed" guard is for root's packages,
+		// which an agent can't write anyway.
+		"PIP_BREAK_SYSTEM_PACKAGES=1",
 	}
 }
 

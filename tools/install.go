@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
+	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -174,14 +176,47 @@ func (c *call) aptListsEmpty(ctx context.Context) bool {
 	return true
 }
 
+// languageArgs are sandbox_pip_install's and sandbox_npm_install's.
+type languageArgs struct {
+	Packages []string `json:"packages"`
+	// Cwd, when set, is a project folder to install into instead of the
+	// agent's own venv or global prefix.
+	Cwd string `json:"cwd"`
+}
+
+// projectDir checks a language install's cwd, resolved on the host
+// beforehand: an existing directory beneath the agent's home or the shared
+// directory, checked as the agent (the guest confines the stat beneath
+// its root).
+func (c *call) projectDir(ctx context.Context, p sandboxpath.Resolved) (sandboxpath.Resolved, error) {
+	st, err := c.g.Stat(ctx, agentproto.PathRequest{Identity: c.as(p.Root), Path: p.Path})
+	if errors.Is(err, agentproto.ErrNotFound) {
+		return p, &envelope.Error{Kind: envelope.NotFound, Field: "cwd", Expected: "an existing directory", Err: fmt.Errorf("%s does not exist", p.Path)}
+	}
+	if err != nil {
+		return p, err
+	}
+	if st.Type != "dir" {
+		return p, envelope.ArgErrorf("cwd", "a directory", "%s is not a directory", p.Path)
+	}
+	return p, nil
+}
+
 type pipResult struct {
 	installResult
 	Venv string `json:"venv"`
 }
 
-func installPip(ctx context.Context, c *call, a packagesArgs) (any, error) {
+func installPip(ctx context.Context, c *call, a languageArgs) (any, error) {
 	if err := checkPackages(a.Packages, pipPkgRE, "requests or numpy==2.1.0"); err != nil {
 		return nil, err
+	}
+	var project sandboxpath.Resolved
+	if a.Cwd != "" {
+		var err error
+		if project, err = c.resolve("cwd", a.Cwd, ""); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.admit(ctx); err != nil {
 		return nil, err
@@ -199,12 +234,29 @@ func installPip(ctx context.Context, c *call, a packagesArgs) (any, error) {
 	home := c.agent.Home()
 	venv := home + "/.venv"
 	me := c.as(home)
+	if a.Cwd != "" {
+		dir, err := c.projectDir(ctx, project)
+		if err != nil {
+			return nil, err
+		}
+		me, venv = c.as(dir.Root), dir.Path+"/.venv"
+		// The project's own venv, by the two usual names.
+		for _, name := range []string{".venv", "venv"} {
+			if _, err := c.g.Stat(ctx, agentproto.PathRequest{Identity: me, Path: dir.Path + "/" + name + "/bin/pip"}); err == nil {
+				venv = dir.Path + "/" + name
+				break
+			}
+		}
+	}
 	if _, err := c.g.Stat(ctx, agentproto.PathRequest{Identity: me, Path: venv + "/bin/pip"}); err != nil {
 		d, err := left()
 		if err != nil {
 			return nil, err
 		}
-		out, st, err := c.pmRun(ctx, me, []string{"python3", "-m", "venv", venv}, nil, d)
+		// With the system's site packages the venv also sees the agent's
+		// user site (~/.local), so `pip install --user` works in it, as
+		// the documentation's recipes run it.
+		out, st, err := c.pmRun(ctx, me, []string{"python3", "-m", "venv", "--system-site-packages", venv}, nil, d)
 		if err != nil {
 			return nil, c.startError(err, "python3", "")
 		}
@@ -243,14 +295,32 @@ type npmResult struct {
 	Prefix string `json:"prefix"`
 }
 
-func installNpm(ctx context.Context, c *call, a packagesArgs) (any, error) {
+func installNpm(ctx context.Context, c *call, a languageArgs) (any, error) {
 	if err := checkPackages(a.Packages, npmPkgRE, "typescript or @scope/pkg@1.2.3"); err != nil {
 		return nil, err
 	}
 	home := c.agent.Home()
 	dir := home + "/.npm-global"
-	argv := append([]string{"npm", "install", "--global", "--prefix", dir, "--no-fund", "--no-audit", "--no-update-notifier"}, a.Packages...)
-	out, st, err := c.pmRun(ctx, c.as(home), argv, nil, LanguageTimeout)
+	id := c.as(home)
+	argv := []string{"npm", "install", "--global", "--prefix", dir}
+	if a.Cwd != "" {
+		p, err := c.resolve("cwd", a.Cwd, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := c.admit(ctx); err != nil {
+			return nil, err
+		}
+		if p, err = c.projectDir(ctx, p); err != nil {
+			return nil, err
+		}
+		// --prefix pins the project to this folder: without it npm climbs
+		// to the nearest folder above with a package.json.
+		dir, id = p.Path, c.as(p.Root)
+		argv = []string{"npm", "install", "--prefix", dir}
+	}
+	argv = append(append(argv, "--no-fund", "--no-audit", "--no-update-notifier"), a.Packages...)
+	out, st, err := c.pmRun(ctx, id, argv, nil, LanguageTimeout)
 	if err != nil {
 		return nil, c.startError(err, "npm", "")
 	}

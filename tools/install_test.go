@@ -132,7 +132,7 @@ func TestInstallPip(t *testing.T) {
 	r := ok(t, e)
 	venv := "/workspace/agents/bob/.venv"
 	want := []string{
-		"python3 -m venv " + venv,
+		"python3 -m venv --system-site-packages " + venv,
 		venv + "/bin/pip install --disable-pip-version-check --no-input --progress-bar off requests numpy==2.1.0 uvicorn[standard]>=0.30",
 	}
 	if !slices.Equal(*ran, want) || r["venv"] != venv || len(e.Warnings) != 1 {
@@ -258,5 +258,44 @@ func TestInstallLockIsShared(t *testing.T) {
 				t.Fatalf("an environment of its own waited: %+v", e)
 			}
 		})
+	}
+}
+
+// With cwd, npm installs into that project folder and pip into its venv
+// (.venv or venv, .venv made when it has none); the folder must exist
+// beneath the agent's roots.
+func TestLanguageInstallsIntoAProject(t *testing.T) {
+	h := newHarness(t)
+	h.call("sandbox_list_directory", nil)
+	ran := script(h, nil, nil)
+	proj := "/workspace/agents/bob/app"
+	h.guest.put(proj+"/package.json", "{}")
+	r := ok(t, h.call("sandbox_npm_install", map[string]any{"packages": []string{"left-pad"}, "cwd": "app"}))
+	if want := "npm install --prefix " + proj + " --no-fund --no-audit --no-update-notifier left-pad"; len(*ran) != 1 || (*ran)[0] != want || r["prefix"] != proj {
+		t.Fatalf("npm: ran %q result %v", *ran, r)
+	}
+	// pip: the project's venv by its usual names.
+	h.guest.put(proj+"/venv/bin/pip", "")
+	*ran = nil
+	r = ok(t, h.call("sandbox_pip_install", map[string]any{"packages": []string{"rich"}, "cwd": "~/app"}))
+	if len(*ran) != 1 || !strings.HasPrefix((*ran)[0], proj+"/venv/bin/pip install") || r["venv"] != proj+"/venv" {
+		t.Fatalf("pip: ran %q result %v", *ran, r)
+	}
+	h.guest.put("/workspace/shared/tool/setup.py", "")
+	*ran = nil
+	r = ok(t, h.call("sandbox_pip_install", map[string]any{"packages": []string{"rich"}, "cwd": "/workspace/shared/tool"}))
+	if len(*ran) != 2 || (*ran)[0] != "python3 -m venv --system-site-packages /workspace/shared/tool/.venv" || r["venv"] != "/workspace/shared/tool/.venv" {
+		t.Fatalf("pip, no venv yet: ran %q result %v", *ran, r)
+	}
+	for _, tt := range []struct {
+		tool, cwd string
+		kind      envelope.Kind
+	}{
+		{"sandbox_npm_install", "../alice", envelope.InvalidArgs},
+		{"sandbox_npm_install", "/etc", envelope.InvalidArgs},
+		{"sandbox_pip_install", "nope", envelope.NotFound},
+		{"sandbox_npm_install", "app/package.json", envelope.InvalidArgs},
+	} {
+		failed(t, h.call(tt.tool, map[string]any{"packages": []string{"x"}, "cwd": tt.cwd}), tt.kind, "cwd")
 	}
 }

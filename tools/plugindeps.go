@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/pkgname"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -61,7 +63,7 @@ func ensurePluginPackages(ctx context.Context, c *call, p *plugins.Plugin) error
 		return nil
 	}
 	d := &c.env.deps
-	need := d.missing(c.g, p.Dependencies)
+	need := d.missing(c.g, guestDependencies(c, p))
 	if len(need) == 0 {
 		return nil
 	}
@@ -72,6 +74,9 @@ func ensurePluginPackages(ctx context.Context, c *call, p *plugins.Plugin) error
 	d.add(c.g, listed)
 	if need = d.missing(c.g, need); len(need) == 0 {
 		return nil
+	}
+	if missing := notInstalled(ctx, c, need); len(missing) == 0 {
+		return writePluginPackages(ctx, c, listed, need)
 	}
 	if _, err := installSystem(ctx, c, packagesArgs{Packages: need}); err != nil {
 		return fmt.Errorf("installing the packages of plugin %s (%s), which this VM's root disk does not have (it was reset or re-provisioned since the install): %w",
@@ -120,4 +125,49 @@ func readPluginPackages(ctx context.Context, c *call) ([]string, error) {
 		return nil, envelope.Errorf(envelope.ExecutionError, "reading %s in the VM: %v", PluginPackagesFile, err)
 	}
 	return strings.Fields(string(r.Data)), nil
+}
+
+// guestDependencies are p's packages under the running guest's names: the
+// documentation's recipes name Alpine's (pkgname.ForGuest).
+func guestDependencies(c *call, p *plugins.Plugin) []string {
+	return pkgname.ForGuest(p.Dependencies, c.g.Info.PackageMgr)
+}
+
+// notInstalled are the packages of pkgs the guest's package database
+// doesn't list as installed, so a recipe whose packages the image already
+// has installs without the package manager (and without its network). A
+// name with a version, or an answer that can't be read, counts as missing.
+func notInstalled(ctx context.Context, c *call, pkgs []string) []string {
+	var argv []string
+	switch c.g.Info.PackageMgr {
+	case "apt":
+		argv = append([]string{"dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\\n", "--"}, pkgs...)
+	case "apk":
+		argv = append([]string{"apk", "info", "-e"}, pkgs...) // names are checked: none starts with "-"
+	default:
+		return pkgs
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, _, _, err := c.g.Output(ctx, agentproto.ExecRequest{Argv: argv, Env: []string{"LC_ALL=C"}})
+	if err != nil {
+		return pkgs
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case c.g.Info.PackageMgr == "apt" && len(f) == 2 && f[1] == "installed":
+			have[f[0]] = true
+		case c.g.Info.PackageMgr == "apk" && len(f) == 1:
+			have[f[0]] = true
+		}
+	}
+	var missing []string
+	for _, p := range pkgs {
+		if !have[p] {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }

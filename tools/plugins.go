@@ -256,10 +256,13 @@ func (t *Toolset) InstallPlugin(ctx context.Context, p *plugins.Plugin, libraryV
 	step = StepDependencies
 	progress(step)
 	if len(p.Dependencies) > 0 {
-		if _, err := installSystem(ctx, c, packagesArgs{Packages: p.Dependencies}); err != nil {
-			return fail(err)
+		deps := guestDependencies(c, p)
+		if len(notInstalled(ctx, c, deps)) > 0 {
+			if _, err := installSystem(ctx, c, packagesArgs{Packages: deps}); err != nil {
+				return fail(err)
+			}
 		}
-		if err := recordPluginPackages(ctx, c, p.Dependencies); err != nil {
+		if err := recordPluginPackages(ctx, c, deps); err != nil {
 			return fail(err)
 		}
 	}

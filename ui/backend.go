@@ -161,5 +161,5 @@ func (c *Controlled) Reset(ctx context.Context) error     { return c.lifecycle(c
 func (c *Controlled) Remove(ctx context.Context) error    { return c.lifecycle(ctx, api.OpRemove) }
 
 func (c *Controlled) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
-	return c.ctl.Diagnostics(ctx, onResult)
+	return c.ctl.Diagnostics(ctx, "", onResult)
 }

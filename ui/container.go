@@ -472,9 +472,18 @@ func (t *containerTab) onDiagnostics() {
 	go func() {
 		_, err := t.b.Diagnostics(context.Background(), func(r diagnostics.Result) {
 			t.do(func() {
-				if l := rows[r.Name]; l != nil {
-					l.SetText(resultText(r))
+				l := rows[r.Name]
+				if l == nil { // one agent-user check per agent
+					if old := rows["agent-user"]; old != nil {
+						t.DiagList.Remove(old)
+						delete(rows, "agent-user")
+					}
+					l = widget.NewLabel("")
+					l.Wrapping = fyne.TextWrapWord
+					rows[r.Name] = l
+					t.DiagList.Add(l)
 				}
+				l.SetText(resultText(r))
 			})
 		})
 		t.do(func() {

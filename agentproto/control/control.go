@@ -80,6 +80,13 @@ var Relayed = map[string]bool{
 	agentproto.OpUsage:  true,
 }
 
+// DiagnosticsRequest is OpDiagnostics's request.
+type DiagnosticsRequest struct {
+	// Agent, when set (an id, slug or name), limits the agent-user check
+	// to that agent; otherwise it runs as every agent.
+	Agent string `json:"agent,omitempty"`
+}
+
 // ToolRequest is OpTool's request.
 type ToolRequest struct {
 	Agent string          `json:"agent"` // id

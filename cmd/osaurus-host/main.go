@@ -54,11 +54,17 @@ const usage = `usage: osaurus-host [--json] COMMAND
   inference chat -m MESSAGE [--model M] [--system S] [--stream]
                                 run a chat completion on the host's model
   agent dispatch ID TASK [--wait]
-                                dispatch a task to yourself (ID: your agent id or
-                                name); --wait prints the answer when it is done
+                                dispatch a task to yourself or to an agent your
+                                dispatchTo setting lists (ID: an agent id or name);
+                                --wait prints the answer when it is done
   agent memory query TEXT       search the agent's memory
   agent memory store TEXT       store a memory entry
   events emit TYPE [PAYLOAD]    emit an event (PAYLOAD: JSON or text)
+  events list [--type T] [--since ID] [--limit N]
+                                the events you (or your plugins) emitted, newest
+                                N (100); a plugin sees its own and its type family
+  events follow [--type T] [--since ID]
+                                print events as they are emitted, until interrupted
   plugin create                 create a plugin from JSON on stdin
   log [LEVEL] MESSAGE           append to the agent's log buffer
   ping                          check the bridge
@@ -77,6 +83,10 @@ type request struct {
 	show func(w io.Writer, resp map[string]any) error
 	// stream: the answer is newline-delimited JSON printed as it comes.
 	stream bool
+	// query is the path's query (escaped when sent).
+	query url.Values
+	// follow: an events follow stream (runFollow).
+	follow bool
 	// then continues after a successful answer was shown (e.g. waiting
 	// for a dispatched task).
 	then func(sock string, resp map[string]any, stdout, stderr io.Writer) int
@@ -111,6 +121,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if req.stream && !jsonOut {
 		return runStream(sock, req, stdout, stderr)
+	}
+	if req.follow {
+		return runFollow(sock, req, jsonOut, stdout, stderr)
 	}
 	status, header, body, err := do(sock, req)
 	if err != nil {
@@ -249,7 +262,10 @@ func parse(a []string, stdin io.Reader) (request, error) {
 			}
 			return request{method: "POST", path: "/api/events/emit", body: body, show: quiet}, nil
 		}
-		return request{}, errors.New("expected: osaurus-host events emit TYPE [PAYLOAD]")
+		if len(a) >= 2 && (a[1] == "list" || a[1] == "follow") {
+			return parseEventsRead(a[1], a[2:])
+		}
+		return request{}, errors.New("expected: osaurus-host " + eventsForm)
 	case "plugin":
 		if len(a) == 2 && a[1] == "create" {
 			b, err := io.ReadAll(io.LimitReader(stdin, 8<<20+1))
@@ -308,7 +324,11 @@ func send(sock string, req request) (net.Conn, error) {
 		}
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: bridge\r\nUser-Agent: osaurus-host\r\nAccept: application/json\r\nConnection: close\r\n", req.method, req.path)
+	target := req.path
+	if len(req.query) > 0 {
+		target += "?" + req.query.Encode()
+	}
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: bridge\r\nUser-Agent: osaurus-host\r\nAccept: application/json\r\nConnection: close\r\n", req.method, target)
 	if body != nil {
 		fmt.Fprintf(&b, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
 	}

@@ -155,7 +155,9 @@ type Controller interface {
 	// Quit stops the VM and ends the owner process.
 	Quit(ctx context.Context) error
 	// Diagnostics runs the standard checks, reporting each as it finishes.
-	Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error)
+	// The agent-user check runs as each agent, or only as agent (an id,
+	// slug or name) when it is set.
+	Diagnostics(ctx context.Context, agent string, onResult func(diagnostics.Result)) ([]diagnostics.Result, error)
 
 	// Exec runs a command in the running VM (the CLI's exec), streaming
 	// its output. It, NetLog and Usage fail with an

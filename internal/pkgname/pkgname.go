@@ -96,3 +96,31 @@ func InstallCall(pkgs []string) string {
 	}
 	return `sandbox_install {"packages": [` + strings.Join(q, ", ") + `]}`
 }
+
+// ForGuest translates a recipe's dependencies, written for Alpine as the
+// Osaurus documentation's recipes are, to the names of package manager pm:
+// on apt, Alpine's Python packages py3-NAME are Debian's python3-NAME.
+// Names with a version are kept as written.
+func ForGuest(pkgs []string, pm string) []string {
+	out := make([]string, 0, len(pkgs))
+	for _, p := range pkgs {
+		if pm == "apt" {
+			if rest, ok := strings.CutPrefix(p, "py3-"); ok && !strings.ContainsAny(rest, "=<>~") {
+				p = "python3-" + rest
+			}
+		}
+		if !contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

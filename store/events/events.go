@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"strings"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
@@ -63,6 +64,9 @@ type Event struct {
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload"`
 	Time    time.Time       `json:"time"`
+	// Plugin is the plugin (id) of Agent whose command emitted the event;
+	// empty for the agent's own commands and the host.
+	Plugin string `json:"plugin,omitempty"`
 }
 
 const schema = `
@@ -108,7 +112,31 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events database: %w", err)
 	}
+	if err := addPluginColumn(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("events database %s: %w", path, err)
+	}
 	return &Store{db: db, o: o, path: path, wake: make(chan struct{})}, nil
+}
+
+// addPluginColumn adds the plugin column to a log made before events
+// recorded their plugin; another process may be adding it too.
+func addPluginColumn(ctx context.Context, db *sql.DB) error {
+	has := func() (bool, error) {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('events') WHERE name = 'plugin'`).Scan(&n)
+		return n > 0, err
+	}
+	if ok, err := has(); err != nil || ok {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE events ADD COLUMN plugin TEXT NOT NULL DEFAULT ''`); err != nil {
+		if ok, err2 := has(); err2 == nil && ok {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -139,6 +167,14 @@ func compactPayload(p json.RawMessage) (json.RawMessage, error) {
 
 // Emit appends an event for agent and wakes this process's followers.
 func (s *Store) Emit(ctx context.Context, agent, typ string, payload json.RawMessage) (Event, error) {
+	return s.EmitFrom(ctx, agent, "", typ, payload)
+}
+
+// EmitFrom is Emit of an event a command of agent's plugin emitted.
+func (s *Store) EmitFrom(ctx context.Context, agent, plugin, typ string, payload json.RawMessage) (Event, error) {
+	if plugin != "" && !agentRE.MatchString(plugin) {
+		return Event{}, &InvalidError{"plugin", fmt.Sprintf("%q is not a plugin id", plugin)}
+	}
 	if !agentRE.MatchString(agent) {
 		return Event{}, &InvalidError{"agent", fmt.Sprintf("%q is not an agent name", agent)}
 	}
@@ -157,7 +193,7 @@ func (s *Store) Emit(ctx context.Context, agent, typ string, payload json.RawMes
 		return Event{}, err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO events(agent, type, payload, created_at) VALUES (?, ?, ?, ?)`, agent, typ, string(p), now.UnixMilli())
+	res, err := tx.ExecContext(ctx, `INSERT INTO events(agent, type, payload, created_at, plugin) VALUES (?, ?, ?, ?, ?)`, agent, typ, string(p), now.UnixMilli(), plugin)
 	if err != nil {
 		return Event{}, err
 	}
@@ -174,15 +210,36 @@ func (s *Store) Emit(ctx context.Context, agent, typ string, payload json.RawMes
 	}
 	close(s.wake)
 	s.wake = make(chan struct{})
-	return Event{ID: id, Agent: agent, Type: typ, Payload: p, Time: now}, nil
+	return Event{ID: id, Agent: agent, Type: typ, Payload: p, Time: now, Plugin: plugin}, nil
 }
 
 // Filter selects events: of Agent (all when empty), with ids above
-// After, the Last n of those (all when 0), oldest first.
+// After, the Last n of those (all when 0), oldest first. Type, when set,
+// keeps events of that type family (InFamily); Plugin, when set, keeps
+// only what that plugin may see: the events it emitted and those of its
+// own type family (its id).
 type Filter struct {
-	Agent string
-	After int64
-	Last  int
+	Agent  string
+	After  int64
+	Last   int
+	Type   string
+	Plugin string
+}
+
+// InFamily reports whether typ is in the type family of family: the type
+// itself, or family followed by '.', ':' or '/' and more ("build" has
+// "build.done" and "build:x", not "builder").
+func InFamily(typ, family string) bool {
+	if typ == family {
+		return true
+	}
+	rest, ok := strings.CutPrefix(typ, family)
+	return ok && rest != "" && strings.ContainsRune(".:/", rune(rest[0]))
+}
+
+// familySQL is InFamily in SQL for the parameter numbered n.
+func familySQL(n int) string {
+	return fmt.Sprintf(`(type = ?%[1]d OR substr(type, 1, length(?%[1]d) + 1) IN (?%[1]d || '.', ?%[1]d || ':', ?%[1]d || '/'))`, n)
 }
 
 // List returns the events f selects, oldest first.
@@ -194,9 +251,20 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, agent, type, payload, created_at FROM (
-		SELECT * FROM events WHERE id > ? AND (? = '' OR agent = ?) ORDER BY id DESC LIMIT ?
-	) ORDER BY id`, f.After, f.Agent, f.Agent, limit)
+	if f.Type != "" {
+		if err := CheckType(f.Type); err != nil {
+			return nil, err
+		}
+	}
+	if f.Plugin != "" && !agentRE.MatchString(f.Plugin) {
+		return nil, &InvalidError{"plugin", fmt.Sprintf("%q is not a plugin id", f.Plugin)}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, agent, type, payload, created_at, plugin FROM (
+		SELECT * FROM events WHERE id > ?1 AND (?2 = '' OR agent = ?2)
+			AND (?4 = '' OR `+familySQL(4)+`)
+			AND (?5 = '' OR plugin = ?5 OR `+familySQL(5)+`)
+		ORDER BY id DESC LIMIT ?3
+	) ORDER BY id`, f.After, f.Agent, limit, f.Type, f.Plugin)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +274,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 		var e Event
 		var p string
 		var ms int64
-		if err := rows.Scan(&e.ID, &e.Agent, &e.Type, &p, &ms); err != nil {
+		if err := rows.Scan(&e.ID, &e.Agent, &e.Type, &p, &ms, &e.Plugin); err != nil {
 			return nil, err
 		}
 		e.Payload, e.Time = json.RawMessage(p), time.UnixMilli(ms).UTC()

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +183,72 @@ func TestFollowOtherProcessWithoutPolling(t *testing.T) {
 		if e := next(t, ch); e.Type != typ {
 			t.Fatalf("followed %+v, want %s", e, typ)
 		}
+	}
+}
+
+// A plugin's filter keeps the events it emitted and its type family, of
+// its own agent only; Type keeps a family, not a mere prefix.
+func TestFilterByTypeFamilyAndPlugin(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	ctx := context.Background()
+	emit := func(agent, plugin, typ string) {
+		t.Helper()
+		if _, err := s.EmitFrom(ctx, agent, plugin, typ, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emit("alice", "", "build.done")        // 1: alice's own
+	emit("alice", "greeter", "x.y")        // 2: emitted by greeter, another family
+	emit("alice", "", "greeter.ping")      // 3: greeter's family, by alice
+	emit("alice", "", "greeterx.ping")     // 4: not greeter's family
+	emit("bob", "greeter", "greeter.ping") // 5: bob's greeter
+	emit("alice", "other", "other:1")      // 6: another plugin
+	ids := func(f Filter) (out []int64) {
+		t.Helper()
+		es, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		f    Filter
+		want []int64
+	}{
+		{"alice sees hers and her plugins'", Filter{Agent: "alice"}, []int64{1, 2, 3, 4, 6}},
+		{"alice's greeter", Filter{Agent: "alice", Plugin: "greeter"}, []int64{2, 3}},
+		{"bob's greeter", Filter{Agent: "bob", Plugin: "greeter"}, []int64{5}},
+		{"type family", Filter{Agent: "alice", Type: "greeter"}, []int64{3}},
+		{"type family and since", Filter{Agent: "alice", Type: "build", After: 1}, nil},
+	} {
+		if got := ids(tt.f); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A log from before events recorded their plugin gets the column.
+func TestOpenAddsThePluginColumn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	db, err := sqlitedb.Open(context.Background(), path, schema) // the schema has no plugin column
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO events(agent, type, payload, created_at) VALUES ('alice', 'old', 'null', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := open(t, path, Options{})
+	if _, err := s.EmitFrom(context.Background(), "alice", "greeter", "greeter.x", nil); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.List(context.Background(), Filter{Agent: "alice"})
+	if err != nil || len(es) != 2 || es[0].Plugin != "" || es[1].Plugin != "greeter" {
+		t.Fatalf("%+v %v", es, err)
 	}
 }

@@ -60,6 +60,9 @@ type AgentServer struct {
 	agent  atomic.Pointer[agents.Agent] // settings snapshot; nil once the agent is removed
 	mu     sync.Mutex                   // serialises sync
 	listed map[string]bool
+	// skill: the Sandbox Plugin Creator prompt is listed (and the
+	// instructions carry it); see syncSkill.
+	skill atomic.Bool
 	// newTurn is set by a session's start; the next tool call ends the
 	// agent's turn first.
 	newTurn atomic.Bool
@@ -77,10 +80,11 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 	}
 	s := &AgentServer{cfg: cfg, id: a.ID, listed: map[string]bool{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "osaurus-sandbox", Title: "Osaurus Sandbox", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: instructions(a),
+		Instructions: instructions(a), // liveInstructions adds the skill
 		Logger:       cfg.Logger,
 		//lint:ignore SA1019 logging carries the agent's events (see startEvents).
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{},
+			Prompts: &mcp.PromptCapabilities{ListChanged: true}},
 		// A new session is a new conversation: start a new turn for the
 		// exec limiter. A client of the 2025 protocol starts one with the
 		// initialized notification; a stateless (SEP-2575) client has no
@@ -91,7 +95,7 @@ func NewAgentServer(cfg Config, ref string) (*AgentServer, error) {
 			s.newTurn.Store(true)
 		},
 	})
-	s.srv.AddReceivingMiddleware(s.unlisted, s.sessionStart)
+	s.srv.AddReceivingMiddleware(s.unlisted, s.sessionStart, s.liveInstructions)
 	s.sync()
 	unsubAgents, unsubPlugins := cfg.Registry.Subscribe(s.sync), cfg.Env.SubscribePlugins(s.sync)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,6 +139,37 @@ func (s *AgentServer) sessionStart(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// liveInstructions answers initialize and server/discover with the
+// instructions as the agent's settings and plugins are now: the SDK's are
+// fixed when the server is made, and one HTTP server serves an agent for
+// the app's life.
+func (s *AgentServer) liveInstructions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		a := s.agent.Load()
+		if err != nil || a == nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.InitializeResult:
+			r.Instructions = s.instructions(*a)
+		case *mcp.DiscoverResult:
+			r.Instructions = s.instructions(*a)
+		}
+		return res, err
+	}
+}
+
+// instructions are the server's instructions for a, with the Sandbox
+// Plugin Creator skill appended while it applies (tools.Toolset.PluginCreatorSkill).
+func (s *AgentServer) instructions(a agents.Agent) string {
+	text := instructions(a)
+	if s.skill.Load() {
+		text += "\n\n" + tools.PluginCreatorSkillText()
+	}
+	return text
+}
+
 func instructions(a agents.Agent) string {
 	return "These tools work inside an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
 		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. " +
@@ -154,13 +189,17 @@ func (s *AgentServer) sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var specs []tools.Spec
+	skill := false
 	a, err := s.cfg.Registry.Get(s.id)
 	if err == nil {
 		s.agent.Store(&a)
-		specs = s.cfg.Env.Toolset(a).List() // with the agent's installed plugins' tools
+		ts := s.cfg.Env.Toolset(a)
+		specs = ts.List() // with the agent's installed plugins' tools
+		skill = ts.PluginCreatorSkill()
 	} else {
 		s.agent.Store(nil)
 	}
+	s.syncSkill(skill)
 	want := map[string]tools.Spec{}
 	for _, sp := range specs {
 		want[sp.Name] = sp
@@ -181,6 +220,26 @@ func (s *AgentServer) sync() {
 			s.listed[name] = true
 		}
 	}
+}
+
+// syncSkill lists the Sandbox Plugin Creator prompt while on is set, and
+// withdraws it otherwise; the SDK announces the change
+// (notifications/prompts/list_changed).
+func (s *AgentServer) syncSkill(on bool) {
+	if s.skill.Swap(on) == on {
+		return
+	}
+	if !on {
+		s.srv.RemovePrompts(tools.PluginCreatorSkillName)
+		return
+	}
+	text := tools.PluginCreatorSkillText()
+	s.srv.AddPrompt(&mcp.Prompt{Name: tools.PluginCreatorSkillName, Title: tools.PluginCreatorSkillTitle,
+		Description: "How to author, test and register a sandbox plugin (a JSON recipe) that adds tools you keep."},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Description: tools.PluginCreatorSkillTitle,
+				Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}}}, nil
+		})
 }
 
 func toolOf(sp tools.Spec) *mcp.Tool {

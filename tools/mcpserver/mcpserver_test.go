@@ -190,15 +190,19 @@ func TestToolsFollowSettingsAndAreAnnounced(t *testing.T) {
 
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
 	ch.wait(t)
+	// Background processes follow autonomous exec by default.
 	got := listNames(t, cs)
-	if len(got) != 17 || !slices.Contains(got, "sandbox_exec") || slices.Contains(got, "sandbox_exec_background") {
+	if len(got) != 19 || !slices.Contains(got, "sandbox_exec") || !slices.Contains(got, "sandbox_exec_background") || !slices.Contains(got, "sandbox_process") {
 		t.Fatalf("with autonomous exec: %v", got)
+	}
+	// The setting still turns them off.
+	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = false })
+	ch.wait(t)
+	if got := listNames(t, cs); len(got) != 17 || slices.Contains(got, "sandbox_exec_background") || slices.Contains(got, "sandbox_process") {
+		t.Fatalf("with background processes off: %v", got)
 	}
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = true })
 	ch.wait(t)
-	if got := listNames(t, cs); len(got) != 19 {
-		t.Fatalf("with background processes: %v", got)
-	}
 	f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = false })
 	ch.wait(t)
 	if got := listNames(t, cs); !slices.Equal(got, readOnly) {
@@ -329,7 +333,7 @@ func TestHTTPTokensPickTheAgent(t *testing.T) {
 	for _, tt := range []struct {
 		name, tok, user string
 		tools           int
-	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 17}} {
+	}{{"bob", f.tok, "agent-bob", 7}, {"alice", aliceTok, "agent-alice", 19}} {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := connectClient(t, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{tt.tok}}}, nil)
 			if got := listNames(t, cs); len(got) != tt.tools {

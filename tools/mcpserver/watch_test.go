@@ -50,7 +50,7 @@ func TestWatchAnnouncesOtherProcessesChanges(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "agents")
 			g := fakeGuest(t)
 			f.cfg.Env = tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }, Plugins: plugins.NewInstalled(state)})
-			f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled = true })
+			f.set(t, "bob", func(ae *agents.AutonomousExec) { ae.Enabled, ae.BackgroundProcesses = true, false })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go Watch(ctx, f.reg, time.Hour, t.Logf)

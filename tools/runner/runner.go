@@ -27,8 +27,9 @@ import (
 
 // Errors.
 var (
-	// ErrForbidden: an agent dispatched to another agent.
-	ErrForbidden = agentproto.Class(agentproto.ErrPermission, "an agent may dispatch tasks only to itself")
+	// ErrForbidden: an agent dispatched to an agent its dispatchTo
+	// setting doesn't list.
+	ErrForbidden = agentproto.Class(agentproto.ErrPermission, "an agent may dispatch tasks only to itself and the agents its dispatchTo setting lists")
 	// ErrEmptyTask: the task text is empty.
 	ErrEmptyTask = agentproto.Class(agentproto.ErrInvalid, "the task is empty")
 	// ErrBusy: the agent already has MaxRunning tasks running.
@@ -40,6 +41,16 @@ const MaxTaskLen = 64 << 10
 
 // MaxRunning bounds the tasks one agent has running in one process.
 const MaxRunning = 3
+
+// Bounds of dispatching to other agents, so that agents allowed to
+// dispatch to each other can't loop or fan out without end:
+// MaxDispatchDepth bounds a chain (alice → bob → carol is depth 2), and
+// MaxDispatchedRunning the tasks one agent has dispatched to others that
+// are still running (each target also keeps its own MaxRunning).
+const (
+	MaxDispatchDepth     = 3
+	MaxDispatchedRunning = 3
+)
 
 // Model is the chat completions client (inference.Client).
 type Model interface {
@@ -94,6 +105,8 @@ type TaskRunner struct {
 
 type live struct {
 	agent  string
+	by     string // the dispatching agent, when another
+	depth  int
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
@@ -122,19 +135,31 @@ var (
 )
 
 // Dispatch starts a task from the guest: caller (an agent's slug) may
-// dispatch only to itself; target empty means the caller.
+// dispatch to itself (target empty or its own id, slug or name) and to
+// the agents its dispatchTo setting lists, by id, slug or name. A task for
+// another agent runs as that agent, with its settings and limits, and is
+// visible to both. Chains and fan-out are bounded (MaxDispatchDepth,
+// MaxDispatchedRunning).
 func (r *TaskRunner) Dispatch(caller, target, task string) (Task, error) {
 	r.o.Agents.Reload()
 	a, err := r.o.Agents.GetSlug(caller)
 	if err != nil {
 		return Task{}, fmt.Errorf("%w: %s is not an agent of this app", ErrForbidden, caller)
 	}
-	if target != "" {
-		if t, err := r.o.Agents.Get(target); err != nil || t.ID != a.ID {
-			return Task{}, fmt.Errorf("%w: %q is not %s (use your own id %s, or omit it)", ErrForbidden, target, a.Slug, a.ID)
-		}
+	if target == "" {
+		return r.start(a, task, "dispatch", "", a.Slug, nil)
 	}
-	return r.Start(a.ID, task, "dispatch", nil)
+	t, err := r.o.Agents.Get(target)
+	if err == nil && t.ID == a.ID {
+		return r.start(a, task, "dispatch", "", a.Slug, nil)
+	}
+	// An unknown agent gets the same answer as one not allowed, so the
+	// setting is also what lets an agent learn who exists.
+	if err != nil || !slices.Contains(a.DispatchTo, t.ID) {
+		return Task{}, fmt.Errorf("%w: %s may not dispatch to %q; the user allows it with `osaurus-sandbox agent set %s dispatchTo NAME`",
+			ErrForbidden, a.Slug, target, a.Slug)
+	}
+	return r.start(t, task, "dispatch", a.Slug, a.Slug, nil)
 }
 
 // Start begins working a task for agent ref in the background; onUpdate,
@@ -146,6 +171,15 @@ func (r *TaskRunner) Start(ref, task, source string, onUpdate func(Task)) (Task,
 	if err != nil {
 		return Task{}, err
 	}
+	return r.start(a, task, source, "", "", onUpdate)
+}
+
+// start begins a task as a; by is the agent that dispatched it, when
+// another one, and from the agent whose command dispatched it (empty for
+// the user). A task continues the chain of from's deepest running task
+// (one of them is what dispatched), one deeper when it goes to another
+// agent, so a loop through self-dispatches is bounded too.
+func (r *TaskRunner) start(a agents.Agent, task, source, by, from string, onUpdate func(Task)) (Task, error) {
 	task = strings.TrimSpace(task)
 	switch {
 	case task == "":
@@ -160,16 +194,26 @@ func (r *TaskRunner) Start(ref, task, source string, onUpdate func(Task)) (Task,
 	}
 	task = r.scrub(a.Slug, task)
 	now := time.Now().UTC()
-	t := Task{ID: newID(), Agent: a.Slug, Task: task, Source: source, State: Running, Created: now, Updated: now, Steps: []Step{}, PID: os.Getpid()}
+	t := Task{ID: newID(), Agent: a.Slug, Task: task, Source: source, State: Running, Created: now, Updated: now, Steps: []Step{}, PID: os.Getpid(), DispatchedBy: by}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &live{agent: a.Slug, cancel: cancel, done: make(chan struct{})}
+	l := &live{agent: a.Slug, by: by, cancel: cancel, done: make(chan struct{})}
 	r.mu.Lock()
-	n := 0
+	n, dispatched, depth := 0, 0, 0
 	for _, o := range r.running {
 		if o.agent == a.Slug {
 			n++
 		}
+		if by != "" && o.by == by {
+			dispatched++
+		}
+		if from != "" && o.agent == from {
+			depth = max(depth, o.depth)
+		}
 	}
+	if by != "" {
+		depth++
+	}
+	l.depth, t.Depth = depth, depth
 	switch {
 	case r.closed:
 		r.mu.Unlock()
@@ -179,6 +223,14 @@ func (r *TaskRunner) Start(ref, task, source string, onUpdate func(Task)) (Task,
 		r.mu.Unlock()
 		cancel(nil)
 		return Task{}, fmt.Errorf("%w: %s already has %d tasks running; wait for one or cancel it", ErrBusy, a.Slug, n)
+	case depth > MaxDispatchDepth:
+		r.mu.Unlock()
+		cancel(nil)
+		return Task{}, fmt.Errorf("%w: this would be the %d-th dispatch to another agent in a chain, over the limit of %d (runner.MaxDispatchDepth); do the work yourself", ErrBusy, depth, MaxDispatchDepth)
+	case dispatched >= MaxDispatchedRunning:
+		r.mu.Unlock()
+		cancel(nil)
+		return Task{}, fmt.Errorf("%w: %s already has %d tasks it dispatched to other agents running (runner.MaxDispatchedRunning); wait for one", ErrBusy, by, dispatched)
 	}
 	r.running[t.ID] = l
 	r.mu.Unlock()
@@ -292,7 +344,17 @@ func (r *TaskRunner) Close() {
 	}
 }
 
-func systemPrompt(a agents.Agent) string {
+// systemPrompt is a task's system prompt; skill appends the Sandbox Plugin
+// Creator skill (tools.Toolset.PluginCreatorSkill).
+func systemPrompt(a agents.Agent, skill bool) string {
+	p := basePrompt(a)
+	if skill {
+		p += "\n\n" + tools.PluginCreatorSkillText()
+	}
+	return p
+}
+
+func basePrompt(a agents.Agent) string {
 	return "You are " + a.Name + ", an agent working in an isolated Linux VM (the Osaurus sandbox) as the Linux user " + a.User() +
 		". Your home is " + a.Home() + "; /workspace/shared is shared with other agents. Use the sandbox_* tools to do the task. " +
 		"Every tool returns a JSON envelope: {ok, result, warnings} or {ok: false, kind, message}; read the message and fix the call. " +
@@ -341,7 +403,8 @@ func (r *TaskRunner) work(ctx context.Context, a agents.Agent, t Task, onUpdate 
 	}
 	// A task is a new conversation: a new turn for maxCommandsPerTurn.
 	r.o.Tools.EndTurn(ctx, a.ID)
-	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a)}, {Role: "user", Content: t.Task}}
+	skill := r.o.Env.Toolset(a).PluginCreatorSkill() && (r.o.Hide == nil || !r.o.Hide("sandbox_plugin_register"))
+	msgs := []inference.Message{{Role: "system", Content: systemPrompt(a, skill)}, {Role: "user", Content: t.Task}}
 	for n := 1; ; n++ {
 		if ended() {
 			return

@@ -59,8 +59,12 @@ func setup(t *testing.T) *fixture {
 }
 
 func (f *fixture) newRunner() *runner.TaskRunner {
+	return newRunnerWith(f, tools.Options{Guest: noVM, Agents: f.reg})
+}
+
+func newRunnerWith(f *fixture, o tools.Options) *runner.TaskRunner {
 	return runner.New(runner.Options{
-		Env:    tools.NewEnv(tools.Options{Guest: noVM, Agents: f.reg}),
+		Env:    tools.NewEnv(o),
 		Agents: f.reg,
 		Model: &inference.Client{Settings: func() (inference.Settings, error) {
 			return inference.Settings{URL: f.model.URL, Model: "scripted"}, nil

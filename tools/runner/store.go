@@ -43,6 +43,18 @@ type Task struct {
 	// PID is the process working the task, to tell a live task from one
 	// whose process is gone.
 	PID int `json:"pid"`
+	// DispatchedBy is the agent (slug) that dispatched the task to Agent,
+	// when that is another agent; both may read it.
+	DispatchedBy string `json:"dispatchedBy,omitempty"`
+	// Depth is how many dispatches to another agent led to the task
+	// (0: started by the user or the agent itself); see MaxDispatchDepth.
+	Depth int `json:"depth,omitempty"`
+}
+
+// VisibleTo reports whether agent (a slug) may read the task: the agent it
+// runs as, and the agent that dispatched it.
+func (t Task) VisibleTo(agent string) bool {
+	return agent != "" && (t.Agent == agent || t.DispatchedBy == agent)
 }
 
 // Finished reports whether the task reached a final state.

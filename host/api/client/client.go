@@ -254,9 +254,9 @@ func (c *Client) awaitNoOwner(ctx context.Context) error {
 }
 
 // Diagnostics runs the checks in the owner.
-func (c *Client) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
+func (c *Client) Diagnostics(ctx context.Context, agent string, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	var rs []diagnostics.Result
-	err := c.call(ctx, control.OpDiagnostics, agentproto.Empty{}, &rs, func(raw json.RawMessage) {
+	err := c.call(ctx, control.OpDiagnostics, control.DiagnosticsRequest{Agent: agent}, &rs, func(raw json.RawMessage) {
 		var r diagnostics.Result
 		if json.Unmarshal(raw, &r) == nil && onResult != nil {
 			onResult(r)

@@ -117,7 +117,11 @@ func (s *Server) mux() *agentproto.Mux {
 		return c.Respond(agentproto.Empty{})
 	})
 	m.Handle(control.OpDiagnostics, func(ctx context.Context, c *agentproto.Call) error {
-		rs, err := s.Ctl.Diagnostics(ctx, func(r diagnostics.Result) { c.Emit(r) })
+		var req control.DiagnosticsRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		rs, err := s.Ctl.Diagnostics(ctx, req.Agent, func(r diagnostics.Result) { c.Emit(r) })
 		if err != nil {
 			return err
 		}
