@@ -12,8 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
