@@ -75,19 +75,6 @@ func (v Views) lock(ctx context.Context, a agents.Agent, name string) (*filelock
 	return filelock.Acquire(ctx, filepath.Join(dir, name+".lock"))
 }
 
-func (v Views) chown(p string, a agents.Agent) error {
-	if a.UID == 0 {
-		return nil
-	}
-	if v.Chown != nil {
-		return v.Chown(p, a.UID, a.UID)
-	}
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	return os.Lchown(p, a.UID, a.UID)
-}
-
 // Has reports whether a has a complete view of project name.
 func (v Views) Has(a agents.Agent, name string) bool {
 	_, err := v.loadBaseline(a, name)
