@@ -17,7 +17,7 @@ var subcommands = map[string][]string{
 	"network":    {"log"},
 	"plugin":     {"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove"},
 	"config":     {"get", "set", "reset"},
-	"project":    {"add", "list", "remove"},
+	"project":    {"add", "list", "remove", "repair"},
 	"ports":      {"close"},
 	"checkpoint": {"create", "list", "restore", "remove"},
 	"completion": {"bash", "zsh", "fish"},

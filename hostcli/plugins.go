@@ -171,10 +171,16 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	case (sub == "install" || sub == "uninstall") && len(pos) == 1 && agentRef != "":
 		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install", flags["yes"])
 	case sub == "remove" && len(pos) == 1:
+		_, err := lib.Get(pos[0])
+		var damaged *plugins.DamagedError
+		errors.As(err, &damaged)
 		if err := lib.Remove(ctx, pos[0]); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "removed %s\n", pos[0])
+		if damaged != nil {
+			fmt.Fprintf(c.out, "the damaged file is kept aside as %s.damaged-TIME\n", damaged.Path)
+		}
 		return ExitOK
 	}
 	fmt.Fprintln(c.err, pluginUsage)
@@ -277,7 +283,7 @@ func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, termsafe.Line(r.Name), termsafe.Line(orDash(r.Version)), r.LibraryVer, len(r.Tools), orDash(src))
 		}
 		for _, d := range damaged {
-			fmt.Fprintf(w, "%s\t(DAMAGED: `plugin remove %s` deletes it, importing it again replaces it)\t-\t-\t-\t-\n", d.ID, d.ID)
+			fmt.Fprintf(w, "%s\t(DAMAGED: `plugin remove %s` removes it, importing it again replaces it; the file is kept aside)\t-\t-\t-\t-\n", d.ID, d.ID)
 		}
 		w.Flush()
 	}

@@ -16,6 +16,7 @@ const projectUsage = `usage:
   osaurus-sandbox project add PATH [--name NAME]
   osaurus-sandbox project list [--json]
   osaurus-sandbox project remove NAME
+  osaurus-sandbox project repair
   osaurus-sandbox agent set AGENT projects NAME[,NAME...]   (or "none")
   osaurus-sandbox changes AGENT PROJECT [--json]
   osaurus-sandbox apply AGENT PROJECT [--review ID] [--yes] [--force]
@@ -116,6 +117,11 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		}
 		fmt.Fprintf(c.out, "removed project %s (your folder is untouched)\n", args[0])
 		return ExitOK
+	case "repair":
+		if fs := c.flags("project repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
+			return ExitUsage
+		}
+		return c.projectRepair()
 	}
 	fmt.Fprintln(c.err, projectUsage)
 	return ExitUsage
@@ -383,4 +389,32 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		}
 		return ExitOK
 	}
+}
+
+// projectRepair rewrites a damaged projects.json with the projects it can
+// still read, keeping the damaged file aside; no folder is touched.
+func (c *cli) projectRepair() int {
+	path := c.paths.ProjectsJSON()
+	res, err := projects.Repair(path)
+	if err != nil {
+		return c.fail(err)
+	}
+	if res.Aside == "" {
+		fmt.Fprintf(c.out, "%s is fine (%d projects); nothing to repair\n", path, len(res.Kept))
+		return ExitOK
+	}
+	fmt.Fprintf(c.out, "moved the damaged file to %s\n", res.Aside)
+	var names []string
+	for _, p := range res.Kept {
+		names = append(names, p.Name)
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(c.out, "kept %d projects: %s\n", len(names), strings.Join(names, ", "))
+	} else {
+		fmt.Fprintln(c.out, "no project could be read: starting with none (add your folders again with `osaurus-sandbox project add PATH --name NAME`; agents' views are kept)")
+	}
+	for _, d := range res.Dropped {
+		fmt.Fprintf(c.out, "could not read: %s\n", d)
+	}
+	return ExitOK
 }

@@ -69,23 +69,32 @@ func TestPluginRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, errOut, code := run(t, "plugin", "list")
-		if code != ExitError || !strings.Contains(out, "second") || !strings.Contains(out, "hello-tools  (DAMAGED: `plugin remove hello-tools` deletes it") || !strings.Contains(errOut, "damaged library file") {
+		if code != ExitError || !strings.Contains(out, "second") || !strings.Contains(out, "hello-tools  (DAMAGED: `plugin remove hello-tools` removes it") || !strings.Contains(errOut, "damaged library file") {
 			t.Fatalf("list with a damaged file: %d\nstdout: %s\nstderr: %s", code, out, errOut)
 		}
 		// Importing it again replaces it, keeping the damaged file aside.
 		if out, errOut, code := run(t, "plugin", "import", hello); code != ExitOK || !strings.Contains(out, "library version 1") {
 			t.Fatalf("re-import over the damaged file: %d %q %q", code, out, errOut)
 		}
-		if _, err := os.Stat(lib + ".damaged"); err != nil {
-			t.Errorf("the damaged file was not kept aside: %v", err)
+		if m, _ := filepath.Glob(lib + ".damaged-*"); len(m) != 1 {
+			t.Errorf("the damaged file was not kept aside as %s.damaged-TIME: %v", lib, m)
+		} else {
+			os.Remove(m[0])
 		}
 		if _, _, code := run(t, "plugin", "list"); code != ExitOK {
 			t.Fatalf("list after the re-import: %d", code)
 		}
 		// Or remove it.
 		os.WriteFile(lib, []byte("{"), 0o600)
-		if out, errOut, code := run(t, "plugin", "remove", "hello-tools"); code != ExitOK {
+		if out, errOut, code := run(t, "plugin", "remove", "hello-tools"); code != ExitOK || !strings.Contains(out, "kept aside as "+lib+".damaged-TIME") {
 			t.Fatalf("remove of the damaged file: %d %q %q", code, out, errOut)
+		}
+		// Removing keeps the damaged file aside too: it may be the only
+		// copy of a recipe the user wrote.
+		if m, _ := filepath.Glob(lib + ".damaged-*"); len(m) != 1 {
+			t.Errorf("remove deleted the damaged file instead of keeping it aside: %v", m)
+		} else if b, _ := os.ReadFile(m[0]); string(b) != "{" {
+			t.Errorf("the file kept aside is not the damaged one: %q", b)
 		}
 		if out, _, code := run(t, "plugin", "list"); code != ExitOK || strings.Contains(out, "hello-tools") || !strings.Contains(out, "second") {
 			t.Fatalf("list after removing the damaged file: %d %q", code, out)
@@ -122,5 +131,61 @@ func TestDamagedAgentsFile(t *testing.T) {
 	}
 	if out, _, code := run(t, "agent", "repair"); code != ExitOK || !strings.Contains(out, "nothing to repair") {
 		t.Fatalf("repair of a good file: %d %q", code, out)
+	}
+}
+
+// TestDamagedProjectsFile: a damaged projects.json is named with the fix
+// in every project command; `project repair` keeps the projects it can
+// read and the damaged file aside, touching no folder.
+func TestDamagedProjectsFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	src := t.TempDir()
+	for _, n := range []string{"site", "blog"} {
+		os.Mkdir(filepath.Join(src, n), 0o755)
+		if _, errOut, code := run(t, "project", "add", filepath.Join(src, n)); code != ExitOK {
+			t.Fatal(errOut)
+		}
+	}
+	path := config.Paths{Root: home}.ProjectsJSON()
+	b, _ := os.ReadFile(path)
+	cut := b[:strings.Index(string(b), `"blog"`)]
+	for _, tc := range []struct{ name, body, kept, why string }{
+		{"cut short", string(cut), "kept 1 projects: site", "it ends in the middle"},
+		{"wrong type", strings.Replace(string(b), `"name": "blog"`, `"name": 7`, 1), "kept 1 projects: site", `"name" holds a number`},
+		{"not JSON", "garbage", "no project could be read", "invalid character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.WriteFile(path, []byte(tc.body), 0o644)
+			for _, args := range [][]string{{"project", "list"}, {"project", "add", src}, {"project", "remove", "site"}} {
+				_, errOut, code := run(t, args...)
+				if code != ExitError || !containsAll(errOut, path+" is damaged", tc.why, "`osaurus-sandbox project repair`") {
+					t.Errorf("%v: %d %q", args, code, errOut)
+				}
+			}
+			out, errOut, code := run(t, "project", "repair")
+			if code != ExitOK || !containsAll(out, "moved the damaged file to "+path+".damaged-", tc.kept) {
+				t.Fatalf("repair: %d %q %q", code, out, errOut)
+			}
+			m, _ := filepath.Glob(path + ".damaged-*")
+			if len(m) == 0 {
+				t.Fatal("the damaged file was not kept aside")
+			}
+			if aside, _ := os.ReadFile(m[len(m)-1]); string(aside) != tc.body {
+				t.Errorf("the file kept aside is not the damaged one: %q", aside)
+			}
+			os.Remove(m[len(m)-1])
+			out, _, code = run(t, "project", "list")
+			if code != ExitOK || strings.Contains(tc.kept, "site") != strings.Contains(out, "site") || strings.Contains(out, "blog") {
+				t.Fatalf("list after the repair: %d %q", code, out)
+			}
+			if out, _, code := run(t, "project", "repair"); code != ExitOK || !strings.Contains(out, "nothing to repair") {
+				t.Fatalf("repair of a good file: %d %q", code, out)
+			}
+			if _, err := os.Stat(filepath.Join(src, "blog")); err != nil {
+				t.Fatal("repair touched a folder")
+			}
+			os.WriteFile(path, b, 0o644)
+		})
 	}
 }

@@ -157,7 +157,13 @@ type DamagedError struct {
 }
 
 func (e *DamagedError) Error() string {
-	return fmt.Sprintf("%s: damaged library file: %v (`osaurus-sandbox plugin remove %s` deletes it; importing the plugin again replaces it)", e.Path, e.Err, e.ID)
+	return fmt.Sprintf("%s: damaged library file: %v (`osaurus-sandbox plugin remove %s` removes it from the library, importing the plugin again replaces it; either way the file is kept aside as %s.damaged-TIME)", e.Path, e.Err, e.ID, filepath.Base(e.Path))
+}
+
+// damagedAside is where a damaged file is kept once replaced or removed,
+// named as agents.json's and sandbox.json's are.
+func damagedAside(file string) string {
+	return file + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
 }
 
 func (e *DamagedError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
@@ -218,7 +224,7 @@ func (l *Library) save(ctx context.Context, p *Plugin, o Origin, mustBeNew bool)
 	e, err := l.Get(id)
 	if errors.Is(err, ErrDamaged) && !mustBeNew {
 		// Replace it, keeping the damaged file beside it for the user.
-		if err := os.Rename(l.file(id), l.file(id)+".damaged"); err != nil {
+		if err := os.Rename(l.file(id), damagedAside(l.file(id))); err != nil {
 			return nil, false, err
 		}
 		err = ErrNotFound
@@ -292,8 +298,11 @@ func (l *Library) Duplicate(ctx context.Context, id string) (*Entry, error) {
 // to retry.
 func (l *Library) Remove(ctx context.Context, id string) error {
 	// A damaged file can be removed too: that is how the user gets rid
-	// of it.
-	if _, err := l.Get(id); err != nil && !errors.Is(err, ErrDamaged) {
+	// of it. It is kept aside, not deleted: it may hold the only copy of
+	// a recipe the user wrote.
+	_, err := l.Get(id)
+	damaged := errors.Is(err, ErrDamaged)
+	if err != nil && !damaged {
 		return err
 	}
 	if l.Uninstaller != nil {
@@ -306,7 +315,12 @@ func (l *Library) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	defer unlock()
-	if err := os.Remove(l.file(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if damaged {
+		err = os.Rename(l.file(id), damagedAside(l.file(id)))
+	} else {
+		err = os.Remove(l.file(id))
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return atomicfile.SyncDir(l.dir)

@@ -55,11 +55,7 @@ func Load(path string) ([]Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f listFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w (fix or delete the file)", path, err)
-	}
-	return f.Projects, nil
+	return parse(path, b)
 }
 
 func save(path string, list []Project) error {
