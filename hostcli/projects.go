@@ -322,35 +322,38 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			return c.fail(err)
 		}
 		v := c.views()
-		what := "every change"
-		if len(paths) > 0 {
-			shown := make([]string, len(paths))
-			for i, p := range paths {
-				shown[i] = projects.Shown(p)
-			}
-			what = strings.Join(shown, ", ")
+		var shown []string
+		for _, p := range paths {
+			shown = append(shown, projects.Shown(p))
 		}
-		if !discard && *reviewID == "" {
-			// No review given: this is the review. Show it, ask, and
-			// apply exactly it.
+		if discard || *reviewID == "" {
+			// Nothing changed: say so, and ask nothing.
 			cs, err := v.Changes(ctx, a, p)
 			if err != nil {
 				return c.fail(err)
 			}
 			if len(cs.Changes) == 0 {
-				fmt.Fprintf(c.out, "%s has not changed %s\n", a.Name, p.Name)
+				fmt.Fprintf(c.out, "nothing to %s: %s has not changed %s since its view was taken\n", name, a.Name, p.Name)
 				return ExitOK
 			}
-			c.printChanges(cs)
-			*reviewID = cs.Review
-			what += " of review " + cs.Review
+			if !discard {
+				// No review given: this is the review. Show it, ask, and
+				// apply exactly it.
+				c.printChanges(cs)
+				*reviewID = cs.Review
+			}
 		}
 		if !*yes {
-			msg := fmt.Sprintf("This writes %s of %s's view into %s.", what, a.Name, p.Path)
-			if discard {
-				msg = fmt.Sprintf("This throws away %s of %s's changes to %s.", what, a.Name, p.Name)
-			} else if *reviewID != "" && !strings.Contains(what, *reviewID) {
-				msg = fmt.Sprintf("This writes %s of review %s of %s's view into %s.", what, *reviewID, a.Name, p.Path)
+			var msg string
+			switch {
+			case discard && len(shown) == 0:
+				msg = fmt.Sprintf("This throws away all of %s's changes to %s.", a.Name, p.Name)
+			case discard:
+				msg = fmt.Sprintf("This throws away %s's changes to %s in %s.", a.Name, strings.Join(shown, ", "), p.Name)
+			case len(shown) == 0:
+				msg = fmt.Sprintf("This writes every change of review %s from %s's view into %s.", *reviewID, a.Name, p.Path)
+			default:
+				msg = fmt.Sprintf("This writes %s, as of review %s, from %s's view into %s.", strings.Join(shown, ", "), *reviewID, a.Name, p.Path)
 			}
 			if !c.confirm(msg) {
 				return ExitDeclined

@@ -78,3 +78,46 @@ func TestChangesAndApplyByReview(t *testing.T) {
 		t.Fatalf("apply --review nope: %d %s", code, errOut)
 	}
 }
+
+// TestProjectWording: `project add` of a missing folder names it and the
+// fix, not Go's stat error; `apply` and `discard` with nothing changed
+// say so and ask nothing; the discard question reads as a sentence.
+func TestProjectWording(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	missing := filepath.Join(t.TempDir(), "nope")
+	_, errOut, code := run(t, "project", "add", missing)
+	if code == ExitOK || !containsAll(errOut, "there is no folder "+missing, "mkdir -p "+missing) || strings.Contains(errOut, "stat ") || strings.Contains(errOut, "no such file") {
+		t.Fatalf("add of a missing folder: %d %q", code, errOut)
+	}
+	dir := filepath.Join(t.TempDir(), "web")
+	os.Mkdir(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	for _, args := range [][]string{{"agent", "add", "alice"}, {"project", "add", dir, "--name", "web"}, {"agent", "set", "alice", "projects", "web"}} {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+	}
+	for _, verb := range []string{"apply", "discard"} {
+		// No answer on stdin: a question would decline (exit 5).
+		out, errOut, code := runStdin(t, "", verb, "alice", "web")
+		if code != ExitOK || !strings.Contains(out, "nothing to "+verb+": alice has not changed web") || strings.Contains(errOut, "?") {
+			t.Errorf("%s with no changes: %d %q %q", verb, code, out, errOut)
+		}
+	}
+	view := filepath.Join(config.Paths{Root: home}.ProjectViews(), "alice", "web")
+	os.WriteFile(filepath.Join(view, "a.txt"), []byte("b\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"discard", "alice", "web"}, "This throws away all of alice's changes to web."},
+		{[]string{"discard", "alice", "web", "a.txt"}, "This throws away alice's changes to a.txt in web."},
+		{[]string{"apply", "alice", "web"}, "This writes every change of review "},
+	} {
+		_, errOut, code := runStdin(t, "", tc.args...)
+		if code != ExitDeclined || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "change of alice's changes") {
+			t.Errorf("%v: %d %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
