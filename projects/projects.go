@@ -119,9 +119,9 @@ func Add(path, dir, name, dataRoot string) (Project, error) {
 	st, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return Project{}, fmt.Errorf("%w: there is no folder %s; check the path, or create the folder first (mkdir -p %s)", ErrInvalid, abs, abs)
+		return Project{}, fmt.Errorf("%w: path: there is no folder %s; check the path, or create the folder first (mkdir -p %s)", ErrInvalid, abs, abs)
 	case errors.Is(err, os.ErrPermission):
-		return Project{}, fmt.Errorf("%w: you may not read %s; give a folder of yours", ErrInvalid, abs)
+		return Project{}, fmt.Errorf("%w: path: you may not read %s; give a folder of yours", ErrInvalid, abs)
 	case err != nil:
 		return Project{}, fmt.Errorf("%w: path: %v; give an existing folder", ErrInvalid, err)
 	}

@@ -105,6 +105,11 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		w.Tabs.Append(container.NewTabItem("Network", w.Network.content()))
 		go w.Network.follow(ctx)
 	}
+	// Each tab scrolls rather than holding the window open at its widest
+	// or tallest content: the window fits a small screen at any tab.
+	for _, ti := range w.Tabs.Items {
+		ti.Content = container.NewScroll(ti.Content)
+	}
 	w.Win.SetContent(w.Tabs)
 	w.gateTabs(b.Status().State)
 	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
@@ -162,6 +167,26 @@ type Options struct {
 	Events *events.Store
 }
 
+// The window opens at defaultSize the first time: it fits a 1024×600
+// netbook or a 1366×768 laptop with its panels and title bar. After that
+// it opens at the size the user left it, which is resizable as any
+// window; a remembered size below minSize or above maxSize (a damaged
+// preference) is not trusted.
+var (
+	defaultSize = fyne.NewSize(860, 540)
+	minSize     = fyne.NewSize(480, 360)
+	maxSize     = fyne.NewSize(7680, 4320)
+)
+
+// initialSize is the size the window opens at, from the remembered one
+// (0 when none).
+func initialSize(w, h float32) fyne.Size {
+	if w < minSize.Width || h < minSize.Height || w > maxSize.Width || h > maxSize.Height {
+		return defaultSize
+	}
+	return fyne.NewSize(w, h)
+}
+
 // Run shows the window until the user quits. With a tray host, closing
 // the window hides it and the VM keeps running, and Quit in the tray stops
 // the VM cleanly. Without one (a desktop with no tray, plain Xvfb),
@@ -184,9 +209,9 @@ func Run(o Options) error {
 	w.Events.start(o.Events)
 	defer w.Events.close()
 	prefs := a.Preferences()
-	w.Win.Resize(fyne.NewSize(
-		float32(prefs.FloatWithFallback("window.width", 900)),
-		float32(prefs.FloatWithFallback("window.height", 760))))
+	w.Win.Resize(initialSize(
+		float32(prefs.FloatWithFallback("window.width", 0)),
+		float32(prefs.FloatWithFallback("window.height", 0))))
 	saveSize := func() {
 		sz := w.Win.Canvas().Size()
 		prefs.SetFloat("window.width", float64(sz.Width))
