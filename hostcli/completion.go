@@ -15,7 +15,7 @@ var subcommands = map[string][]string{
 	"task":       {"list", "show", "cancel"},
 	"memory":     {"list", "search", "remove"},
 	"network":    {"log"},
-	"plugin":     {"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove"},
+	"plugin":     {"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove", "repair"},
 	"config":     {"get", "set", "reset"},
 	"project":    {"add", "list", "remove", "repair"},
 	"ports":      {"close"},

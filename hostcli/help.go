@@ -115,7 +115,7 @@ var helps = []cmdHelp{
 		usage:   []string{"network log [--follow] [--json] [--agent NAME]"},
 		flags:   [][2]string{{"--follow", "keep printing refusals as they happen"}, {"--agent NAME", "only this agent's refusals"}, {"--json", "one JSON object per line"}},
 		example: []string{"osaurus-sandbox network log --agent alice"}},
-	{name: "plugin", summary: "the plugin library: import, list, show, export, duplicate, update, install, uninstall, remove",
+	{name: "plugin", summary: "the plugin library: import, list, show, export, duplicate, update, install, uninstall, remove, repair",
 		usage:   pluginHelpLines(true),
 		notes:   pluginHelpLines(false),
 		flags:   [][2]string{{"--agent NAME", "install, uninstall: the agent"}, {"--yes", "accept the secrets and network the recipe gets"}, {"--json", "print JSON"}},

@@ -1,6 +1,7 @@
 package hostcli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ const pluginUsage = `usage:
   osaurus-sandbox plugin install ID --agent NAME [--yes]  install for an agent (the VM must be running)
   osaurus-sandbox plugin uninstall ID --agent NAME
   osaurus-sandbox plugin remove ID               uninstall from every agent, then delete
+  osaurus-sandbox plugin repair                  rewrite damaged install records, keeping what is readable
 import, update and install show the secrets and network a recipe gets; --yes accepts them when it gets
 any secret, more than the setup allowlist, or its commands reach hosts outside the allowlist or built at
 run time. An imported recipe without permissions.network runs under the setup allowlist.`
@@ -170,6 +172,8 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		return ExitOK
 	case (sub == "install" || sub == "uninstall") && len(pos) == 1 && agentRef != "":
 		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install", flags["yes"])
+	case sub == "repair" && len(pos) == 0:
+		return c.pluginRepair(ctx)
 	case sub == "remove" && len(pos) == 1:
 		_, err := lib.Get(pos[0])
 		var damaged *plugins.DamagedError
@@ -528,4 +532,34 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// pluginRepair rewrites each agent's damaged installed.json with the
+// installations it can still read, keeping the damaged file aside.
+func (c *cli) pluginRepair(ctx context.Context) int {
+	rs, err := c.installed().Repair(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintln(c.out, "every agent's install record is fine; nothing to repair")
+		return ExitOK
+	}
+	names := map[string]string{}
+	if reg, err := c.openAgents(); err == nil {
+		for _, a := range reg.List() {
+			names[a.ID] = a.Slug
+		}
+	}
+	for _, r := range rs {
+		who := cmp.Or(names[r.AgentID], r.AgentID)
+		fmt.Fprintf(c.out, "%s: moved the damaged file to %s\n", who, r.Aside)
+		if len(r.Kept) > 0 {
+			fmt.Fprintf(c.out, "%s: kept %d plugins: %s\n", who, len(r.Kept), strings.Join(r.Kept, ", "))
+		}
+		for _, d := range r.Dropped {
+			fmt.Fprintf(c.out, "%s: could not read: %s (install it again with `osaurus-sandbox plugin install ID --agent %s`)\n", who, d, who)
+		}
+	}
+	return ExitOK
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/plugins"
 )
 
 // TestPluginRecovery: no mistake with the plugin library loses work or
@@ -187,5 +189,68 @@ func TestDamagedProjectsFile(t *testing.T) {
 			}
 			os.WriteFile(path, b, 0o644)
 		})
+	}
+}
+
+// TestDamagedInstallRecord: a damaged installed.json (an agent's
+// installed plugins) is named with the fix; `plugin repair` keeps the
+// installations it can read and the damaged file aside.
+func TestDamagedInstallRecord(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	dir := t.TempDir()
+	hello := filepath.Join(dir, "hello.json")
+	second := strings.Replace(helloPlugin, "Hello Tools", "Second", 1)
+	os.WriteFile(hello, []byte(helloPlugin), 0o644)
+	os.WriteFile(filepath.Join(dir, "second.json"), []byte(second), 0o644)
+	for _, args := range [][]string{{"agent", "add", "alice"}, {"plugin", "import", hello}, {"plugin", "import", filepath.Join(dir, "second.json")}} {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+	}
+	reg, err := agents.Open(config.Paths{Root: home}.AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := reg.Get("alice")
+	store := plugins.NewInstalled(config.Paths{Root: home}.AgentStateDir())
+	for _, body := range []string{helloPlugin, second} {
+		p, err := plugins.DecodeBytes([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Record(t.Context(), alice.ID, p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(config.Paths{Root: home}.AgentStateDir(), alice.ID, "sandbox-plugins", "installed.json")
+	b, _ := os.ReadFile(path)
+	// Cut inside the second installation ("second" sorts after "hello-tools").
+	damaged := b[:strings.Index(string(b), `"second"`)+20]
+	os.WriteFile(path, damaged, 0o600)
+	// Removing a plugin from the library reads every agent's record.
+	if _, errOut, code := run(t, "plugin", "remove", "second"); code == ExitOK || !containsAll(errOut, path+" is damaged", "`osaurus-sandbox plugin repair`") {
+		t.Fatalf("remove with a damaged install record: %d %q", code, errOut)
+	}
+	if out, _, _ := run(t, "agent", "show", "alice"); !containsAll(out, path+" is damaged", "`osaurus-sandbox plugin repair`") {
+		t.Errorf("agent show with a damaged install record:\n%s", out)
+	}
+	out, errOut, code := run(t, "plugin", "repair")
+	if code != ExitOK || !containsAll(out, "alice: moved the damaged file to "+path+".damaged-", "alice: kept 1 plugins: hello-tools", "alice: could not read: ", "plugin install ID --agent alice") {
+		t.Fatalf("repair: %d %q %q", code, out, errOut)
+	}
+	if m, _ := filepath.Glob(path + ".damaged-*"); len(m) != 1 {
+		t.Fatalf("the damaged file was not kept aside: %v", m)
+	} else if aside, _ := os.ReadFile(m[0]); string(aside) != string(damaged) {
+		t.Fatalf("the file kept aside is not the damaged one")
+	}
+	if ids, err := store.Agents("hello-tools"); err != nil || len(ids) != 1 {
+		t.Fatalf("hello-tools after the repair: %v %v", ids, err)
+	}
+	if out, errOut, code := run(t, "plugin", "list"); code != ExitOK {
+		t.Fatalf("list after the repair: %d %q %q", code, out, errOut)
+	}
+	if out, _, code := run(t, "plugin", "repair"); code != ExitOK || !strings.Contains(out, "nothing to repair") {
+		t.Fatalf("repair of good files: %d %q", code, out)
 	}
 }

@@ -85,7 +85,7 @@ func (s *Installed) read(agentID string) (installedFile, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("%s: damaged: %w (uninstall and install the agent's plugins again)", p, err)
+		return f, &InstalledDamagedError{Path: p, Err: err}
 	}
 	if f.Plugins == nil {
 		f.Plugins = map[string]Installation{}
@@ -228,4 +228,145 @@ func (s *Installed) ConfineOld(ctx context.Context, agentID string, origin Origi
 	})
 	sort.Strings(changed)
 	return changed, err
+}
+
+// InstalledDamagedError: an agent's installed.json can't be read. It
+// names the file and the way back: `plugin repair` (Installed.Repair).
+type InstalledDamagedError struct {
+	Path string
+	Err  error
+}
+
+func (e *InstalledDamagedError) Error() string {
+	return fmt.Sprintf("%s is damaged: %v. Run `osaurus-sandbox plugin repair`: it keeps every installation it can still read, moves the file aside (installed.json.damaged-TIME) and writes the rest; install what it could not read again with `osaurus-sandbox plugin install ID --agent AGENT`", e.Path, e.Err)
+}
+
+func (e *InstalledDamagedError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
+
+// InstalledRepair is what Repair did to one agent's installed.json.
+type InstalledRepair struct {
+	AgentID string
+	Aside   string   // where the damaged file is now
+	Kept    []string // plugin ids still installed
+	Dropped []string // what could not be read, and why
+}
+
+// Repair rewrites every agent's damaged installed.json with the
+// installations that can still be read, keeping the damaged file beside
+// it (installed.json.damaged-TIME). Intact files are left alone.
+func (s *Installed) Repair(ctx context.Context) ([]InstalledRepair, error) {
+	ents, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []InstalledRepair
+	for _, e := range ents {
+		if !e.IsDir() || !agentIDRe.MatchString(e.Name()) {
+			continue
+		}
+		r, err := s.repair(ctx, e.Name())
+		if err != nil {
+			return out, err
+		}
+		if r.Aside != "" {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *Installed) repair(ctx context.Context, agentID string) (InstalledRepair, error) {
+	r := InstalledRepair{AgentID: agentID}
+	p, err := s.path(agentID)
+	if err != nil {
+		return r, err
+	}
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return r, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	lock, err := filelock.Acquire(lctx, p+".lock")
+	if err != nil {
+		return r, err
+	}
+	defer lock.Unlock()
+	var dmg *InstalledDamagedError
+	if _, err := s.read(agentID); !errors.As(err, &dmg) {
+		return r, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return r, err
+	}
+	f := installedFile{Plugins: map[string]Installation{}}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	cut := func(err error) { r.Dropped = append(r.Dropped, fmt.Sprintf("the rest of the file: %v", err)) }
+	salvage := func() {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			r.Dropped = append(r.Dropped, "the file is not a JSON object: nothing could be read")
+			return
+		}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				cut(err)
+				return
+			}
+			if t != "plugins" {
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					cut(err)
+					return
+				}
+				continue
+			}
+			if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+				r.Dropped = append(r.Dropped, `"plugins" is not an object`)
+				return
+			}
+			for dec.More() {
+				t, err := dec.Token()
+				if err != nil {
+					cut(err)
+					return
+				}
+				id, _ := t.(string)
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err != nil {
+					cut(err)
+					return
+				}
+				var in Installation
+				d := json.NewDecoder(bytes.NewReader(raw))
+				d.DisallowUnknownFields()
+				switch err := d.Decode(&in); {
+				case err != nil:
+					r.Dropped = append(r.Dropped, fmt.Sprintf("%s: %v", id, err))
+				case in.Recipe == nil || in.Recipe.ID() != id:
+					r.Dropped = append(r.Dropped, fmt.Sprintf("%s: no recipe of that id", id))
+				default:
+					f.Plugins[id] = in
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				cut(err)
+				return
+			}
+		}
+	}
+	salvage()
+	r.Kept = sortedKeys(f.Plugins)
+	r.Aside = p + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := atomicfile.WriteFile(r.Aside, b, 0o600); err != nil {
+		return r, fmt.Errorf("installed plugins: keeping the damaged file: %w", err)
+	}
+	nb, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return r, err
+	}
+	return r, atomicfile.WriteFile(p, append(nb, '\n'), 0o600)
 }
