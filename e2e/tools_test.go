@@ -633,20 +633,30 @@ func gating(t *testing.T, te *toolsEnv) {
 		}
 		s.ok(t, "sandbox_list_directory", nil)
 
-		set := func(on bool) {
-			if _, err := te.reg.Update("carol", func(a *agents.Agent) error { a.AutonomousExec.Enabled = on; return nil }); err != nil {
+		update := func(fn func(*agents.AutonomousExec)) {
+			if _, err := te.reg.Update("carol", func(a *agents.Agent) error { fn(&a.AutonomousExec); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			s.waitChanged(t)
 		}
+		set := func(on bool) { update(func(ae *agents.AutonomousExec) { ae.Enabled = on }) }
 		set(true)
-		if got := len(s.tools(t)); got != 20 {
-			t.Fatalf("%s: %d tools after enabling, want 20", s.name, got)
+		// Background processes follow autonomous exec (a new agent's
+		// backgroundProcesses is on), as the seed documents.
+		if got := len(s.tools(t)); got != 22 {
+			t.Fatalf("%s: %d tools after enabling, want 22", s.name, got)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)
 		}
+		s.ok(t, "sandbox_exec_background", map[string]any{"command": "true"})
+		// The setting still takes them away for users who want them off.
+		update(func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = false })
+		if got := len(s.tools(t)); got != 20 {
+			t.Fatalf("%s: %d tools with backgroundProcesses off, want 20", s.name, got)
+		}
 		s.fails(t, "sandbox_exec_background", map[string]any{"command": "sleep 1"}, envelope.ToolNotFound)
+		update(func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = true })
 		set(false)
 		s.fails(t, "sandbox_write_file", map[string]any{"path": "x", "content": "y"}, envelope.ToolNotFound)
 	}

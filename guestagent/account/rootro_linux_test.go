@@ -27,8 +27,11 @@ func TestReadOnlyRootKeepsAgentAreas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var (
-		crash = filepath.Join(root, "var", "crash")
-		home  = filepath.Join(root, "home", "alice")
+		crash  = filepath.Join(root, "var", "crash")
+		home   = filepath.Join(root, "home", "alice")
+		ws     = filepath.Join(root, "workspace")
+		wsHome = filepath.Join(ws, "agents", "alice")
+		shared = filepath.Join(ws, "shared")
 	)
 	got, err := osthread.Throwaway(func() (map[string]error, error) {
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
@@ -41,7 +44,7 @@ func TestReadOnlyRootKeepsAgentAreas(t *testing.T) {
 		if err := unix.Mount("test-root", root, "tmpfs", 0, "size=4m"); err != nil {
 			return nil, err
 		}
-		for _, d := range []string{crash, home} {
+		for _, d := range []string{crash, home, wsHome, shared} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return nil, err
 			}
@@ -52,7 +55,9 @@ func TestReadOnlyRootKeepsAgentAreas(t *testing.T) {
 		if err := os.Symlink(crash, filepath.Join(root, "linked")); err != nil {
 			return nil, err
 		}
-		if err := readOnlyRoot(root, []string{home, filepath.Join(root, "linked"), filepath.Join(root, "missing"), ""}); err != nil {
+		// A home inside /workspace is named before /workspace, as the
+		// agent's areas are.
+		if err := readOnlyRoot(root, []string{wsHome, home, ws, filepath.Join(root, "linked"), filepath.Join(root, "missing"), ""}); err != nil {
 			return nil, err
 		}
 		errs := map[string]error{}
@@ -60,6 +65,13 @@ func TestReadOnlyRootKeepsAgentAreas(t *testing.T) {
 			errs[p] = os.WriteFile(p, []byte("x"), 0o600)
 		}
 		errs["mkdir"] = os.Mkdir(filepath.Join(crash, "d"), 0o755)
+		// A file moves from a home inside /workspace to /workspace/shared
+		// by rename, as sandbox_move does: one mount, not two.
+		if err := os.WriteFile(filepath.Join(wsHome, "m"), []byte("x"), 0o600); err != nil {
+			errs["write in the workspace home"] = err
+		} else {
+			errs["rename home to shared"] = os.Rename(filepath.Join(wsHome, "m"), filepath.Join(shared, "m"))
+		}
 		return errs, nil
 	})
 	if err != nil {
@@ -67,7 +79,7 @@ func TestReadOnlyRootKeepsAgentAreas(t *testing.T) {
 	}
 	for p, err := range got {
 		want := unix.EROFS
-		if p == filepath.Join(home, "f") {
+		if p == filepath.Join(home, "f") || p == "rename home to shared" || p == "write in the workspace home" {
 			if err != nil {
 				t.Errorf("the agent's area %s: %v, want it writable", p, err)
 			}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netns"
@@ -319,14 +321,37 @@ func buildTmpNS(area string, writable []string) (int, error) {
 // areas in writable that lie on that mount itself (a home outside
 // /workspace, a VM without shares) first become mounts of their own,
 // which the remount leaves writable; missing ones and links are skipped.
+// An area inside another writable area, or on another mount (a home on
+// the /workspace share), is left as it is: a bind of its own there would
+// split one file system in two, and a rename between them (a home file
+// moved to /workspace/shared) would fail with EXDEV.
 func readOnlyRoot(root string, writable []string) error {
-	for _, d := range writable {
-		if d == "" || isMountPoint(d) {
+	var rootSt unix.Stat_t
+	if err := unix.Stat(root, &rootSt); err != nil {
+		return fmt.Errorf("stat %s: %w", root, err)
+	}
+	areas := slices.Clone(writable)
+	slices.SortFunc(areas, func(a, b string) int { return len(a) - len(b) }) // parents first
+	var kept []string
+	inside := func(d string) bool {
+		for _, k := range kept {
+			if d == k || strings.HasPrefix(d, strings.TrimSuffix(k, "/")+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range areas {
+		if d == "" || inside(d) {
 			continue
 		}
 		var st unix.Stat_t
 		if unix.Lstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
+		}
+		kept = append(kept, d)
+		if st.Dev != rootSt.Dev || isMountPoint(d) {
+			continue // not on the root mount: the remount leaves it alone
 		}
 		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s on itself: %w", d, err)
