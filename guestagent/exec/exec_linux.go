@@ -305,6 +305,48 @@ func (s *Processes) spawn(a *account.Account, cmd *command, files [3]*os.File, s
 }
 
 // exitStatus converts a wait status to the protocol's form.
+// waitLeader waits for the call's leader to exit and returns its status:
+// it kills the leader at timeoutMillis (0: never) or when ctx ends, passes
+// on the caller's signals, gives signals for the leader's children to
+// child, and a terminal's new sizes to resize (nil without a terminal).
+func waitLeader(ctx context.Context, timeoutMillis int64, exited <-chan unix.WaitStatus, eio agentproto.ExecIO,
+	kill, child func(syscall.Signal), resize func(agentproto.Winsize)) agentproto.ExitStatus {
+	var timeout <-chan time.Time
+	if timeoutMillis > 0 {
+		t := time.NewTimer(time.Duration(timeoutMillis) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	done := ctx.Done()
+	timedOut := false
+	for {
+		select {
+		case ws := <-exited:
+			st := exitStatus(ws)
+			st.TimedOut = timedOut
+			return st
+		case <-timeout:
+			kill(syscall.SIGKILL)
+			timedOut, timeout = true, nil
+		case sig := <-eio.Signals:
+			if sig > 0 && sig < 65 {
+				kill(syscall.Signal(sig))
+			}
+		case sig := <-eio.ChildSignals:
+			if sig > 0 && sig < 65 {
+				child(syscall.Signal(sig))
+			}
+		case ws := <-eio.Resize: // nil channel without a terminal
+			if resize != nil {
+				resize(ws)
+			}
+		case <-done:
+			kill(syscall.SIGKILL)
+			done = nil
+		}
+	}
+}
+
 func exitStatus(ws unix.WaitStatus) agentproto.ExitStatus {
 	st := agentproto.ExitStatus{Exited: true}
 	switch {
@@ -411,39 +453,13 @@ func (s *Processes) Exec(ctx context.Context, req *agentproto.ExecRequest, eio a
 		}()
 	}
 
-	var timeout <-chan time.Time
-	if req.TimeoutMillis > 0 {
-		t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
-	done := ctx.Done()
-	var st agentproto.ExitStatus
-	timedOut := false
-	for waiting := true; waiting; {
-		select {
-		case ws := <-exited:
-			st = exitStatus(ws)
-			waiting = false
-		case <-timeout:
-			kill(syscall.SIGKILL)
-			timedOut, timeout = true, nil
-		case sig := <-eio.Signals:
-			if sig > 0 && sig < 65 {
-				kill(syscall.Signal(sig))
-			}
-		case sig := <-eio.ChildSignals:
-			// A shell session's command: what the shell started goes,
-			// the shell stays.
-			if cg != nil && sig > 0 && sig < 65 {
-				cg.signalChildren(a, pid, syscall.Signal(sig))
-			}
-		case <-done:
-			kill(syscall.SIGKILL)
-			done = nil
+	st := waitLeader(ctx, req.TimeoutMillis, exited, eio, kill, func(sig syscall.Signal) {
+		// A shell session's command: what the shell started goes, the
+		// shell stays.
+		if cg != nil {
+			cg.signalChildren(a, pid, sig)
 		}
-	}
-	st.TimedOut = timedOut
+	}, nil)
 	if cg != nil {
 		// The leader is gone; what it left behind goes now, which also
 		// closes the pipes it held, so the drain below ends at once.

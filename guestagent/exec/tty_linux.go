@@ -189,40 +189,12 @@ func (s *Processes) execTTY(ctx context.Context, req *agentproto.ExecRequest, ei
 		defer close(drained)
 		d.copy(master, eio.Stdout) // EIO once no process holds the terminal
 	}()
-	var timeout <-chan time.Time
-	if req.TimeoutMillis > 0 {
-		t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
-	done := ctx.Done()
-	var st agentproto.ExitStatus
-	timedOut := false
-	for waiting := true; waiting; {
-		select {
-		case ws := <-exited:
-			st = exitStatus(ws)
-			waiting = false
-		case <-timeout:
-			kill(syscall.SIGKILL)
-			timedOut, timeout = true, nil
-		case sig := <-eio.Signals:
-			if sig > 0 && sig < 65 {
-				kill(syscall.Signal(sig))
-			}
-		case sig := <-eio.ChildSignals:
-			// The foreground job, when it is not the shell itself.
-			if pg := foreground(master); sig > 0 && sig < 65 && pg > 1 && pg != pid {
-				account.KillGroupAs(a, pg, syscall.Signal(sig))
-			}
-		case ws := <-eio.Resize:
-			setWinsize(master, ws)
-		case <-done:
-			kill(syscall.SIGKILL)
-			done = nil
+	st := waitLeader(ctx, req.TimeoutMillis, exited, eio, kill, func(sig syscall.Signal) {
+		// The foreground job, when it is not the shell itself.
+		if pg := foreground(master); pg > 1 && pg != pid {
+			account.KillGroupAs(a, pg, sig)
 		}
-	}
-	st.TimedOut = timedOut
+	}, func(ws agentproto.Winsize) { setWinsize(master, ws) })
 	if cg != nil {
 		var err error
 		if st.Limit, err = cg.finish(); err != nil {
