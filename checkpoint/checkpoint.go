@@ -29,7 +29,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
-	"github.com/osaurus/osaurus-sandbox/provision"
 )
 
 // Sentinel errors.
@@ -91,6 +90,8 @@ func (s Store) Prune(keep int) error {
 // Store is the checkpoints of one data folder.
 type Store struct {
 	Paths config.Paths
+	// RootDisk is the VM's root disk (the provisioner's layout names it).
+	RootDisk string
 }
 
 // Dir is where checkpoints live.
@@ -120,7 +121,7 @@ type item struct {
 func (s Store) items() []item {
 	p := s.Paths
 	return []item{
-		{"rootfs.ext4", provision.Layout{Dir: p.ContainerDir()}.RootDisk(), file},
+		{"rootfs.ext4", s.RootDisk, file},
 		{"homes", p.AgentHomes(), tree},
 		{"views", p.ProjectViews(), tree},
 		{"agents.json", p.AgentsJSON(), file},

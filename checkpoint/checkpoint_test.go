@@ -44,7 +44,7 @@ func dataDir(t *testing.T) Store {
 	write(t, filepath.Join(p.ProjectViews(), "alice/app/README"), "view")
 	os.MkdirAll(p.ConfigDir(), 0o755)
 	write(t, p.AgentsJSON(), `{"agents":["alice","bob"]}`)
-	return Store{Paths: p}
+	return Store{Paths: p, RootDisk: provision.Layout{Dir: p.ContainerDir()}.RootDisk()}
 }
 
 func make1MiB(c byte) []byte {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 func (e isoEnv) checkpoints(t testing.TB) []checkpoint.Meta {
@@ -46,7 +46,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if len(l) != 1 || l[0].Name != "before" || l[0].VM != "running" || l[0].Reason != "user" {
 		t.Fatalf("list: %+v", l)
 	}
-	if st := e.status(); st.State != sandbox.Running || st.SleepingSince != nil {
+	if st := e.status(); st.State != control.Running || st.SleepingSince != nil {
 		t.Fatalf("after the checkpoint the VM is %s (sleeping %v), want running", st.State, st.SleepingSince)
 	}
 
@@ -61,7 +61,7 @@ func TestCheckpointRestore(t *testing.T) {
 	start := time.Now()
 	out = e.ok("checkpoint", "restore", "--yes", "before")
 	t.Logf("%s (%s)", strings.TrimSpace(out), time.Since(start).Round(time.Millisecond))
-	if st := e.status(); st.State != sandbox.Running {
+	if st := e.status(); st.State != control.Running {
 		t.Fatalf("after restoring, the VM is %s; it was running", st.State)
 	}
 	if r := execOut(t, alice, "cat /workspace/agents/alice/keep.txt"); str(r["stdout"]) != "mine\n" {

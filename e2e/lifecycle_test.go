@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -157,7 +158,7 @@ func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	provisioned := func(t *testing.T) {
 		t.Helper()
-		if m.Status().State == sandbox.NotProvisioned {
+		if m.Status().State == control.NotProvisioned {
 			if err := m.Provision(ctx); err != nil {
 				t.Fatalf("provision: %v", err)
 			}
@@ -179,14 +180,14 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	t.Run("an interrupted provision retries cleanly", func(t *testing.T) {
-		if m.Status().State != sandbox.NotProvisioned {
+		if m.Status().State != control.NotProvisioned {
 			if err := m.Remove(ctx); err != nil {
 				t.Fatalf("remove: %v", err)
 			}
 		}
 		pctx, cancel := context.WithCancel(ctx)
 		var once sync.Once
-		stop := m.Subscribe(func(st sandbox.Status) {
+		stop := m.Subscribe(func(st control.Status) {
 			if st.Progress != nil && st.Progress.Phase == "rootfs" && st.Progress.Done > 10<<20 {
 				once.Do(cancel)
 			}
@@ -197,7 +198,7 @@ func TestLifecycle(t *testing.T) {
 		if err == nil {
 			t.Fatal("provision finished despite the cancel")
 		}
-		if st := m.Status(); st.State != sandbox.NotProvisioned {
+		if st := m.Status(); st.State != control.NotProvisioned {
 			t.Fatalf("after cancel: %+v", st)
 		}
 		if _, err := os.Stat(provision.Layout{Dir: p.ContainerDir()}.StateFile()); !os.IsNotExist(err) {
@@ -206,7 +207,7 @@ func TestLifecycle(t *testing.T) {
 		if err := m.Provision(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if st := m.Status(); st.State != sandbox.Stopped {
+		if st := m.Status(); st.State != control.Stopped {
 			t.Fatalf("after provision: %+v", st)
 		}
 	})
@@ -236,7 +237,7 @@ func TestLifecycle(t *testing.T) {
 			}
 		}
 		st := m.Status()
-		if st.State != sandbox.Running || st.Pid == 0 {
+		if st.State != control.Running || st.Pid == 0 {
 			t.Fatalf("status %+v", st)
 		}
 		if n := countQEMU(p); n != 1 {
@@ -276,10 +277,10 @@ func TestLifecycle(t *testing.T) {
 		if err := syscall.Kill(before.Pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		var st sandbox.Status
+		var st control.Status
 		testwait.Eventually(t, "the killed VM to be restarted", 5*time.Minute, 200*time.Millisecond, func() bool {
 			st = m.Status()
-			return st.State == sandbox.Running && st.Pid != before.Pid
+			return st.State == control.Running && st.Pid != before.Pid
 		})
 		if st.Restarts != before.Restarts+1 {
 			t.Errorf("restarts = %d after %d, want one more", st.Restarts, before.Restarts)
@@ -322,7 +323,7 @@ func TestLifecycle(t *testing.T) {
 		if err := m.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if st := m.Status(); st.State != sandbox.Stopped {
+		if st := m.Status(); st.State != control.Stopped {
 			t.Fatalf("after stop: %+v", st)
 		}
 		if n := countQEMU(p); n != 0 {
@@ -337,7 +338,7 @@ func TestLifecycle(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(p.Workspace(), "agents", "kept", "notes.txt")); err != nil || string(b) != "precious" {
 			t.Fatalf("workspace after remove: %q %v", b, err)
 		}
-		if st := m.Status(); st.State != sandbox.NotProvisioned {
+		if st := m.Status(); st.State != control.NotProvisioned {
 			t.Fatalf("after remove: %+v", st)
 		}
 	})
@@ -408,7 +409,7 @@ func TestCrashedOwnerVMIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := second.Status()
-	if st.State != sandbox.Running || st.Pid != pid {
+	if st.State != control.Running || st.Pid != pid {
 		t.Fatalf("after recover: %+v, want running pid %d", st, pid)
 	}
 	a := runningAgent(t, second)

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // ownerSetup gives a test its own provisioned data dir and the real
@@ -90,7 +90,7 @@ func TestOwnerDeath(t *testing.T) {
 	srv, exited := c.serveProc()
 	c.ok("start")
 	st := c.status()
-	if st.State != sandbox.Running || st.Pid == 0 {
+	if st.State != control.Running || st.Pid == 0 {
 		t.Fatalf("after start: %+v", st)
 	}
 	qemuPid := st.Pid
@@ -128,7 +128,7 @@ func TestOwnerDeath(t *testing.T) {
 	}
 
 	st = c.status()
-	if st.State != sandbox.Running || !st.Adoptable || st.Owner != "none" || st.Pid != qemuPid || st.Since.IsZero() {
+	if st.State != control.Running || !st.Adoptable || st.Owner != "none" || st.Pid != qemuPid || st.Since.IsZero() {
 		t.Fatalf("status after the owner died: %+v; want running, adoptable, pid %d", st, qemuPid)
 	}
 	if text := c.ok("status"); !strings.Contains(text, "adoptable") || !strings.Contains(text, strconv.Itoa(qemuPid)) {
@@ -138,7 +138,7 @@ func TestOwnerDeath(t *testing.T) {
 		t.Errorf("stop: %s", text)
 	}
 	noneLeft(t, p, "stop")
-	if st := c.status(); st.State != sandbox.Stopped || st.Adoptable {
+	if st := c.status(); st.State != control.Stopped || st.Adoptable {
 		t.Fatalf("status after stop: %+v", st)
 	}
 
@@ -157,7 +157,7 @@ func TestOwnerDeath(t *testing.T) {
 		t.Errorf("serve exited with %d after SIGTERM", code)
 	}
 	noneLeft(t, p, "SIGTERM to serve")
-	if st := c.status(); st.State != sandbox.Stopped || st.Owner != "none" {
+	if st := c.status(); st.State != control.Stopped || st.Owner != "none" {
 		t.Fatalf("status after SIGTERM: %+v", st)
 	}
 }
@@ -212,7 +212,7 @@ func TestWindowQuits(t *testing.T) {
 	app, exited, _ := window()
 	waitFor(t, "the window's VM to run", 5*time.Minute, func() bool {
 		st := c.status()
-		return st.Owner == "app" && st.State == sandbox.Running
+		return st.Owner == "app" && st.State == control.Running
 	})
 	t.Logf("running: %+v", c.status())
 	if err := app.Process.Signal(syscall.SIGTERM); err != nil {
@@ -240,7 +240,7 @@ func TestWindowQuits(t *testing.T) {
 		t.Fatal(err)
 	}
 	exitedWithin(exited, "closing its window")
-	if st := c.status(); st.Owner != "none" || st.State != sandbox.Stopped {
+	if st := c.status(); st.Owner != "none" || st.State != control.Stopped {
 		t.Fatalf("after closing the window: %+v", st)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -111,7 +112,7 @@ func TestImagePackages(t *testing.T) {
 	t.Run("the first boot installs them before the VM is running", func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []string // phases and states, in order
-		stop := m.Subscribe(func(st sandbox.Status) {
+		stop := m.Subscribe(func(st control.Status) {
 			mu.Lock()
 			defer mu.Unlock()
 			e := string(st.State)
@@ -185,7 +186,7 @@ func TestImagePackages(t *testing.T) {
 				t.Errorf("error %q does not name %q", msg, want)
 			}
 		}
-		if st := m.Status(); st.State != sandbox.NotProvisioned || !strings.Contains(st.Reason, "no-such-package-osaurus") {
+		if st := m.Status(); st.State != control.NotProvisioned || !strings.Contains(st.Reason, "no-such-package-osaurus") {
 			t.Errorf("status after the failure: %+v", st)
 		}
 		if _, err := os.Stat(layout.StateFile()); !os.IsNotExist(err) {

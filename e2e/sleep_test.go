@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
@@ -131,7 +132,7 @@ func TestSuspendResume(t *testing.T) {
 	c.ok("exec", "--", "true")
 	c.ok("suspend")
 	st := c.status()
-	if st.State != sandbox.Running || st.SleepingSince == nil {
+	if st.State != control.Running || st.SleepingSince == nil {
 		t.Fatalf("status after suspend: %+v, want running with sleepingSince", st.Status)
 	}
 	if s := qmpStatus(t, p); s != "paused" {

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
@@ -25,7 +26,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
@@ -149,7 +149,7 @@ type e2eOwner struct {
 type noLifecycle struct{ api.Controller }
 
 func (o e2eOwner) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "e2e"}, nil
+	return api.Status{Status: control.Status{State: control.Running}, Owner: "e2e"}, nil
 }
 
 // serveOwner serves the control socket of p as the app would, with th's

@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/provision"
 )
 
 var _ api.Checkpointer = (*Host)(nil)
 
-func (h *Host) checkpoints() checkpoint.Store { return checkpoint.Store{Paths: h.paths} }
+func (h *Host) checkpoints() checkpoint.Store {
+	return checkpoint.Store{Paths: h.paths, RootDisk: provision.Layout{Dir: h.paths.ContainerDir()}.RootDisk()}
+}
 
 func vmWord(running bool) string {
 	if running {
@@ -32,8 +35,8 @@ func (h *Host) CreateCheckpoint(ctx context.Context, req api.CheckpointRequest) 
 	if err := checkpoint.CheckName(name); err != nil {
 		return checkpoint.Meta{}, err
 	}
-	if st := h.m.Status().State; st == sandbox.NotProvisioned || st == sandbox.Provisioning {
-		return checkpoint.Meta{}, fmt.Errorf("%w: nothing to checkpoint: the sandbox is not provisioned", sandbox.ErrNotRunning)
+	if st := h.m.Status().State; st == control.NotProvisioned || st == control.Provisioning {
+		return checkpoint.Meta{}, fmt.Errorf("%w: nothing to checkpoint: the sandbox is not provisioned", control.ErrNotRunning)
 	}
 	var m checkpoint.Meta
 	err := h.m.Hold(ctx, "checkpoint", func(running bool) error {
@@ -93,7 +96,7 @@ func (h *Host) safetyCheckpoint(ctx context.Context, op string) error {
 	if cfg.SafetyCheckpoints == 0 {
 		return nil
 	}
-	if st := h.m.Status().State; st == sandbox.NotProvisioned || st == sandbox.Provisioning {
+	if st := h.m.Status().State; st == control.NotProvisioned || st == control.Provisioning {
 		return nil // nothing to save
 	}
 	err := h.m.Hold(ctx, "checkpoint", func(running bool) error {

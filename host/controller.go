@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // Host is the Controller of the process that owns the VM: calls go
@@ -22,20 +22,20 @@ func (h *Host) Status(context.Context) (api.Status, error) {
 
 // Subscribe follows the manager's status.
 func (h *Host) Subscribe(fn func(api.Status)) func() {
-	return h.m.Subscribe(func(st sandbox.Status) {
+	return h.m.Subscribe(func(st control.Status) {
 		fn(api.Status{Status: st, Owner: h.kind, MCPURL: h.mcpURL, MCPError: h.mcpErr})
 	})
 }
 
 // Lifecycle runs op on the manager.
-func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
+func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(control.Status)) (control.Status, error) {
 	run := map[api.Op]func(context.Context) error{
 		api.OpProvision: h.m.Provision, api.OpStart: h.m.Start, api.OpStop: h.m.Stop,
 		api.OpReset: h.m.Reset, api.OpRemove: h.m.Remove,
 		api.OpSuspend: h.m.Suspend, api.OpResume: h.m.Resume,
 	}[op]
 	if run == nil {
-		return sandbox.Status{}, fmt.Errorf("unknown lifecycle operation %q", op)
+		return control.Status{}, fmt.Errorf("unknown lifecycle operation %q", op)
 	}
 	if onStatus != nil {
 		defer h.m.Subscribe(onStatus)()

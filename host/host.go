@@ -28,12 +28,13 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
-	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/plugins"
@@ -59,6 +60,9 @@ type Options struct {
 	Version string
 	// Secrets is the keychain; nil means the OS keychain (secrets.New).
 	Secrets *secrets.Store
+	// NoAdopt leaves a VM a dead owner left running alone (a short-lived
+	// owner of the data files, see OpenData).
+	NoAdopt bool
 }
 
 // Host is the owner of one data folder's VM. Every field is made once, in
@@ -179,14 +183,34 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		},
 	})
 	// Previews end with the VM that served them.
-	h.onClose(h.m.Subscribe(func(st sandbox.Status) {
-		if st.State != sandbox.Running {
+	h.onClose(h.m.Subscribe(func(st control.Status) {
+		if st.State != control.Running {
 			go h.ports.Close("", 0)
 		}
 	}))
-	if err := h.m.Recover(ctx); err != nil {
-		h.logf("recover: %v", err)
+	if !o.NoAdopt {
+		if err := h.m.Recover(ctx); err != nil {
+			h.logf("recover: %v", err)
+		}
 	}
+	return h, nil
+}
+
+// OpenData makes this process the owner of the data folder for as long as
+// one command changes its data, when no other process owns it: the CLI's
+// writes go through a Host either way, so each data file has one writer.
+// It serves the control socket (a concurrent command waits for it rather
+// than writing beside it) but neither MCP nor the VM: a VM left running is
+// left for the next full owner to adopt. It fails with api.ErrOwned when
+// another process owns the data folder.
+func OpenData(ctx context.Context, p config.Paths, logf func(string, ...any)) (api.Controller, error) {
+	h, err := open(ctx, Options{Paths: p, Kind: "cli", Logf: logf, NoAdopt: true})
+	if err != nil {
+		return nil, err
+	}
+	srvCtx, stopServing := context.WithCancel(context.Background())
+	h.stopServing = stopServing
+	go (&server.Server{Ctl: h}).Serve(srvCtx, h.ln)
 	return h, nil
 }
 
@@ -317,7 +341,7 @@ func StopOrphan(ctx context.Context, p config.Paths, logf func(string, ...any)) 
 	if err := h.m.Close(ctx, true); err != nil {
 		return pid, err
 	}
-	if left := client.Helpers(p); len(left) > 0 {
+	if left := Helpers(p); len(left) > 0 {
 		return pid, fmt.Errorf("processes of the sandbox still run after the stop (pids %v); kill them", left)
 	}
 	return pid, nil
@@ -344,8 +368,8 @@ func (h *Host) guest(ctx context.Context) (*agentproto.Client, error) {
 	if g, err := m.Agent(); err == nil {
 		return g, nil
 	}
-	if st := m.Status().State; st == sandbox.NotProvisioned || st == sandbox.Provisioning {
-		return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; provision it in the app or with `osaurus-sandbox start`", sandbox.ErrNotRunning)
+	if st := m.Status().State; st == control.NotProvisioned || st == control.Provisioning {
+		return nil, fmt.Errorf("%w: the sandbox is not provisioned yet; provision it in the app or with `osaurus-sandbox start`", control.ErrNotRunning)
 	}
 	// The boot continues when this call gives up: a second call, or
 	// the user, will want the VM anyway.
@@ -353,7 +377,7 @@ func (h *Host) guest(ctx context.Context) (*agentproto.Client, error) {
 	go func() { done <- m.Start(context.WithoutCancel(ctx)) }()
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, sandbox.ErrBusy) {
+		if err != nil && !errors.Is(err, control.ErrBusy) {
 			return nil, fmt.Errorf("starting the sandbox VM: %w", err)
 		}
 	case <-ctx.Done():

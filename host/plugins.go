@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 
 	"github.com/osaurus/osaurus-sandbox/agents"

@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -142,6 +142,47 @@ type Owner struct {
 	Serve func(ctx context.Context, p config.Paths, background bool, version string) error
 	// StopOrphan adopts and stops a VM nobody owns, returning its pid.
 	StopOrphan func(ctx context.Context, p config.Paths, logf func(string, ...any)) (int, error)
+	// Probe describes the sandbox when no process owns it: the state on
+	// disk, or a VM a dead owner left running.
+	Probe func(p config.Paths) api.Status
+	// Helpers are the data folder's VM processes (QEMU, virtiofsd) still
+	// running.
+	Helpers func(p config.Paths) []int
+	// OpenData makes this process a short-lived owner of the data files
+	// (no VM, no MCP) when none runs; api.ErrOwned when one does.
+	OpenData func(ctx context.Context, p config.Paths, logf func(string, ...any)) (api.Controller, error)
+}
+
+// owner is the owner of the data folder for a command that changes its
+// data: the running owner over the control socket, or, when none runs,
+// this process for the command's duration. Every write to the data files
+// goes through it. The caller closes it.
+func (c *cli) owner(ctx context.Context) (api.Controller, error) {
+	for range 3 { // an owner may start or end between the two tries
+		cl, err := client.Dial(ctx, c.paths)
+		if err == nil {
+			return cl, nil
+		}
+		if !errors.Is(err, api.ErrNoOwner) {
+			return nil, err
+		}
+		if c.own.OpenData == nil {
+			return nil, errors.New("this build can't own the data folder")
+		}
+		h, err := c.own.OpenData(ctx, c.paths, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
+		if !errors.Is(err, api.ErrOwned) {
+			return h, err
+		}
+	}
+	return nil, api.ErrOwned
+}
+
+// probe is the status of a data folder nobody owns.
+func (c *cli) probe() api.Status {
+	if c.own.Probe == nil {
+		return api.Status{Owner: "none"}
+	}
+	return c.own.Probe(c.paths)
 }
 
 // UsageError: the command can't run as asked (the window without a
@@ -271,7 +312,7 @@ func (c *cli) fail(err error) int {
 }
 
 // exitCode is the exit code of a failed command, by the error's class
-// alone (agentproto.Class): host sentinels such as sandbox.ErrNotRunning
+// alone (agentproto.Class): host sentinels such as control.ErrNotRunning
 // and api.ErrNoOwner are of agentproto.ErrUnavailable, and a guest session
 // that ended is the VM gone too.
 func exitCode(err error) int {
@@ -421,6 +462,11 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 		if err := cl.Quit(ctx); err != nil {
 			return c.fail(err)
 		}
+		if c.own.Helpers != nil {
+			if left := c.own.Helpers(c.paths); len(left) > 0 {
+				return c.fail(fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", api.ErrOwnerGone, left))
+			}
+		}
 		fmt.Fprintln(c.out, "stopped")
 		return ExitOK
 	}
@@ -449,7 +495,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	} else {
 		// Nobody owns the sandbox: report what is there, including a VM
 		// its dead owner left running.
-		st = client.Probe(c.paths)
+		st = c.probe()
 	}
 	if *asJSON {
 		json.NewEncoder(c.out).Encode(st)
@@ -465,7 +511,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if next := nextStep(st.State); next != "" {
 		fmt.Fprintln(c.out, "next:", next)
 	}
-	if st.State == sandbox.Running && st.AccelReason != "" {
+	if st.State == control.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
 	}
 	cfg, _ := config.LoadSandbox(c.paths.SandboxJSON())
@@ -508,28 +554,28 @@ func (c *cli) noteBackgroundOwner(ctx context.Context, what string) {
 }
 
 // nextStep says what to do in a state that needs the user.
-func nextStep(s sandbox.State) string {
+func nextStep(s control.State) string {
 	switch s {
-	case sandbox.NotProvisioned:
+	case control.NotProvisioned:
 		return "nothing is provisioned yet: `osaurus-sandbox start` downloads the Linux image (once) and boots the VM; `osaurus-sandbox provision` only downloads"
-	case sandbox.Stopped:
+	case control.Stopped:
 		return "`osaurus-sandbox start` boots the VM"
 	}
 	return ""
 }
 
-func describe(st sandbox.Status) string {
+func describe(st control.Status) string {
 	s := string(st.State)
 	switch {
-	case st.State == sandbox.Running && st.Unresponsive != nil:
+	case st.State == control.Running && st.Unresponsive != nil:
 		s += fmt.Sprintf(", NOT RESPONDING since %s (the guest agent doesn't answer; it is restarted if it stays so)", st.Unresponsive.Format(time.TimeOnly))
-	case st.State == sandbox.Running && st.SleepingSince != nil:
+	case st.State == control.Running && st.SleepingSince != nil:
 		s += fmt.Sprintf(" (%s %s, %s guest), sleeping since %s (paused in place: no CPU; the next call wakes it)",
 			st.Driver, st.Accel, st.Distro, st.SleepingSince.Format(time.DateTime))
-	case st.State == sandbox.Running && st.Driver == "":
+	case st.State == control.Running && st.Driver == "":
 		// Adoptable: nobody is connected to it to know more.
 		s += fmt.Sprintf(" (adoptable: no process owns it; pid %d, up since %s)", st.Pid, st.Since.Format(time.DateTime))
-	case st.State == sandbox.Running:
+	case st.State == control.Running:
 		s += fmt.Sprintf(" (%s %s, %s guest, up %s)", st.Driver, st.Accel, st.Distro, time.Since(st.Since).Round(time.Second))
 	}
 	return s
@@ -544,7 +590,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	}
 	// Without a running VM there is nothing to check: say so once
 	// (exit 3), rather than starting an owner to fail every check.
-	notRunningErr := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", sandbox.ErrNotRunning)
+	notRunningErr := fmt.Errorf("%w: start it with `osaurus-sandbox start`, then run diagnostics", control.ErrNotRunning)
 	notRunning := func() int {
 		if *asJSON {
 			// A script reading stdout gets JSON here too: no checks, and why.
@@ -554,7 +600,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	}
 	cl, err := client.Dial(ctx, c.paths)
 	if errors.Is(err, api.ErrNoOwner) {
-		if client.Probe(c.paths).State != sandbox.Running {
+		if c.probe().State != control.Running {
 			return notRunning()
 		}
 		cl, err = client.Connect(ctx, c.paths) // adopts the VM left running
@@ -565,7 +611,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 	defer cl.Close()
 	if st, err := cl.Status(ctx); err != nil {
 		return c.fail(err)
-	} else if st.State != sandbox.Running {
+	} else if st.State != control.Running {
 		return notRunning()
 	}
 	rs, err := cl.Diagnostics(ctx, *agent, func(r diagnostics.Result) {
@@ -604,7 +650,7 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 	}
 	cl, err := client.Dial(ctx, c.paths)
 	if err != nil {
-		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", control.ErrNotRunning))
 	}
 	defer cl.Close()
 	req := agentproto.ExecRequest{Identity: agentproto.Identity{User: *user}, Argv: fs.Args(), TimeoutMillis: timeout.Milliseconds()}

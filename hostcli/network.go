@@ -8,10 +8,10 @@ import (
 	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 const networkUsage = `usage:
@@ -50,7 +50,7 @@ func (c *cli) network(ctx context.Context, args []string) int {
 	g, err := c.running(ctx)
 	if err != nil {
 		if errors.Is(err, agentproto.ErrUnavailable) { // not running, or no owner
-			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", control.ErrNotRunning))
 		}
 		return c.fail(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -488,7 +488,7 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 }
 
 // running is the owner of the running VM; it fails with
-// sandbox.ErrNotRunning when the VM isn't running. The connection lives as
+// control.ErrNotRunning when the VM isn't running. The connection lives as
 // long as the process (CLI commands are short).
 func (c *cli) running(ctx context.Context) (api.Controller, error) {
 	cl, err := client.Dial(ctx, c.paths)
@@ -496,8 +496,8 @@ func (c *cli) running(ctx context.Context) (api.Controller, error) {
 		return nil, err
 	}
 	st, err := cl.Status(ctx)
-	if err == nil && st.State != sandbox.Running {
-		err = sandbox.ErrNotRunning
+	if err == nil && st.State != control.Running {
+		err = control.ErrNotRunning
 	}
 	if err != nil {
 		cl.Close()

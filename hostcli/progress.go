@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 // progressBar draws provisioning progress on a terminal, or prints a line
@@ -15,7 +15,7 @@ type progressBar struct {
 	w         io.Writer
 	tty       bool
 	lastPhase string
-	lastState sandbox.State
+	lastState control.State
 	drawn     bool
 }
 
@@ -29,7 +29,7 @@ func newProgressBar(w io.Writer) *progressBar {
 	return &progressBar{w: w, tty: tty}
 }
 
-func (b *progressBar) update(st sandbox.Status) {
+func (b *progressBar) update(st control.Status) {
 	if st.State != b.lastState {
 		b.clear()
 		fmt.Fprintf(b.w, "%s...\n", st.State)

@@ -15,7 +15,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // rootBanner labels the owner's root shell: it has none of an agent's
@@ -79,7 +78,7 @@ func isTTYFlag(a string) bool { return a == "-it" || a == "-ti" || a == "-t" || 
 func (c *cli) terminal(ctx context.Context, req control.ShellRequest) int {
 	cl, err := client.Dial(ctx, c.paths)
 	if err != nil {
-		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", sandbox.ErrNotRunning))
+		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", control.ErrNotRunning))
 	}
 	defer cl.Close()
 	req.Term = os.Getenv("TERM")

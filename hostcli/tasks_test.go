@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -17,7 +18,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -87,7 +87,7 @@ type toolOwner struct {
 }
 
 func (o *toolOwner) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+	return api.Status{Status: control.Status{State: control.Running}, Owner: "test"}, nil
 }
 
 func (o *toolOwner) RunTool(_ context.Context, agentID, tool string, _ json.RawMessage) envelope.Envelope {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
 	"github.com/osaurus/osaurus-sandbox/provision"
@@ -21,8 +22,6 @@ import (
 
 // Sentinel errors.
 var (
-	ErrNotRunning = agentproto.Class(agentproto.ErrUnavailable, "the sandbox VM is not running")
-	ErrBusy       = agentproto.Class(agentproto.ErrBusy, "the sandbox is busy")
 	ErrCoolingOff = agentproto.Class(agentproto.ErrUnavailable, "the sandbox crashed repeatedly; automatic restarts are paused")
 )
 
@@ -74,12 +73,12 @@ type Manager struct {
 	prov *provision.Provisioner
 
 	mu       sync.Mutex
-	status   Status
+	status   control.Status
 	machine  *vm.Machine
 	starting *flight // the Start attempt in progress, shared by callers
 	busy     string  // a provision, stop, reset or remove in progress
 	crashes  []time.Time
-	subs     subscribers.List[Status]
+	subs     subscribers.List[control.Status]
 	closed   bool
 	timers   []*time.Timer
 	// restartAfter schedules an automatic restart (time.AfterFunc); tests
@@ -151,9 +150,9 @@ func New(o Options) *Manager {
 		DiskSize: o.DiskSize,
 		Progress: m.onProgress,
 	}
-	m.status = Status{State: NotProvisioned, Since: time.Now()}
+	m.status = control.Status{State: control.NotProvisioned, Since: time.Now()}
 	if _, err := m.prov.Load(); err == nil {
-		m.status.State = Stopped
+		m.status.State = control.Stopped
 	}
 	return m
 }
@@ -162,7 +161,7 @@ func New(o Options) *Manager {
 func (m *Manager) Paths() config.Paths { return m.o.Paths }
 
 // Status returns a snapshot.
-func (m *Manager) Status() Status {
+func (m *Manager) Status() control.Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.status
@@ -175,17 +174,17 @@ func (m *Manager) Status() Status {
 
 // Subscribe calls fn with every status change until cancel is called.
 // fn runs on the goroutine making the change and must not block.
-func (m *Manager) Subscribe(fn func(Status)) (cancel func()) { return m.subs.Add(fn) }
+func (m *Manager) Subscribe(fn func(control.Status)) (cancel func()) { return m.subs.Add(fn) }
 
 // setLocked changes the status and notifies subscribers. Callers hold mu;
 // the notification happens after unlock via the returned func.
-func (m *Manager) setLocked(mutate func(*Status)) func() {
+func (m *Manager) setLocked(mutate func(*control.Status)) func() {
 	prev := m.status.State
 	mutate(&m.status)
 	if m.status.State != prev {
 		m.status.Since = time.Now()
 	}
-	if m.status.State != Provisioning {
+	if m.status.State != control.Provisioning {
 		m.status.Progress = nil
 	}
 	snap := m.status
@@ -201,7 +200,7 @@ func (m *Manager) setLocked(mutate func(*Status)) func() {
 	}
 }
 
-func (m *Manager) set(mutate func(*Status)) {
+func (m *Manager) set(mutate func(*control.Status)) {
 	m.mu.Lock()
 	notify := m.setLocked(mutate)
 	m.mu.Unlock()
@@ -209,8 +208,8 @@ func (m *Manager) set(mutate func(*Status)) {
 }
 
 func (m *Manager) onProgress(p provision.Progress) {
-	m.set(func(s *Status) {
-		s.Progress = &Progress{Phase: p.Phase, Done: p.Done, Total: p.Total}
+	m.set(func(s *control.Status) {
+		s.Progress = &control.Progress{Phase: p.Phase, Done: p.Done, Total: p.Total}
 	})
 }
 
@@ -219,10 +218,10 @@ func (m *Manager) claim(op string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.busy != "" {
-		return fmt.Errorf("%w: %s in progress", ErrBusy, m.busy)
+		return fmt.Errorf("%w: %s in progress", control.ErrBusy, m.busy)
 	}
 	if m.starting != nil && op != "start" {
-		return fmt.Errorf("%w: start in progress", ErrBusy)
+		return fmt.Errorf("%w: start in progress", control.ErrBusy)
 	}
 	m.busy = op
 	return nil
@@ -254,7 +253,7 @@ func (m *Manager) provision(ctx context.Context) error {
 		if serr := mach.Stop(sctx); serr != nil {
 			m.o.Logf("stopping the VM after installing the image's packages: %v", serr)
 		}
-		m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
+		m.set(func(s *control.Status) { s.State, s.Reason = control.Stopped, "" })
 	}
 	return err
 }
@@ -267,9 +266,9 @@ func (m *Manager) provisionBoot(ctx context.Context) (*vm.Machine, error) {
 	m.mu.Lock()
 	if m.machine != nil {
 		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: stop the VM before provisioning again (or use reset)", ErrBusy)
+		return nil, fmt.Errorf("%w: stop the VM before provisioning again (or use reset)", control.ErrBusy)
 	}
-	notify := m.setLocked(func(s *Status) { s.State, s.Reason = Provisioning, "" })
+	notify := m.setLocked(func(s *control.Status) { s.State, s.Reason = control.Provisioning, "" })
 	m.mu.Unlock()
 	notify()
 	// Building the root disk churns through gigabytes of short-lived
@@ -294,11 +293,11 @@ func (m *Manager) provisionBoot(ctx context.Context) (*vm.Machine, error) {
 		if ctx.Err() != nil {
 			reason = "provisioning cancelled"
 		}
-		m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, reason })
+		m.set(func(s *control.Status) { s.State, s.Reason = control.NotProvisioned, reason })
 		return nil, fmt.Errorf("provision: %w", err)
 	}
 	if mach == nil {
-		m.set(func(s *Status) { s.State, s.Reason = Stopped, "" })
+		m.set(func(s *control.Status) { s.State, s.Reason = control.Stopped, "" })
 	}
 	return mach, nil
 }
@@ -362,7 +361,7 @@ func (m *Manager) start(ctx context.Context, automatic bool) error {
 	if m.busy != "" {
 		busy := m.busy
 		m.mu.Unlock()
-		return fmt.Errorf("%w: %s in progress", ErrBusy, busy)
+		return fmt.Errorf("%w: %s in progress", control.ErrBusy, busy)
 	}
 	if cd := m.status.CooldownUntil; automatic && cd != nil && time.Now().Before(*cd) {
 		m.mu.Unlock()
@@ -397,7 +396,7 @@ func (m *Manager) boot(ctx context.Context) error {
 		st, err = m.prov.Load()
 	}
 	if err != nil {
-		m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, err.Error() })
+		m.set(func(s *control.Status) { s.State, s.Reason = control.NotProvisioned, err.Error() })
 		return err
 	}
 	if err := m.prov.RefreshAgent(st); err != nil {
@@ -407,10 +406,10 @@ func (m *Manager) boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.set(func(s *Status) { s.State, s.Reason = Starting, "" })
+	m.set(func(s *control.Status) { s.State, s.Reason = control.Starting, "" })
 	mach, err := vm.Boot(ctx, m.o.Driver, spec, vm.Options{OnEvent: m.vmEvent})
 	if err != nil {
-		m.set(func(s *Status) { s.State, s.Reason = Error, "start failed: "+err.Error() })
+		m.set(func(s *control.Status) { s.State, s.Reason = control.Error, "start failed: "+err.Error() })
 		return err
 	}
 	m.adopt(mach)
@@ -426,8 +425,8 @@ func (m *Manager) adopt(mach *vm.Machine) {
 	m.mu.Lock()
 	m.machine = mach
 	m.lastUse = time.Now()
-	notify := m.setLocked(func(s *Status) {
-		s.State, s.Reason = Running, ""
+	notify := m.setLocked(func(s *control.Status) {
+		s.State, s.Reason = control.Running, ""
 		s.SleepingSince = nil
 		s.Driver, s.Accel, s.Transport, s.Pid = info.Driver, info.Accel, info.Transport, info.Pid
 		s.AccelReason = info.AccelReason
@@ -492,12 +491,12 @@ func (m *Manager) watchdog(mach *vm.Machine) {
 		var since time.Time
 		switch {
 		case err == nil && m.status.Unresponsive != nil:
-			notify = m.setLocked(func(s *Status) { s.Unresponsive, s.Reason = nil, "" })
+			notify = m.setLocked(func(s *control.Status) { s.Unresponsive, s.Reason = nil, "" })
 			m.o.Logf("the guest agent answers again")
 		case err != nil && m.status.Unresponsive == nil:
 			now := time.Now()
 			since = now
-			notify = m.setLocked(func(s *Status) {
+			notify = m.setLocked(func(s *control.Status) {
 				s.Unresponsive = &now
 				s.Reason = fmt.Sprintf("%v: no answer to a ping within %s (%v)", ErrUnresponsive, m.o.PingTimeout, err)
 			})
@@ -560,8 +559,8 @@ func (m *Manager) watch(mach *vm.Machine) {
 	m.crashes = append(recent, now)
 	restarts := len(m.crashes)
 	var delay time.Duration
-	notify := m.setLocked(func(s *Status) {
-		s.State, s.Pid, s.Unresponsive, s.SleepingSince = Error, 0, nil, nil
+	notify := m.setLocked(func(s *control.Status) {
+		s.State, s.Pid, s.Unresponsive, s.SleepingSince = control.Error, 0, nil, nil
 		s.Restarts = restarts
 		if restarts > m.o.RestartLimit {
 			until := now.Add(m.o.Cooldown)
@@ -584,7 +583,7 @@ func (m *Manager) watch(mach *vm.Machine) {
 
 func (m *Manager) autoRestart() {
 	m.mu.Lock()
-	if m.closed || m.status.State != Error {
+	if m.closed || m.status.State != control.Error {
 		m.mu.Unlock()
 		return
 	}
@@ -603,7 +602,7 @@ func (m *Manager) Agent() (*agentproto.Client, error) {
 	m.mu.Lock()
 	if m.machine == nil {
 		m.mu.Unlock()
-		return nil, ErrNotRunning
+		return nil, control.ErrNotRunning
 	}
 	m.lastUse = time.Now()
 	c, sleeping := m.machine.Agent(), m.status.SleepingSince != nil
@@ -629,7 +628,7 @@ func (m *Manager) Quiet() (*agentproto.Client, func(), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.machine == nil {
-		return nil, nil, ErrNotRunning
+		return nil, nil, control.ErrNotRunning
 	}
 	if m.status.SleepingSince != nil {
 		return nil, nil, ErrSleeping
@@ -646,7 +645,7 @@ func (m *Manager) Awake() (*agentproto.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.machine == nil || m.status.SleepingSince != nil {
-		return nil, ErrNotRunning
+		return nil, control.ErrNotRunning
 	}
 	return m.machine.Agent(), nil
 }
@@ -662,7 +661,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 
 func (m *Manager) stop(ctx context.Context) error {
 	// A sleeping guest can't power off: wake it for its clean shutdown.
-	if err := m.Resume(ctx); err != nil && !errors.Is(err, ErrNotRunning) {
+	if err := m.Resume(ctx); err != nil && !errors.Is(err, control.ErrNotRunning) {
 		m.o.Logf("waking the VM to stop it: %v", err)
 	}
 	m.mu.Lock()
@@ -674,8 +673,8 @@ func (m *Manager) stop(ctx context.Context) error {
 	m.timers = nil
 	if mach == nil {
 		var notify func()
-		if m.status.State == Error || m.status.State == Running {
-			notify = m.setLocked(func(s *Status) { s.State, s.Reason, s.Pid, s.CooldownUntil = Stopped, "", 0, nil })
+		if m.status.State == control.Error || m.status.State == control.Running {
+			notify = m.setLocked(func(s *control.Status) { s.State, s.Reason, s.Pid, s.CooldownUntil = control.Stopped, "", 0, nil })
 		}
 		m.mu.Unlock()
 		if notify != nil {
@@ -683,14 +682,14 @@ func (m *Manager) stop(ctx context.Context) error {
 		}
 		return nil
 	}
-	notify := m.setLocked(func(s *Status) { s.State = Stopping })
+	notify := m.setLocked(func(s *control.Status) { s.State = control.Stopping })
 	m.mu.Unlock()
 	notify()
 	sctx, cancel := context.WithTimeout(ctx, m.o.StopTimeout)
 	defer cancel()
 	err := mach.Stop(sctx)
-	m.set(func(s *Status) {
-		s.State, s.Reason, s.Pid, s.CooldownUntil, s.Unresponsive, s.SleepingSince = Stopped, "", 0, nil, nil, nil
+	m.set(func(s *control.Status) {
+		s.State, s.Reason, s.Pid, s.CooldownUntil, s.Unresponsive, s.SleepingSince = control.Stopped, "", 0, nil, nil, nil
 	})
 	return err
 }
@@ -712,7 +711,7 @@ func (m *Manager) Reset(ctx context.Context) error {
 			return fmt.Errorf("reset: %w", err)
 		}
 	}
-	m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, "" })
+	m.set(func(s *control.Status) { s.State, s.Reason = control.NotProvisioned, "" })
 	return m.provision(ctx)
 }
 
@@ -729,7 +728,7 @@ func (m *Manager) Remove(ctx context.Context) error {
 	if err := os.RemoveAll(m.o.Paths.ContainerDir()); err != nil {
 		return fmt.Errorf("remove: %w", err)
 	}
-	m.set(func(s *Status) { s.State, s.Reason = NotProvisioned, "" })
+	m.set(func(s *control.Status) { s.State, s.Reason = control.NotProvisioned, "" })
 	return nil
 }
 
@@ -816,7 +815,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		m.set(func(s *Status) { s.State, s.Reason, s.Pid = Stopped, err.Error(), 0 })
+		m.set(func(s *control.Status) { s.State, s.Reason, s.Pid = control.Stopped, err.Error(), 0 })
 		return err
 	}
 	m.adopt(mach)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/provision"
@@ -171,7 +172,7 @@ func recordRestarts(m *Manager) (delays func() []time.Duration) {
 func TestConcurrentStartsShareOneAttempt(t *testing.T) {
 	d := &fakeDriver{gate: make(chan struct{})}
 	m := newManager(t, d, Options{})
-	if got := m.Status().State; got != Stopped {
+	if got := m.Status().State; got != control.Stopped {
 		t.Fatalf("initial state %s, want stopped", got)
 	}
 	var wg sync.WaitGroup
@@ -192,7 +193,7 @@ func TestConcurrentStartsShareOneAttempt(t *testing.T) {
 	if n := d.starts.Load(); n != 1 {
 		t.Fatalf("%d boots for 8 concurrent starts, want 1", n)
 	}
-	if st := m.Status(); st.State != Running || st.Distro != "fake" {
+	if st := m.Status(); st.State != control.Running || st.Distro != "fake" {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -207,13 +208,13 @@ func TestRestartPolicyThenCooldown(t *testing.T) {
 	// Two crashes are restarted automatically.
 	for i := 1; i <= 2; i++ {
 		d.last().exit(errors.New("qemu exited: signal: killed"))
-		waitFor(t, "automatic restart", func() bool { return d.starts.Load() == int32(i+1) && m.Status().State == Running })
+		waitFor(t, "automatic restart", func() bool { return d.starts.Load() == int32(i+1) && m.Status().State == control.Running })
 	}
 	// The third within the window pauses restarts.
 	d.last().exit(errors.New("qemu exited: signal: killed"))
 	waitFor(t, "cooldown", func() bool { return m.Status().CooldownUntil != nil })
 	st := m.Status()
-	if st.State != Error || st.Restarts != 3 {
+	if st.State != control.Error || st.Restarts != 3 {
 		t.Fatalf("after 3 crashes: %+v", st)
 	}
 	// The third crash scheduled its restart at the end of the cooldown,
@@ -248,10 +249,10 @@ func TestStopIsNotACrash(t *testing.T) {
 	if got := restarts(); len(got) != 0 {
 		t.Fatalf("a requested stop scheduled restarts after %v", got)
 	}
-	if st := m.Status(); st.State != Stopped || d.starts.Load() != 1 {
+	if st := m.Status(); st.State != control.Stopped || d.starts.Load() != 1 {
 		t.Fatalf("after stop: %+v, %d boots", st, d.starts.Load())
 	}
-	if _, err := m.Agent(); !errors.Is(err, ErrNotRunning) {
+	if _, err := m.Agent(); !errors.Is(err, control.ErrNotRunning) {
 		t.Fatalf("agent after stop: %v", err)
 	}
 }
@@ -276,7 +277,7 @@ func TestResetAndRemoveKeepWorkspace(t *testing.T) {
 	if _, err := os.Stat(provision.Layout{Dir: p.ContainerDir()}.RootDisk()); !os.IsNotExist(err) {
 		t.Fatalf("root disk survived reset: %v", err)
 	}
-	if st := m.Status(); st.State != NotProvisioned {
+	if st := m.Status(); st.State != control.NotProvisioned {
 		t.Fatalf("state after failed reset: %s", st.State)
 	}
 	if err := m.Remove(context.Background()); err != nil {
@@ -304,7 +305,7 @@ func TestWatchdog(t *testing.T) {
 	p := d.last()
 	p.wedged.Store(true)
 	waitFor(t, "unresponsive", func() bool { return m.Status().Unresponsive != nil })
-	if st := m.Status(); st.State != Running || !strings.Contains(st.Reason, ErrUnresponsive.Error()) {
+	if st := m.Status(); st.State != control.Running || !strings.Contains(st.Reason, ErrUnresponsive.Error()) {
 		t.Fatalf("status %+v", st)
 	}
 	p.wedged.Store(false)
@@ -316,7 +317,7 @@ func TestWatchdog(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.last().wedged.Store(true)
-	waitFor(t, "restart after wedging", func() bool { return d.starts.Load() == 2 && m.Status().State == Running })
+	waitFor(t, "restart after wedging", func() bool { return d.starts.Load() == 2 && m.Status().State == control.Running })
 	if st := m.Status(); st.Restarts != 1 || st.Unresponsive != nil {
 		t.Fatalf("after the restart: %+v", st)
 	}

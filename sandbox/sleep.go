@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -30,24 +31,24 @@ func (m *Manager) suspend(ctx context.Context, ok func() bool) error {
 	switch {
 	case mach == nil:
 		m.mu.Unlock()
-		return ErrNotRunning
+		return control.ErrNotRunning
 	case m.status.SleepingSince != nil:
 		m.mu.Unlock()
 		return nil
 	case m.busy != "":
 		busy := m.busy
 		m.mu.Unlock()
-		return fmt.Errorf("%w: %s in progress", ErrBusy, busy)
+		return fmt.Errorf("%w: %s in progress", control.ErrBusy, busy)
 	case ok != nil && !ok():
 		m.mu.Unlock()
 		return errNotIdle
 	}
 	now := time.Now()
 	m.pauses++
-	notify := m.setLocked(func(s *Status) { s.SleepingSince = &now })
+	notify := m.setLocked(func(s *control.Status) { s.SleepingSince = &now })
 	m.mu.Unlock()
 	if err := mach.Pause(ctx); err != nil {
-		m.set(func(s *Status) {
+		m.set(func(s *control.Status) {
 			if m.machine == mach {
 				s.SleepingSince = nil
 			}
@@ -69,7 +70,7 @@ func (m *Manager) Resume(ctx context.Context) error {
 	mach := m.machine
 	m.mu.Unlock()
 	if mach == nil {
-		return ErrNotRunning
+		return control.ErrNotRunning
 	}
 	return m.resume(ctx, mach)
 }
@@ -99,7 +100,7 @@ func (m *Manager) resumeLocked(ctx context.Context, mach *vm.Machine) error {
 	}
 	m.mu.Lock()
 	m.lastUse = time.Now()
-	notify := m.setLocked(func(s *Status) { s.SleepingSince = nil })
+	notify := m.setLocked(func(s *control.Status) { s.SleepingSince = nil })
 	m.mu.Unlock()
 	notify()
 	m.o.Logf("the VM woke up in %s", time.Since(start).Round(time.Millisecond))
@@ -177,7 +178,7 @@ func (m *Manager) idleWatch(mach *vm.Machine) {
 		switch {
 		case err == nil:
 			m.o.Logf("idle for %s: paused the VM (idleSuspendMinutes)", limit)
-		case errors.Is(err, errNotIdle), errors.Is(err, ErrNotRunning), errors.Is(err, ErrBusy):
+		case errors.Is(err, errNotIdle), errors.Is(err, control.ErrNotRunning), errors.Is(err, control.ErrBusy):
 		default:
 			m.o.Logf("idle suspend: %v", err)
 		}
@@ -248,14 +249,14 @@ func (m *Manager) Hold(ctx context.Context, op string, fn func(running bool) err
 	m.mu.Lock()
 	if m.machine != mach {
 		m.mu.Unlock()
-		return ErrNotRunning
+		return control.ErrNotRunning
 	}
 	m.pauses++
-	notify := m.setLocked(func(s *Status) { s.SleepingSince = &now })
+	notify := m.setLocked(func(s *control.Status) { s.SleepingSince = &now })
 	m.mu.Unlock()
 	notify()
 	if err := mach.Pause(ctx); err != nil {
-		m.set(func(s *Status) { s.SleepingSince = nil })
+		m.set(func(s *control.Status) { s.SleepingSince = nil })
 		return fmt.Errorf("pausing the VM for %s: %w", op, err)
 	}
 	ferr := fn(true)

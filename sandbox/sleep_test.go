@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 // An idle VM is paused once the limit passes, but not while an agent has
@@ -32,7 +33,7 @@ func TestIdleSuspendAndWake(t *testing.T) {
 	}
 	hellos := p.hellos.Load()
 	// Awake only hands out an awake VM, and doesn't wake it.
-	if _, err := m.Awake(); !errors.Is(err, ErrNotRunning) {
+	if _, err := m.Awake(); !errors.Is(err, control.ErrNotRunning) {
 		t.Fatalf("Awake on a sleeping VM: %v", err)
 	}
 	if _, err := m.Agent(); err != nil {
@@ -52,7 +53,7 @@ func TestSuspendResumeStop(t *testing.T) {
 	d := &fakeDriver{pausable: true}
 	m := newManager(t, d, Options{})
 	ctx := context.Background()
-	if err := m.Suspend(ctx); !errors.Is(err, ErrNotRunning) {
+	if err := m.Suspend(ctx); !errors.Is(err, control.ErrNotRunning) {
 		t.Fatalf("suspend of a stopped VM: %v", err)
 	}
 	if err := m.Start(ctx); err != nil {
@@ -109,7 +110,7 @@ func TestWithStopped(t *testing.T) {
 	if err := m.WithStopped(ctx, "restore", func(was bool) error { sawRunning = was; return nil }); err != nil || sawRunning {
 		t.Fatalf("stopped VM: %v, wasRunning %v", err, sawRunning)
 	}
-	if st := m.Status().State; st != Stopped {
+	if st := m.Status().State; st != control.Stopped {
 		t.Fatalf("a stopped VM was started: %s", st)
 	}
 	if err := m.Start(ctx); err != nil {
@@ -118,18 +119,18 @@ func TestWithStopped(t *testing.T) {
 	first := d.last()
 	err := m.WithStopped(ctx, "restore", func(was bool) error {
 		sawRunning = was
-		if m.Status().State != Stopped {
+		if m.Status().State != control.Stopped {
 			t.Errorf("fn ran with the VM %s", m.Status().State)
 		}
-		if err := m.Start(ctx); !errors.Is(err, ErrBusy) {
-			t.Errorf("start during the restore: %v, want ErrBusy", err)
+		if err := m.Start(ctx); !errors.Is(err, control.ErrBusy) {
+			t.Errorf("start during the restore: %v, want control.ErrBusy", err)
 		}
 		return nil
 	})
 	if err != nil || !sawRunning {
 		t.Fatalf("running VM: %v, wasRunning %v", err, sawRunning)
 	}
-	if st := m.Status().State; st != Running || d.last() == first {
+	if st := m.Status().State; st != control.Running || d.last() == first {
 		t.Fatalf("after: %s, same machine %v; want a new running VM", st, d.last() == first)
 	}
 }
@@ -144,8 +145,8 @@ func TestHoldStopped(t *testing.T) {
 		if running {
 			t.Error("fn told the VM runs")
 		}
-		if err := m.Start(ctx); !errors.Is(err, ErrBusy) {
-			t.Errorf("start during a checkpoint: %v, want ErrBusy", err)
+		if err := m.Start(ctx); !errors.Is(err, control.ErrBusy) {
+			t.Errorf("start during a checkpoint: %v, want control.ErrBusy", err)
 		}
 		return nil
 	})

@@ -16,10 +16,10 @@ import (
 	"fyne.io/fyne/v2/driver/desktop"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
@@ -112,7 +112,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	}
 	w.Win.SetContent(w.Tabs)
 	w.gateTabs(b.Status().State)
-	cancel := b.Subscribe(func(st sandbox.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
+	cancel := b.Subscribe(func(st control.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
 	go w.Container.followConsole(ctx)
 	go w.Container.followGlance(ctx)
 	go w.Tasks.follow(ctx)
@@ -124,11 +124,11 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 // gateTabs disables the tabs about a VM's work (plugins, projects, tasks,
 // events, the network log) until there is a VM: on a first run the
 // Container tab's set-up and the Agents tab are what there is to do.
-func (w *Window) gateTabs(s sandbox.State) {
+func (w *Window) gateTabs(s control.State) {
 	for _, ti := range w.Tabs.Items {
 		switch {
 		case ti.Text == "Container" || ti.Text == "Agents":
-		case s == sandbox.NotProvisioned:
+		case s == control.NotProvisioned:
 			w.Tabs.DisableItem(ti)
 		default:
 			w.Tabs.EnableItem(ti)
@@ -251,7 +251,7 @@ func Run(o Options) error {
 			fyne.NewMenuItem("Quit", quit),
 		)
 		desk.SetSystemTrayMenu(menu)
-		unsubscribe = b.Subscribe(func(st sandbox.Status) {
+		unsubscribe = b.Subscribe(func(st control.Status) {
 			fyne.Do(func() {
 				state.Label = trayState(st)
 				menu.Refresh()
@@ -281,12 +281,12 @@ func Run(o Options) error {
 
 // autoStart says whether opening the window starts the VM: never on a
 // first run, which waits for the first-run view's button.
-func autoStart(setting bool, st sandbox.Status) bool {
-	return setting && st.State != sandbox.NotProvisioned
+func autoStart(setting bool, st control.Status) bool {
+	return setting && st.State != control.NotProvisioned
 }
 
 // trayState is the tray menu's first line.
-func trayState(st sandbox.Status) string { return "Sandbox: " + statusText(st) }
+func trayState(st control.Status) string { return "Sandbox: " + statusText(st) }
 
 // ErrNoDisplay is returned when no window can be opened.
 var ErrNoDisplay = agentproto.Class(agentproto.ErrUnsupported, "no display to open the window on; use the command line (osaurus-sandbox help)")

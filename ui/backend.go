@@ -4,10 +4,10 @@ import (
 	"context"
 	"sync"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // Backend is what the window drives: the sandbox of one data dir, owned by
@@ -16,10 +16,10 @@ import (
 // through Subscribe.
 type Backend interface {
 	// Status returns a snapshot.
-	Status() sandbox.Status
+	Status() control.Status
 	// Subscribe calls fn with every status change, from any goroutine,
 	// until cancel is called.
-	Subscribe(fn func(sandbox.Status)) (cancel func())
+	Subscribe(fn func(control.Status)) (cancel func())
 	Provision(ctx context.Context) error
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
@@ -72,7 +72,7 @@ type Controlled struct {
 
 	mu     sync.Mutex
 	status api.Status
-	subs   map[int]func(sandbox.Status)
+	subs   map[int]func(control.Status)
 	next   int
 }
 
@@ -83,7 +83,7 @@ func NewBackend(ctx context.Context, ctl api.Controller, p config.Paths) (*Contr
 	if err != nil {
 		return nil, err
 	}
-	c := &Controlled{settingsFile: settingsFile{p}, ctl: ctl, status: st, subs: map[int]func(sandbox.Status){}}
+	c := &Controlled{settingsFile: settingsFile{p}, ctl: ctl, status: st, subs: map[int]func(control.Status){}}
 	c.cancel = ctl.Subscribe(c.update)
 	return c, nil
 }
@@ -99,7 +99,7 @@ func (c *Controlled) update(st api.Status) {
 		return
 	}
 	c.status = st
-	subs := make([]func(sandbox.Status), 0, len(c.subs))
+	subs := make([]func(control.Status), 0, len(c.subs))
 	for _, fn := range c.subs {
 		subs = append(subs, fn)
 	}
@@ -109,7 +109,7 @@ func (c *Controlled) update(st api.Status) {
 	}
 }
 
-func sameStatus(a, b sandbox.Status) bool {
+func sameStatus(a, b control.Status) bool {
 	if (a.Progress == nil) != (b.Progress == nil) || (a.Progress != nil && *a.Progress != *b.Progress) {
 		return false
 	}
@@ -123,7 +123,7 @@ func sameStatus(a, b sandbox.Status) bool {
 		a.Kernel == b.Kernel && a.Pid == b.Pid && a.Restarts == b.Restarts
 }
 
-func (c *Controlled) Status() sandbox.Status {
+func (c *Controlled) Status() control.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.status.Status
@@ -135,7 +135,7 @@ func (c *Controlled) Owner() string {
 	return c.status.Owner
 }
 
-func (c *Controlled) Subscribe(fn func(sandbox.Status)) func() {
+func (c *Controlled) Subscribe(fn func(control.Status)) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := c.next

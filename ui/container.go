@@ -19,12 +19,12 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/provision"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // What Reset and Remove delete and keep, shown before either runs.
@@ -81,7 +81,7 @@ type containerTab struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc // the provision in progress
 	since  time.Time
-	state  sandbox.State
+	state  control.State
 	// rate is where the current download phase started, for the time
 	// left; now is the clock (tests set it).
 	rate rateStart
@@ -178,7 +178,7 @@ func (t *containerTab) content() fyne.CanvasObject {
 }
 
 // show renders a status; call on the UI goroutine.
-func (t *containerTab) show(st sandbox.Status) {
+func (t *containerTab) show(st control.Status) {
 	t.mu.Lock()
 	t.since, t.state = st.Since, st.State
 	provisioning := t.cancel != nil
@@ -191,30 +191,30 @@ func (t *containerTab) show(st sandbox.Status) {
 	}
 	// Always two lines, so the tab's layout is the same in every state;
 	// while the VM runs followGlance fills in its use.
-	if st.State != sandbox.Running {
+	if st.State != control.Running {
 		t.Glance.VM.SetText(fmt.Sprintf("VM: %s CPUs, %s GB · not running", t.CPUs.Selected, t.Memory.Selected))
 		t.Glance.Agents.SetText(t.Glance.agentNames())
 	}
 	t.State.SetText(statusText(st))
 	t.Details.SetText(details(st))
-	busy := st.State == sandbox.Starting || st.State == sandbox.Stopping || st.State == sandbox.Provisioning
-	none := st.State == sandbox.NotProvisioned
-	setEnabled(t.Provision, !busy && st.State != sandbox.Running)
-	setEnabled(t.Cancel, provisioning && st.State == sandbox.Provisioning)
-	setEnabled(t.Start, !busy && st.State != sandbox.Running && !none)
-	setEnabled(t.Stop, st.State == sandbox.Running)
-	setEnabled(t.Terminal, st.State == sandbox.Running)
-	setEnabled(t.RunDiag, st.State == sandbox.Running)
+	busy := st.State == control.Starting || st.State == control.Stopping || st.State == control.Provisioning
+	none := st.State == control.NotProvisioned
+	setEnabled(t.Provision, !busy && st.State != control.Running)
+	setEnabled(t.Cancel, provisioning && st.State == control.Provisioning)
+	setEnabled(t.Start, !busy && st.State != control.Running && !none)
+	setEnabled(t.Stop, st.State == control.Running)
+	setEnabled(t.Terminal, st.State == control.Running)
+	setEnabled(t.RunDiag, st.State == control.Running)
 	// Nothing to reset or remove before the first provision.
 	setEnabled(t.Reset, !busy && !none)
 	setEnabled(t.Remove, !busy && !none)
-	if st.State == sandbox.Stopped || st.State == sandbox.Running {
+	if st.State == control.Stopped || st.State == control.Running {
 		t.First.active = false // provisioned, here or elsewhere
 	}
 	if none || t.First.active {
 		t.firstCard.Show()
 		t.First.shown()
-		setEnabled(t.First.SetUp, !busy && st.State != sandbox.Running && !provisioning)
+		setEnabled(t.First.SetUp, !busy && st.State != control.Running && !provisioning)
 	} else {
 		t.firstCard.Hide()
 	}
@@ -229,7 +229,7 @@ func (t *containerTab) show(st sandbox.Status) {
 		}
 	}
 	// The bar only means something while provisioning.
-	if st.State == sandbox.Provisioning {
+	if st.State == control.Provisioning {
 		t.Progress.Show()
 		t.Phase.Show()
 	} else {
@@ -241,7 +241,7 @@ func (t *containerTab) show(st sandbox.Status) {
 		if p.Total > 0 {
 			t.Progress.SetValue(float64(p.Done) / float64(p.Total))
 		}
-	} else if st.State != sandbox.Provisioning {
+	} else if st.State != control.Provisioning {
 		t.Phase.SetText("")
 		t.Progress.SetValue(0)
 	}
@@ -255,41 +255,41 @@ func setEnabled(b *widget.Button, on bool) {
 	}
 }
 
-func stateText(s sandbox.State) string {
-	return map[sandbox.State]string{
-		sandbox.NotProvisioned: "Not provisioned",
-		sandbox.Provisioning:   "Provisioning…",
-		sandbox.Stopped:        "Stopped",
-		sandbox.Starting:       "Starting…",
-		sandbox.Running:        "Running",
-		sandbox.Stopping:       "Stopping…",
-		sandbox.Error:          "Error",
+func stateText(s control.State) string {
+	return map[control.State]string{
+		control.NotProvisioned: "Not provisioned",
+		control.Provisioning:   "Provisioning…",
+		control.Stopped:        "Stopped",
+		control.Starting:       "Starting…",
+		control.Running:        "Running",
+		control.Stopping:       "Stopping…",
+		control.Error:          "Error",
 	}[s]
 }
 
 // statusText is the state in a word or two, for the window and the tray.
-func statusText(st sandbox.Status) string {
-	if st.State == sandbox.Running && st.Unresponsive != nil {
+func statusText(st control.Status) string {
+	if st.State == control.Running && st.Unresponsive != nil {
 		return "Not responding"
 	}
-	if st.State == sandbox.Running && st.SleepingSince != nil {
+	if st.State == control.Running && st.SleepingSince != nil {
 		return "Sleeping"
 	}
 	return stateText(st.State)
 }
 
-func details(st sandbox.Status) string {
+func details(st control.Status) string {
 	switch {
-	case st.State == sandbox.Running && st.Unresponsive != nil:
+	case st.State == control.Running && st.Unresponsive != nil:
 		return fmt.Sprintf("The guest has not answered since %s; it is restarted if it stays so. %s", st.Unresponsive.Format(time.TimeOnly), st.Reason)
-	case st.State == sandbox.Running && st.SleepingSince != nil:
+	case st.State == control.Running && st.SleepingSince != nil:
 		return fmt.Sprintf("Sleeping since %s (paused when idle: no CPU) · the next call wakes it · %s (%s) · %s guest",
 			st.SleepingSince.Format(time.TimeOnly), st.Driver, accelName(st.Accel), st.Distro)
-	case st.State == sandbox.Running:
+	case st.State == control.Running:
 		return fmt.Sprintf("Up %s · %s (%s) · %s guest", uptime(time.Since(st.Since)), st.Driver, accelName(st.Accel), st.Distro)
-	case st.State == sandbox.NotProvisioned && st.Reason != "":
+	case st.State == control.NotProvisioned && st.Reason != "":
 		return reasonText(st.Reason) + " " + notProvisionedHint
-	case st.State == sandbox.NotProvisioned:
+	case st.State == control.NotProvisioned:
 		return notProvisionedHint
 	case st.Reason != "":
 		return reasonText(st.Reason)
@@ -388,7 +388,7 @@ type rateStart struct {
 
 // timeLeft is " · about 2m left" from the phase's rate so far, or ""
 // before a rate can be told (the first two seconds, or no total).
-func (t *containerTab) timeLeft(p sandbox.Progress) string {
+func (t *containerTab) timeLeft(p control.Progress) string {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -452,7 +452,7 @@ func (t *containerTab) onSave() {
 		showError(t.win, "Saving settings failed", err)
 		return
 	}
-	if next.NeedsRestart(old) && t.b.Status().State == sandbox.Running {
+	if next.NeedsRestart(old) && t.b.Status().State == control.Running {
 		t.Saved.SetText("Saved. Restart required: stop and start the VM for this to take effect.")
 	} else {
 		t.Saved.SetText("Saved.")
@@ -546,7 +546,7 @@ func (t *containerTab) followConsole(ctx context.Context) {
 		state, since := t.state, t.since
 		t.mu.Unlock()
 		var minute <-chan time.Time
-		if state == sandbox.Running && !since.IsZero() {
+		if state == control.Running && !since.IsZero() {
 			minute = time.After(time.Minute - time.Since(since)%time.Minute)
 		}
 		select {
@@ -562,7 +562,7 @@ func (t *containerTab) followConsole(ctx context.Context) {
 			lastDetails = d
 			t.do(func() {
 				t.mu.Lock()
-				running := t.state == sandbox.Running
+				running := t.state == control.Running
 				t.mu.Unlock()
 				if running { // else show has written the new state's
 					t.Details.SetText(d)

@@ -11,8 +11,8 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/provision"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // The window's tests never reach an image's servers: the first-run view
@@ -128,7 +128,7 @@ func TestProvisionProgressTimeLeft(t *testing.T) {
 	show := func(done int64) string {
 		var s string
 		lockedDo(func() {
-			c.show(sandbox.Status{State: sandbox.Provisioning, Progress: &sandbox.Progress{Phase: "rootfs", Done: done, Total: 100 << 20}})
+			c.show(control.Status{State: control.Provisioning, Progress: &control.Progress{Phase: "rootfs", Done: done, Total: 100 << 20}})
 			s = c.Phase.Text
 		})
 		return s

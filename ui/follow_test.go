@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -132,6 +132,6 @@ func TestUptime(t *testing.T) {
 func TestUptimeTicks(t *testing.T) {
 	b := newFake(t)
 	w, _ := newTestWindow(t, b)
-	b.set(sandbox.Status{State: sandbox.Running, Since: time.Now().Add(-58 * time.Second), Driver: "qemu", Accel: "tcg", Distro: "debian"})
+	b.set(control.Status{State: control.Running, Since: time.Now().Add(-58 * time.Second), Driver: "qemu", Accel: "tcg", Distro: "debian"})
 	eventually(t, "the uptime to reach a minute", func() bool { return strings.HasPrefix(w.Container.Details.Text, "Up 1m ·") })
 }

@@ -13,7 +13,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 // UsageReader is a Backend that can read the agents' resource use in the
@@ -69,7 +69,7 @@ func (g *glance) agentNames() string {
 
 // sample returns the two lines for a running VM with pid, and the
 // agents' use (nil when unknown); call off the UI goroutine.
-func (g *glance) sample(now time.Time, st sandbox.Status, cpus, memGB int, usage *agentproto.UsageResponse) (vm, ag string) {
+func (g *glance) sample(now time.Time, st control.Status, cpus, memGB int, usage *agentproto.UsageResponse) (vm, ag string) {
 	vm = fmt.Sprintf("VM: %d CPUs, %d GB", cpus, memGB)
 	if cpu, rss, ok := g.readVM(st.Pid); ok && st.Pid != 0 {
 		if g.prevPid == st.Pid && now.After(g.prevAt) {
@@ -108,7 +108,7 @@ func (t *containerTab) followGlance(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		st := t.b.Status()
-		if st.State == sandbox.Running {
+		if st.State == control.Running {
 			cfg, _ := t.b.Settings()
 			var usage *agentproto.UsageResponse
 			if ur, ok := t.b.(UsageReader); ok {
@@ -120,7 +120,7 @@ func (t *containerTab) followGlance(ctx context.Context) {
 			}
 			vm, ag := t.Glance.sample(t.now(), st, cfg.CPUs, cfg.MemoryGB, usage)
 			t.do(func() {
-				if t.b.Status().State == sandbox.Running {
+				if t.b.Status().State == control.Running {
 					t.Glance.VM.SetText(vm)
 					t.Glance.Agents.SetText(ag)
 				}

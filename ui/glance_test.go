@@ -12,7 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 type usageFake struct {
@@ -28,7 +28,7 @@ func (u usageFake) Usage(context.Context, agentproto.UsageRequest) (agentproto.U
 // what each agent runs, by the agent's name.
 func TestStatusAtAGlance(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped}
+	f.st = control.Status{State: control.Stopped}
 	b := usageFake{f, agentproto.UsageResponse{Users: []agentproto.UserUsage{
 		{User: "agent-data-analyst", Processes: 3, MemoryBytes: 120 << 20},
 		{User: "agent-bob", Processes: 0},
@@ -46,7 +46,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	if g.VM.Text != "VM: 2 CPUs, 2 GB · not running" || g.Agents.Text != "Agents: Data Analyst, bob" {
 		t.Fatalf("stopped: %q / %q", g.VM.Text, g.Agents.Text)
 	}
-	f.set(sandbox.Status{State: sandbox.Running, Since: time.Now(), Pid: os.Getpid()})
+	f.set(control.Status{State: control.Running, Since: time.Now(), Pid: os.Getpid()})
 	eventually(t, "the glance", func() bool {
 		return strings.Contains(g.VM.Text, "memory in use") && strings.Contains(g.Agents.Text, "processes")
 	})
@@ -64,7 +64,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	cpu := time.Second
 	g2.readVM = func(int) (time.Duration, int64, bool) { return cpu, 800 << 20, true }
 	t0 := time.Now()
-	st := sandbox.Status{State: sandbox.Running, Pid: 42}
+	st := control.Status{State: control.Running, Pid: 42}
 	g2.sample(t0, st, 4, 8, nil)
 	cpu += 500 * time.Millisecond
 	if vm, _ := g2.sample(t0.Add(5*time.Second), st, 4, 8, nil); vm != "VM: 4 CPUs, 8 GB · using 10% CPU · 800.0 MiB memory in use" {

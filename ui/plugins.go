@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -22,7 +23,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -839,7 +839,7 @@ func (t *pluginsTab) install(e *plugins.Entry, v plugins.Version, a agents.Agent
 	t.updateButtons()
 	t.head, t.steps = fmt.Sprintf("Installing %s (library version %d) for %s:", e.ID, v.Number, a.Name), nil
 	t.showSteps("")
-	needStart := t.b.Status().State != sandbox.Running
+	needStart := t.b.Status().State != control.Running
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
@@ -847,7 +847,7 @@ func (t *pluginsTab) install(e *plugins.Entry, v plugins.Version, a agents.Agent
 		if needStart {
 			t.do(func() { t.step("start the VM") })
 			err = t.b.Start(ctx)
-			if errors.Is(err, sandbox.ErrBusy) {
+			if errors.Is(err, control.ErrBusy) {
 				err = nil
 			}
 		}

@@ -16,10 +16,10 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -100,7 +100,7 @@ func (f *fakeInstaller) UninstallEverywhere(ctx context.Context, id string) erro
 func newPluginWindow(t *testing.T) (*Window, *agents.Registry, *pluginBackend) {
 	t.Helper()
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped} // a VM exists: every tab is open
+	f.st = control.Status{State: control.Stopped} // a VM exists: every tab is open
 	b := &pluginBackend{fakeBackend: f, inst: &fakeInstaller{installed: plugins.NewInstalled(f.paths.AgentStateDir()), next: make(chan struct{})}}
 	w, reg := newTestWindow(t, b)
 	if w.Plugins == nil {
@@ -506,7 +506,7 @@ func TestPluginInstallProgress(t *testing.T) {
 	if _, err := reg.Add("Alice"); err != nil {
 		t.Fatal(err)
 	}
-	b.set(sandbox.Status{State: sandbox.Stopped})
+	b.set(control.Status{State: control.Stopped})
 	ctx := context.Background()
 	if _, _, err := pt.src.Library.Save(ctx, recipe(t, helloJSON), plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}); err != nil {
 		t.Fatal(err)
@@ -625,7 +625,7 @@ func walkTexts(o fyne.CanvasObject, fn func(string)) {
 // installs nothing, accepting installs.
 func TestPluginInstallAsksConsent(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped} // a VM exists: every tab is open
+	f.st = control.Status{State: control.Stopped} // a VM exists: every tab is open
 	b := &pluginBackend{fakeBackend: f, review: true, inst: &fakeInstaller{installed: plugins.NewInstalled(f.paths.AgentStateDir()), next: make(chan struct{})}}
 	w, reg := newTestWindow(t, b)
 	pt := w.Plugins
@@ -633,7 +633,7 @@ func TestPluginInstallAsksConsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.set(sandbox.Status{State: sandbox.Running})
+	b.set(control.Status{State: control.Running})
 	secretive := strings.Replace(helloJSON, `"version": "1.0.0",`, `"version": "1.0.0", "secrets": ["API_KEY"],`, 1)
 	if _, _, err := pt.src.Library.Save(context.Background(), recipe(t, secretive), plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}); err != nil {
 		t.Fatal(err)

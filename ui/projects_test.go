@@ -15,10 +15,10 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 func writeFile(t *testing.T, p, s string) {
@@ -340,7 +340,7 @@ func TestPortsOpenAndClose(t *testing.T) {
 // The Changes view as the docs show it (docs/projects.md links the image).
 func TestChangesViewImage(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped} // a VM exists: every tab is open
+	f.st = control.Status{State: control.Stopped} // a VM exists: every tab is open
 	w, reg := newTestWindow(t, f)
 	changesFixture(t, f, reg)
 	v := w.Work.Changes

@@ -15,8 +15,8 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/provision"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // TestWindowScreenshots renders the first-run view, a failed first run
@@ -87,7 +87,7 @@ func TestWindowScreenshots(t *testing.T) {
 	save(w, "first-run-failed.png")
 
 	f2 := newFake(t)
-	f2.st = sandbox.Status{State: sandbox.Stopped}
+	f2.st = control.Status{State: control.Stopped}
 	w2, _ := newTestWindow(t, f2)
 	styled(w2)
 	cv := w2.Agents.Connect

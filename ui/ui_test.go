@@ -13,11 +13,11 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 )
 
 // fakeBackend stands in for the sandbox so the window's flows can be
@@ -25,8 +25,8 @@ import (
 type fakeBackend struct {
 	settingsFile
 	mu      sync.Mutex
-	st      sandbox.Status
-	subs    []func(sandbox.Status)
+	st      control.Status
+	subs    []func(control.Status)
 	calls   []string
 	provGo  chan struct{} // released by the test to finish a provision
 	provErr error         // when set, Provision fails with it at once
@@ -36,15 +36,15 @@ type fakeBackend struct {
 func newFake(t *testing.T) *fakeBackend {
 	return &fakeBackend{
 		settingsFile: settingsFile{config.Paths{Root: t.TempDir()}},
-		st:           sandbox.Status{State: sandbox.NotProvisioned},
+		st:           control.Status{State: control.NotProvisioned},
 		provGo:       make(chan struct{}),
 	}
 }
 
-func (f *fakeBackend) set(st sandbox.Status) {
+func (f *fakeBackend) set(st control.Status) {
 	f.mu.Lock()
 	f.st = st
-	subs := append([]func(sandbox.Status){}, f.subs...)
+	subs := append([]func(control.Status){}, f.subs...)
 	f.mu.Unlock()
 	for _, fn := range subs {
 		fn(st)
@@ -56,8 +56,8 @@ func (f *fakeBackend) called() []string {
 	defer f.mu.Unlock()
 	return append([]string{}, f.calls...)
 }
-func (f *fakeBackend) Status() sandbox.Status { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
-func (f *fakeBackend) Subscribe(fn func(sandbox.Status)) func() {
+func (f *fakeBackend) Status() control.Status { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
+func (f *fakeBackend) Subscribe(fn func(control.Status)) func() {
 	f.mu.Lock()
 	f.subs = append(f.subs, fn)
 	f.mu.Unlock()
@@ -66,27 +66,27 @@ func (f *fakeBackend) Subscribe(fn func(sandbox.Status)) func() {
 func (f *fakeBackend) Provision(ctx context.Context) error {
 	f.record("provision")
 	if f.provErr != nil {
-		f.set(sandbox.Status{State: sandbox.NotProvisioned, Reason: "provisioning failed"})
+		f.set(control.Status{State: control.NotProvisioned, Reason: "provisioning failed"})
 		return f.provErr
 	}
-	f.set(sandbox.Status{State: sandbox.Provisioning, Progress: &sandbox.Progress{Phase: "rootfs", Done: 25 << 20, Total: 100 << 20}})
+	f.set(control.Status{State: control.Provisioning, Progress: &control.Progress{Phase: "rootfs", Done: 25 << 20, Total: 100 << 20}})
 	select {
 	case <-f.provGo:
-		f.set(sandbox.Status{State: sandbox.Stopped})
+		f.set(control.Status{State: control.Stopped})
 		return nil
 	case <-ctx.Done():
-		f.set(sandbox.Status{State: sandbox.NotProvisioned, Reason: "provisioning cancelled"})
+		f.set(control.Status{State: control.NotProvisioned, Reason: "provisioning cancelled"})
 		return ctx.Err()
 	}
 }
 func (f *fakeBackend) Start(context.Context) error {
 	f.record("start")
-	f.set(sandbox.Status{State: sandbox.Running, Since: time.Now(), Driver: "qemu", Accel: "tcg", Distro: "debian"})
+	f.set(control.Status{State: control.Running, Since: time.Now(), Driver: "qemu", Accel: "tcg", Distro: "debian"})
 	return nil
 }
 func (f *fakeBackend) Stop(context.Context) error {
 	f.record("stop")
-	f.set(sandbox.Status{State: sandbox.Stopped})
+	f.set(control.Status{State: control.Stopped})
 	return nil
 }
 func (f *fakeBackend) Reset(context.Context) error  { f.record("reset"); return nil }
@@ -205,7 +205,7 @@ func TestProvisionShowsProgressAndCancels(t *testing.T) {
 
 func TestStartAndStop(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped}
+	f.st = control.Status{State: control.Stopped}
 	w, _ := newTestWindow(t, f)
 	c := w.Container
 	tap(c.Start)
@@ -222,7 +222,7 @@ func TestStartAndStop(t *testing.T) {
 
 func TestResourcesSaveAndRestartNote(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Running, Since: time.Now()}
+	f.st = control.Status{State: control.Running, Since: time.Now()}
 	w, _ := newTestWindow(t, f)
 	c := w.Container
 	if c.CPUs.Selected != "2" || c.Memory.Selected != "2" || c.Network.Selected != "outbound" || !c.AutoStart.Checked {
@@ -263,7 +263,7 @@ func TestResourceValidationError(t *testing.T) {
 
 func TestDiagnosticsListUpdates(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Running, Since: time.Now()}
+	f.st = control.Status{State: control.Running, Since: time.Now()}
 	f.results = []diagnostics.Result{
 		{Name: "exec", Outcome: diagnostics.Pass, Duration: 250 * time.Millisecond, Detail: "echo round trip ok"},
 		{Name: "nat", Outcome: diagnostics.Fail, Duration: time.Second, Detail: "exit 6", Hint: "Check that Network is \"outbound\""},
@@ -293,7 +293,7 @@ func TestDiagnosticsListUpdates(t *testing.T) {
 
 func TestResetConfirmationCancelKeepsEverything(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped}
+	f.st = control.Status{State: control.Stopped}
 	w, _ := newTestWindow(t, f)
 	tap(w.Container.Reset)
 	tapInOverlay(t, w.Win, "Cancel")
@@ -397,7 +397,7 @@ func TestAgentAddAsksAboutLeftOverHome(t *testing.T) {
 
 func TestContainerTabRendering(t *testing.T) {
 	f := newFake(t)
-	f.st = sandbox.Status{State: sandbox.Stopped}
+	f.st = control.Status{State: control.Stopped}
 	w, _ := newTestWindow(t, f)
 	test.AssertObjectRendersToMarkup(t, "container_stopped.xml", w.Tabs)
 }

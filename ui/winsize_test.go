@@ -4,8 +4,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
-
-	"github.com/osaurus/osaurus-sandbox/sandbox"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 // TestWindowFitsASmallScreen: the window opens at a size that fits a
@@ -18,8 +17,8 @@ func TestWindowFitsASmallScreen(t *testing.T) {
 	}
 	f := newFake(t)
 	w, _ := newTestWindow(t, f)
-	for _, st := range []sandbox.State{sandbox.NotProvisioned, sandbox.Running} {
-		f.set(sandbox.Status{State: st, Driver: "qemu", Accel: "tcg", Distro: "debian"})
+	for _, st := range []control.State{control.NotProvisioned, control.Running} {
+		f.set(control.Status{State: st, Driver: "qemu", Accel: "tcg", Distro: "debian"})
 		lockedDo(func() {
 			if w.Win.FixedSize() {
 				t.Error("the window can't be resized")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -17,7 +18,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/hostcli"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
@@ -103,7 +103,7 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 func agentUsage(ctx context.Context, ctl api.Controller, a agents.Agent) (agents.Usage, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if st, err := ctl.Status(ctx); err != nil || st.State != sandbox.Running {
+	if st, err := ctl.Status(ctx); err != nil || st.State != control.Running {
 		return agents.Usage{}, errors.New("the VM is not running")
 	}
 	resp, err := ctl.Usage(ctx, agentproto.UsageRequest{Users: []string{a.User()}})

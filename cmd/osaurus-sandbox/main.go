@@ -14,6 +14,6 @@ import (
 )
 
 func main() {
-	own := hostcli.Owner{GUI: gui, Serve: host.Serve, StopOrphan: host.StopOrphan}
+	own := hostcli.Owner{GUI: gui, Serve: host.Serve, StopOrphan: host.StopOrphan, Probe: host.Probe, Helpers: host.Helpers, OpenData: host.OpenData}
 	os.Exit(hostcli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, own))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -45,9 +44,10 @@ const (
 
 // Status is the sandbox's state as the owner sees it, and who the owner is.
 type Status struct {
-	sandbox.Status
+	control.Status
 	// Owner is the kind of process that owns the VM: "app", "serve",
-	// "background" (started by the CLI; `stop` ends it), or "none".
+	// "background" (started by the CLI; `stop` ends it), "cli" (a command
+	// that owns the data files for its duration, no VM), or "none".
 	Owner string `json:"owner"`
 	// Adoptable is set when no process owns a VM that still runs (its
 	// owner died): the next `start` or `stop` adopts it.
@@ -151,7 +151,7 @@ type Controller interface {
 	Subscribe(fn func(Status)) (cancel func())
 	// Lifecycle runs op, reporting status changes (with provisioning
 	// progress) to onStatus (may be nil) as they happen.
-	Lifecycle(ctx context.Context, op Op, onStatus func(sandbox.Status)) (sandbox.Status, error)
+	Lifecycle(ctx context.Context, op Op, onStatus func(control.Status)) (control.Status, error)
 	// Quit stops the VM and ends the owner process.
 	Quit(ctx context.Context) error
 	// Diagnostics runs the standard checks, reporting each as it finishes.
@@ -189,6 +189,12 @@ type Controller interface {
 	// installed it, before the library deletes it; report hears what it
 	// did per agent.
 	UninstallPluginEverywhere(ctx context.Context, pluginID string, report func(string)) error
+
+	// AgentOps change the agents and their projects (agents.go).
+	AgentOps
+	// DataOps change the plugin library, memory, events, bridge config
+	// and tasks (data.go).
+	DataOps
 
 	// Close releases the controller (not the VM).
 	Close()

@@ -1,6 +1,7 @@
 package errclass
 
 import (
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
@@ -100,9 +101,9 @@ var sentinels = []sentinel{
 	{"provision/kmod.ErrNotFound", kmod.ErrNotFound, errdefs.ErrNotFound},
 	{"provision/squashfs.ErrFormat", squashfs.ErrFormat, errdefs.ErrInvalid},
 	{"provision/squashfs.ErrUnsupported", squashfs.ErrUnsupported, errdefs.ErrUnsupported},
-	{"sandbox.ErrBusy", sandbox.ErrBusy, errdefs.ErrBusy},
+	{"control.ErrBusy", control.ErrBusy, errdefs.ErrBusy},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
-	{"sandbox.ErrNotRunning", sandbox.ErrNotRunning, errdefs.ErrUnavailable},
+	{"control.ErrNotRunning", control.ErrNotRunning, errdefs.ErrUnavailable},
 	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, errdefs.ErrUnavailable},
 	{"sandboxpath.ErrRejected", sandboxpath.ErrRejected, errdefs.ErrInvalid},

@@ -24,7 +24,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -154,7 +153,8 @@ func (c *Client) Subscribe(fn func(api.Status)) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		gone := false
+		gone, seen := false, false
+		var last api.Status
 		for ctx.Err() == nil {
 			peer, err := dialPeer(ctx, c.paths)
 			if err == nil {
@@ -163,6 +163,7 @@ func (c *Client) Subscribe(fn func(api.Status)) func() {
 				peer.CallStream(ctx, control.OpWatch, agentproto.Empty{}, nil, func(raw json.RawMessage) {
 					var st api.Status
 					if json.Unmarshal(raw, &st) == nil {
+						last, seen = st, true
 						fn(st)
 					}
 				})
@@ -171,11 +172,9 @@ func (c *Client) Subscribe(fn func(api.Status)) func() {
 			if ctx.Err() != nil {
 				return
 			}
-			if !gone {
+			if !gone && seen {
 				gone = true
-				st := Probe(c.paths)
-				st.Reason = joinReason(api.ErrOwnerGone.Error(), st.Reason)
-				fn(st)
+				fn(ownerGone(last))
 			}
 			select {
 			case <-ctx.Done():
@@ -186,21 +185,28 @@ func (c *Client) Subscribe(fn func(api.Status)) func() {
 	return func() { cancel(); <-done }
 }
 
-func joinReason(a, b string) string {
-	if b == "" {
-		return a
+// ownerGone is what a watcher sees when the owner exits: its VM stopped
+// with it (a VM it left running is the next owner's to adopt), and
+// whether it is provisioned did not change.
+func ownerGone(last api.Status) api.Status {
+	st := api.Status{Owner: "none"}
+	st.Since = time.Now()
+	st.State = control.Stopped
+	if last.State == control.NotProvisioned || last.State == control.Provisioning {
+		st.State = control.NotProvisioned
 	}
-	return a + "; " + b
+	st.Reason = api.ErrOwnerGone.Error()
+	return st
 }
 
 // Lifecycle runs op in the owner.
-func (c *Client) Lifecycle(ctx context.Context, op api.Op, onStatus func(sandbox.Status)) (sandbox.Status, error) {
-	var st sandbox.Status
+func (c *Client) Lifecycle(ctx context.Context, op api.Op, onStatus func(control.Status)) (control.Status, error) {
+	var st control.Status
 	// Repeating provision, start or stop after the owner went away is
 	// safe (they are idempotent); reset and remove are not repeated.
 	retry := op == api.OpProvision || op == api.OpStart || op == api.OpStop
 	err := c.call(ctx, string(op), agentproto.Empty{}, &st, func(raw json.RawMessage) {
-		var ev sandbox.Status
+		var ev control.Status
 		if json.Unmarshal(raw, &ev) == nil && onStatus != nil {
 			onStatus(ev)
 		}
@@ -220,13 +226,7 @@ func (c *Client) Quit(ctx context.Context) error {
 		return err
 	}
 	c.Close()
-	if err := c.awaitNoOwner(ctx); err != nil {
-		return err
-	}
-	if left := Helpers(c.paths); len(left) > 0 {
-		return fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", api.ErrOwnerGone, left)
-	}
-	return nil
+	return c.awaitNoOwner(ctx)
 }
 
 // awaitNoOwner waits until nobody serves the control socket or holds the
@@ -486,17 +486,4 @@ func spawnOwner(p config.Paths) error {
 		return fmt.Errorf("starting the background sandbox process: %w", err)
 	}
 	return cmd.Process.Release()
-}
-
-// Probe describes the sandbox when no process owns it: the state on disk,
-// or, when the dead owner's VM still runs, "running" and adoptable, with
-// its pid and since when.
-func Probe(p config.Paths) api.Status {
-	st := api.Status{Status: sandbox.New(sandbox.Options{Paths: p}).Status(), Owner: "none"}
-	if pid, since := leftover(p); pid != 0 {
-		st.State, st.Pid, st.Adoptable = sandbox.Running, pid, true
-		st.Since = since
-		st.Reason = "left running by an osaurus-sandbox process that exited; `osaurus-sandbox stop` stops it, `start` adopts it"
-	}
-	return st
 }

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -36,7 +36,7 @@ func (s *stubCtl) Quit(context.Context) error {
 }
 
 func (s *stubCtl) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: sandbox.Status{State: sandbox.Running}, Owner: "test"}, nil
+	return api.Status{Status: control.Status{State: control.Running}, Owner: "test"}, nil
 }
 
 func (s *stubCtl) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
@@ -171,13 +171,9 @@ func TestReconnect(t *testing.T) {
 	}
 }
 
-// Without an owner, status describes the files on disk.
-func TestProbeWithoutOwner(t *testing.T) {
+// Without an owner, Dial says so.
+func TestDialWithoutOwner(t *testing.T) {
 	p := testPaths(t)
-	st := Probe(p)
-	if st.Owner != "none" || st.State != sandbox.NotProvisioned || st.Adoptable {
-		t.Fatalf("%+v", st)
-	}
 	if _, err := Dial(context.Background(), p); !errors.Is(err, api.ErrNoOwner) {
 		t.Fatalf("Dial without an owner: %v", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -65,6 +64,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) mux() *agentproto.Mux {
 	m := agentproto.NewMux()
+	s.agentOps(m)
+	s.dataOps(m)
 	m.Handle(control.OpStatus, func(ctx context.Context, c *agentproto.Call) error {
 		st, err := s.Ctl.Status(ctx)
 		if err != nil {
@@ -103,7 +104,7 @@ func (s *Server) mux() *agentproto.Mux {
 	})
 	for _, op := range []api.Op{api.OpProvision, api.OpStart, api.OpStop, api.OpReset, api.OpRemove, api.OpSuspend, api.OpResume} {
 		m.Handle(string(op), func(ctx context.Context, c *agentproto.Call) error {
-			st, err := s.Ctl.Lifecycle(ctx, op, func(st sandbox.Status) { c.Emit(st) })
+			st, err := s.Ctl.Lifecycle(ctx, op, func(st control.Status) { c.Emit(st) })
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 //go:build darwin
 
-package client
+package host
 
 import (
 	"time"
