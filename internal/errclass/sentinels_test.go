@@ -46,6 +46,8 @@ type sentinel struct {
 // window's (ui.ErrNoDisplay, of errdefs.ErrUnsupported: importing ui
 // needs cgo).
 var sentinels = []sentinel{
+	{"agentproto/control.ErrBusy", control.ErrBusy, errdefs.ErrBusy},
+	{"agentproto/control.ErrNotRunning", control.ErrNotRunning, errdefs.ErrUnavailable},
 	{"agents.ErrAmbiguous", agents.ErrAmbiguous, errdefs.ErrInvalid},
 	{"agents.ErrHomeExists", agents.ErrHomeExists, errdefs.ErrExists},
 	{"agents.ErrInvalid", agents.ErrInvalid, errdefs.ErrInvalid},
@@ -101,9 +103,7 @@ var sentinels = []sentinel{
 	{"provision/kmod.ErrNotFound", kmod.ErrNotFound, errdefs.ErrNotFound},
 	{"provision/squashfs.ErrFormat", squashfs.ErrFormat, errdefs.ErrInvalid},
 	{"provision/squashfs.ErrUnsupported", squashfs.ErrUnsupported, errdefs.ErrUnsupported},
-	{"control.ErrBusy", control.ErrBusy, errdefs.ErrBusy},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
-	{"control.ErrNotRunning", control.ErrNotRunning, errdefs.ErrUnavailable},
 	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, errdefs.ErrUnavailable},
 	{"sandboxpath.ErrRejected", sandboxpath.ErrRejected, errdefs.ErrInvalid},
