@@ -54,23 +54,6 @@ func NewBridge(th *ToolHost, o BridgeOptions) *bridge.Server {
 	})
 }
 
-// bridgeConfig is where the bridge keeps per-agent config.
-func (h *Host) bridgeConfig() *bridge.ConfigStore {
-	return &bridge.ConfigStore{Dir: h.paths.BridgeConfigDir()}
-}
-
-// pluginCreator is what serves POST /api/plugin/create: the host's tools
-// environment, so the registration goes through the same pipeline as
-// sandbox_plugin_register and its MCP sessions hear of it at once (other
-// processes' through their plugin watch); nil when the library can't
-// open.
-func (h *Host) pluginCreator() bridge.PluginCreator {
-	if h.lib == nil {
-		return nil
-	}
-	return h.env
-}
-
 // newRunner is the runner of dispatched tasks, in th's tools environment
 // without its secret tools (a task has nobody to ask). Tasks an earlier
 // owner left running are marked interrupted.
