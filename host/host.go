@@ -155,7 +155,14 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	}
 	h.ports = &Ports{Guest: h.running, StateFile: o.Paths.PreviewsFile(), Logf: h.logf}
 	h.onClose(func() { h.ports.Close("", 0) })
+	// The limiters' settings hold for this owner's life.
+	cfg, err := config.LoadSandbox(o.Paths.SandboxJSON())
+	if err != nil {
+		h.logf("settings: %v; using the default limits", err)
+	}
+	rates, _ := cfg.Rates() // valid: LoadSandbox validated it, or defaults
 	h.env = tools.NewEnv(tools.Options{
+		RateLimits: rates, TurnIdle: cfg.TurnIdle(),
 		Guest: h.guest, Agents: h.reg, Redactor: h.secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
@@ -165,7 +172,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
-	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
+	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, RateLimits: rates, Logf: h.logf})
 	if o.Driver == nil {
 		o.Driver = newDriver(o.Paths)
 	}
