@@ -136,10 +136,10 @@ func TestBridge(t *testing.T) {
 		if out, _, _ := sh(t, g, "agent-bob", "osaurus-host --json config get color"); strings.TrimSpace(out) != "{}" {
 			t.Errorf("bob sees alice's config: %q", out)
 		}
-		// A service this bridge was built without answers 503 (exit 6);
-		// TestHostServices has it wired.
+		// Inference without a model server set answers 503 (exit 6),
+		// naming the setting; TestHostServices sets one.
 		out, errOut, st = sh(t, g, "agent-alice", "osaurus-host inference chat -m hi")
-		if st.Code != 6 || !strings.Contains(errOut, "not available") {
+		if st.Code != 6 || !strings.Contains(errOut, "config set inferenceUrl") {
 			t.Errorf("inference chat without the service: %d %q %q", st.Code, out, errOut)
 		}
 		if _, errOut, st := sh(t, g, "agent-alice", "osaurus-host frobnicate"); st.Code != 2 || !strings.Contains(errOut, "unknown command") {
