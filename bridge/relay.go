@@ -20,6 +20,12 @@ func CallerOf(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
+// WithCaller is ctx carrying c as the caller, as the requests of a
+// relayed connection carry it: for serving Handler directly (tests).
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
 // relayedConn is one guest connection with the identity the guest agent
 // attached to it. Close tells the agentproto handler that the HTTP server
 // is done with the stream.

@@ -72,6 +72,61 @@ type Sandbox struct {
 	// reset or a restore) are kept; 0 takes none before a reset (a
 	// restore always saves the state it replaces).
 	SafetyCheckpoints int `json:"safetyCheckpoints"`
+	// RateLimits overrides Osaurus's quotas of each agent's calls per
+	// minute, as comma-separated service=count pairs (the services are
+	// RateServices), e.g. "exec=600,bridge=60"; empty keeps them all. A
+	// string, not a map, so Sandbox stays comparable.
+	RateLimits string `json:"rateLimits,omitempty"`
+	// TurnIdleSeconds ends an agent's turn (and so its maxCommandsPerTurn
+	// count) after this long without a command; 0 means
+	// DefaultTurnIdleSeconds.
+	TurnIdleSeconds float64 `json:"turnIdleSeconds,omitempty"`
+}
+
+// RateServices are the services RateLimits may set: the tools' file
+// reads and writes, commands, package installs, secrets and plugin
+// registrations, and the bridge's calls, inference and dispatched tasks.
+var RateServices = []string{"sandbox.read", "sandbox.write", "exec", "install", "secrets", "http", "bridge", "inference", "dispatch"}
+
+// MaxRateLimit bounds one service's quota per minute.
+const MaxRateLimit = 1_000_000_000
+
+// DefaultTurnIdleSeconds and MaxTurnIdleSeconds bound TurnIdleSeconds.
+const (
+	DefaultTurnIdleSeconds = 15
+	MaxTurnIdleSeconds     = 3600
+)
+
+// Rates is RateLimits as a map (nil when empty), or an error naming the
+// bad pair and the fix.
+func (s Sandbox) Rates() (map[string]int, error) {
+	if strings.TrimSpace(s.RateLimits) == "" {
+		return nil, nil
+	}
+	out := map[string]int{}
+	for _, pair := range strings.Split(s.RateLimits, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok || err != nil:
+			return nil, fmt.Errorf("%w: rateLimits: %q is not service=count; give pairs such as \"exec=600,bridge=60\", or empty for the defaults", ErrInvalid, pair)
+		case !slices.Contains(RateServices, k):
+			return nil, fmt.Errorf("%w: rateLimits: %q is not a service; the services are %s", ErrInvalid, k, strings.Join(RateServices, ", "))
+		case n < 1 || n > MaxRateLimit:
+			return nil, fmt.Errorf("%w: rateLimits: %s=%d, allowed 1–%d calls per minute", ErrInvalid, k, n, MaxRateLimit)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+// TurnIdle is TurnIdleSeconds as a duration, the default for 0.
+func (s Sandbox) TurnIdle() time.Duration {
+	if s.TurnIdleSeconds == 0 {
+		return DefaultTurnIdleSeconds * time.Second
+	}
+	return time.Duration(s.TurnIdleSeconds * float64(time.Second))
 }
 
 // DefaultSafetyCheckpoints and MaxSafetyCheckpoints bound the automatic
@@ -206,6 +261,12 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: safetyCheckpoints: %d, allowed 0–%d (0 takes none before a reset)", ErrInvalid, s.SafetyCheckpoints, MaxSafetyCheckpoints)
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
+	}
+	if s.TurnIdleSeconds != 0 && !(s.TurnIdleSeconds >= 0.001 && s.TurnIdleSeconds <= MaxTurnIdleSeconds) {
+		return fmt.Errorf("%w: turnIdleSeconds: %g, allowed 0.001–%d (seconds, fractions allowed), or 0 for %d", ErrInvalid, s.TurnIdleSeconds, MaxTurnIdleSeconds, DefaultTurnIdleSeconds)
+	}
+	if _, err := s.Rates(); err != nil {
+		return err
 	}
 	if err := checkInferenceURL(s.InferenceURL); err != nil {
 		return err
@@ -355,6 +416,8 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
 	{"idleSuspendMinutes", "minutes without tool calls, shells, previews or agent processes before the VM is paused (default 15; 0 never; fractions allowed)"},
 	{"safetyCheckpoints", "automatic checkpoints kept, taken before a reset or a restore, 0–50 (default 3; 0 takes none before a reset)"},
+	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch; restart required)"},
+	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
@@ -480,6 +543,13 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.IdleSuspendMinutes, err = strconv.ParseFloat(value, 64)
 		if err != nil {
 			err = fmt.Errorf("%w: idleSuspendMinutes: %q is not a number of minutes (0–%d, 0 never suspends)", ErrInvalid, value, MaxIdleSuspendMinutes)
+		}
+	case "rateLimits":
+		s.RateLimits = value
+	case "turnIdleSeconds":
+		s.TurnIdleSeconds, err = strconv.ParseFloat(value, 64)
+		if err != nil {
+			err = fmt.Errorf("%w: turnIdleSeconds: %q is not a number of seconds (0.001–%d, or 0 for %d)", ErrInvalid, value, MaxTurnIdleSeconds, DefaultTurnIdleSeconds)
 		}
 	default:
 		return s, unknownKey(key)

@@ -64,6 +64,17 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"safetyCheckpoints", "51", "safetyCheckpoints: 51, allowed 0–50"},
 		{"safetyCheckpoints", "-1", "safetyCheckpoints"},
 		{"idleSuspendMinutes", "soon", `idleSuspendMinutes: "soon" is not a number`},
+		{"rateLimits", "exec=600, bridge=60", ""},
+		{"rateLimits", "", ""},
+		{"rateLimits", "exec", `rateLimits: "exec" is not service=count`},
+		{"rateLimits", "exec=many", `rateLimits: "exec=many" is not service=count`},
+		{"rateLimits", "shell=5", `rateLimits: "shell" is not a service`},
+		{"rateLimits", "exec=0", "rateLimits: exec=0, allowed 1–1000000000"},
+		{"turnIdleSeconds", "0.001", ""},
+		{"turnIdleSeconds", "0", ""},
+		{"turnIdleSeconds", "3601", "turnIdleSeconds: 3601, allowed 0.001–3600"},
+		{"turnIdleSeconds", "-1", "turnIdleSeconds"},
+		{"turnIdleSeconds", "soon", `turnIdleSeconds: "soon" is not a number`},
 	}
 	for _, tc := range tests {
 		_, err := Defaults().Set(tc.key, tc.value)

@@ -23,8 +23,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
-	"github.com/osaurus/osaurus-sandbox/tools"
-	"github.com/osaurus/osaurus-sandbox/tools/limit"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
@@ -214,12 +212,13 @@ func timed(f func()) func() time.Duration {
 }
 
 // benchAgent is an agent of the shared guest with autonomous exec on,
-// served by an owner in this process and reached through the real
+// served by a real owner in this process and reached through the real
 // `osaurus-sandbox mcp` stdio server. Its limiters still run but never
-// refuse a benchmark's thousands of calls: every command starts a new
-// turn, and the rate quota is out of reach.
+// refuse a benchmark's thousands of calls: the owner's settings end a
+// turn after a millisecond without a command and put the rate quotas out
+// of reach.
 type benchAgent struct {
-	m      *vm.Machine
+	m      guestVM
 	paths  config.Paths
 	a      agents.Agent
 	th     *host.ToolHost
@@ -228,14 +227,14 @@ type benchAgent struct {
 }
 
 func newBenchAgent(b *testing.B, name string, background bool) *benchAgent {
-	m := sharedGuest(b)
-	home, err := os.MkdirTemp("", "bench")
-	if err != nil {
-		b.Fatal(err)
+	var quotas []string
+	for _, s := range config.RateServices {
+		quotas = append(quotas, fmt.Sprintf("%s=%d", s, config.MaxRateLimit))
 	}
-	b.Cleanup(func() { os.RemoveAll(home) })
-	paths := config.Paths{Root: home}
-	reg := openAgents(b, paths.AgentsJSON())
+	h := sharedHost(b, func(c *config.Sandbox) {
+		c.TurnIdleSeconds, c.RateLimits = 0.001, strings.Join(quotas, ",")
+	})
+	paths, reg := h.Paths(), h.Registry()
 	a, err := reg.Add(name)
 	if err != nil {
 		b.Fatal(err)
@@ -246,16 +245,9 @@ func newBenchAgent(b *testing.B, name string, background bool) *benchAgent {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	env := tools.NewEnv(tools.Options{
-		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		Exec:  limit.NewExecLimiter(limit.ExecOptions{IdleGap: time.Nanosecond}),
-		Rate:  limit.NewRateLimiter(limit.RateOptions{Default: 1 << 30}),
-	})
-	th := &host.ToolHost{Env: env, Registry: reg}
-	serveOwner(b, paths, m, th)
 	cmd := exec.Command(buildCLI(b), "mcp", "--agent", name)
-	cmd.Env = append(os.Environ(), config.HomeEnv+"="+home)
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+paths.Root)
 	cmd.Stderr = testLog{b, "stdio server: "}
 	s := newSession(b, "stdio "+name, &mcp.CommandTransport{Command: cmd})
-	return &benchAgent{m: m, paths: paths, a: a, th: th, mcp: s, mcpPid: cmd.Process.Pid}
+	return &benchAgent{m: hostGuest{b, h}, paths: paths, a: a, th: h.ToolHost, mcp: s, mcpPid: cmd.Process.Pid}
 }

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,17 +21,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
-	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/limit"
-	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // TestBridge is the host API bridge on the real guest with a real
@@ -41,30 +34,12 @@ import (
 // other user of the guest can get at it.
 func TestBridge(t *testing.T) {
 	testkeyring.Start(t)
-	m := sharedGuest(t)
-	home := t.TempDir()
-	paths := config.Paths{Root: home}
-	reg := openAgents(t, paths.AgentsJSON())
-	store := secrets.New()
-	logs := &bridge.LogStore{Dir: filepath.Join(paths.Logs(), "agents")}
-	// A small bridge quota so the 429 path is reachable in a few calls.
-	rate := limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{"bridge": 60}})
-	br := bridge.New(bridge.Options{
-		Secrets: store,
-		Config:  &bridge.ConfigStore{Dir: filepath.Join(home, "bridge", "config")},
-		Log:     logs,
-		Rate:    rate,
-		HostCLI: assets.HostCLI,
-	})
-	t.Cleanup(func() { br.Close() })
+	// The owner's bridge with a small quota (the rateLimits setting), so
+	// the 429 path is reachable in a few calls.
+	h := sharedHost(t, func(c *config.Sandbox) { c.RateLimits = "bridge=60" })
+	te := toolsEnvOf(t, h)
+	home, reg := te.home, te.reg
 	ctx := context.Background()
-	attachBridge(t, m, br)
-
-	pages := &secretprompt.Pages{Store: store}
-	t.Cleanup(func() { pages.Close() })
-	env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Redactor: store,
-		SecretStore: store, SecretPrompter: &secretprompt.Broker{Store: store, Pages: pages}})
-	te := &toolsEnv{m: m, home: home, reg: reg, url: serveMCPHTTP(t, env, reg), bin: buildCLI(t)}
 	te.addAgent(t, "alice", autonomous(100, false))
 	te.addAgent(t, "bob", autonomous(100, false))
 	alice, bob := te.http(t, "alice"), te.http(t, "bob")
@@ -96,7 +71,7 @@ func TestBridge(t *testing.T) {
 		}
 	})
 
-	g := m.Agent()
+	g := te.m.Agent()
 	t.Run("identity comes from the kernel", func(t *testing.T) {
 		// bob claims to be alice in the identity header: ignored.
 		out, errOut, st := sh(t, g, "agent-bob", `curl -sS --unix-socket /run/osaurus-bridge.sock -H 'X-Osaurus-Agent: alice' -w '\n%{http_code}' http://bridge/api/secrets/OPENAI_API_KEY`)
@@ -161,10 +136,10 @@ func TestBridge(t *testing.T) {
 		if out, _, _ := sh(t, g, "agent-bob", "osaurus-host --json config get color"); strings.TrimSpace(out) != "{}" {
 			t.Errorf("bob sees alice's config: %q", out)
 		}
-		// A service this bridge was built without answers 503 (exit 6);
-		// TestHostServices has it wired.
+		// Inference without a model server set answers 503 (exit 6),
+		// naming the setting; TestHostServices sets one.
 		out, errOut, st = sh(t, g, "agent-alice", "osaurus-host inference chat -m hi")
-		if st.Code != 6 || !strings.Contains(errOut, "not available") {
+		if st.Code != 6 || !strings.Contains(errOut, "config set inferenceUrl") {
 			t.Errorf("inference chat without the service: %d %q %q", st.Code, out, errOut)
 		}
 		if _, errOut, st := sh(t, g, "agent-alice", "osaurus-host frobnicate"); st.Code != 2 || !strings.Contains(errOut, "unknown command") {

@@ -25,8 +25,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/download"
-	"github.com/osaurus/osaurus-sandbox/tools"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/vm"
 	"github.com/osaurus/osaurus-sandbox/vm/qemu"
 )
@@ -234,37 +232,12 @@ var uidBlock atomic.Int32
 
 const uidBlockSize = 500
 
-// openAgents opens the registry at path. A new one gets uids in a block no
-// other registry of this test binary uses, and starts without the homes
-// earlier tests' agents left in the shared workspace.
+// openAgents opens the registry at path, seeding it first (seedAgents)
+// when there is none.
 func openAgents(t testing.TB, path string) *agents.Registry {
 	t.Helper()
 	if _, err := os.Stat(path); os.IsNotExist(err) {
-		next := agents.FirstUID + 10000 + int(uidBlock.Add(1))*uidBlockSize
-		if next+uidBlockSize > agents.LastUID {
-			t.Fatalf("out of uid blocks for the shared guest (%d registries)", uidBlock.Load())
-		}
-		// Those homes are owned by the earlier agents' uids, and the guest
-		// rightly refuses to hand one to a new agent of the same name.
-		// Tests run one at a time, so no VM uses them now.
-		// The folder itself stays: the shared guest is running, and a
-		// folder removed behind VirtioFS can stay in the guest's cache, so
-		// that a home made in it fails with ENOENT.
-		for _, d := range []string{env.dataDir, sharedDir()} {
-			homes, _ := filepath.Glob(filepath.Join(d, "workspace", "agents", "*"))
-			for _, h := range homes {
-				if err := os.RemoveAll(h); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
-		if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		seedAgents(t, path)
 	}
 	reg, err := agents.Open(path)
 	if err != nil {
@@ -273,26 +246,42 @@ func openAgents(t testing.TB, path string) *agents.Registry {
 	return reg
 }
 
+// seedAgents makes an empty registry at path that hands out uids in a
+// block no other registry of this test binary uses, and removes the homes
+// earlier tests' agents left in the shared workspace.
+func seedAgents(t testing.TB, path string) {
+	t.Helper()
+	next := agents.FirstUID + 10000 + int(uidBlock.Add(1))*uidBlockSize
+	if next+uidBlockSize > agents.LastUID {
+		t.Fatalf("out of uid blocks for the shared guest (%d registries)", uidBlock.Load())
+	}
+	// Those homes are owned by the earlier agents' uids, and the guest
+	// rightly refuses to hand one to a new agent of the same name.
+	// Tests run one at a time, so no VM uses them now.
+	// The folder itself stays: the shared guest is running, and a
+	// folder removed behind VirtioFS can stay in the guest's cache, so
+	// that a home made in it fails with ENOENT.
+	for _, d := range []string{env.dataDir, sharedDir()} {
+		homes, _ := filepath.Glob(filepath.Join(d, "workspace", "agents", "*"))
+		for _, h := range homes {
+			if err := os.RemoveAll(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seed := fmt.Sprintf(`{"version":1,"agents":[],"nextUID":%d}`, next)
+	if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // str is v as a string, or "" when it is none: a tool result that lacks a
 // field fails the assertion that reads it instead of panicking the whole
 // test binary.
 func str(v any) string {
 	s, _ := v.(string)
 	return s
-}
-
-// serveMCPHTTP serves env's tools over MCP HTTP on loopback, as the app
-// does, until the test ends, and returns the endpoint's URL.
-func serveMCPHTTP(t testing.TB, env *tools.Env, reg *agents.Registry) string {
-	t.Helper()
-	h := mcpserver.NewHTTPHandler(mcpserver.Config{Env: env, Registry: reg, Version: "e2e"})
-	ln, err := mcpserver.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); mcpserver.Serve(ctx, ln, h) }()
-	t.Cleanup(func() { cancel(); <-done; h.Close() })
-	return "http://" + ln.Addr().String() + mcpserver.Path
 }

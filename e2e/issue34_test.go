@@ -17,11 +17,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
@@ -53,7 +50,7 @@ func skillOf(t *testing.T, s *session) (prompt string, inInstructions bool) {
 // real guest; then, with a plugin tool of its own, the skill is gone. An
 // agent without autonomous exec never sees it.
 func TestPluginCreatorSkillE2E(t *testing.T) {
-	te := newToolsEnvOn(t, sharedGuest(t), false)
+	te := newToolsEnvCAs(t, false)
 	alice := te.addAgent(t, "skill-alice", func(ae *agents.AutonomousExec) { ae.Enabled = true })
 	te.addAgent(t, "skill-bob", nil)
 
@@ -107,21 +104,11 @@ func TestPluginCreatorSkillE2E(t *testing.T) {
 // with the plugin; bob's follower never gets it (his first event is his
 // own), and his list doesn't show it.
 func TestEventsInTheGuest(t *testing.T) {
-	m := sharedGuest(t)
-	g := m.Agent()
+	// The owner's bridge serves the events; its tools install the plugin.
+	h := sharedHost(t, nil)
+	g := ownerAgent(t, h)
 	ctx := context.Background()
-	data := t.TempDir()
-	paths := config.Paths{Root: data}
-	reg := openAgents(t, paths.AgentsJSON())
-	ev, err := events.Open(ctx, paths.EventsDB(), events.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ev.Close() })
-	br := bridge.New(bridge.Options{Events: ev, HostCLI: assets.HostCLI})
-	t.Cleanup(func() { br.Close() })
-	attachBridge(t, m, br)
-	env, _ := pluginServer(t, m, reg, data)
+	reg, env, ev := h.Registry(), h.Tools(), h.Events()
 	add := func(name string) agents.Agent {
 		a, err := reg.Add(name)
 		if err == nil {

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/host"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -26,7 +24,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
 const greeterPlugin = `{
@@ -37,29 +34,10 @@ const greeterPlugin = `{
     "parameters": {"who": {"type": "string"}, "times": {"type": "integer", "default": 2}}}]
 }`
 
-// pluginServer is an MCP HTTP server in this process whose Env knows the
-// installed plugins stored under dataDir, as the app's would.
-func pluginServer(t *testing.T, m interface {
-	Agent() *agentproto.Client
-}, reg *agents.Registry, dataDir string) (*tools.Env, string) {
-	lib, err := plugins.OpenLibrary(filepath.Join(dataDir, "plugins"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := tools.NewEnv(tools.Options{
-		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		Plugins: plugins.NewInstalled(filepath.Join(dataDir, "agents")),
-		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
-			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
-		}},
-	})
-	return env, serveMCPHTTP(t, env, reg)
-}
-
 func TestPluginsOnGuest(t *testing.T) {
-	m := sharedGuest(t)
-	data := t.TempDir()
-	reg := openAgents(t, filepath.Join(data, "config", "agents.json"))
+	h := sharedHost(t, nil)
+	te := toolsEnvOf(t, h)
+	data, reg := te.home, te.reg
 	a, err := reg.Add("Plugger")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +45,7 @@ func TestPluginsOnGuest(t *testing.T) {
 	if a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	env, url := pluginServer(t, m, reg, data)
+	env, url := h.Tools(), te.url
 	tok, err := reg.Token(a.Slug)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +56,7 @@ func TestPluginsOnGuest(t *testing.T) {
 	s := connect(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	g := m.Agent()
+	g := te.m.Agent()
 	exists := func(p string) bool {
 		_, _, st := sh(t, g, "", "test -e "+p)
 		return st.Code == 0
@@ -152,13 +130,15 @@ func TestPluginsOnGuest(t *testing.T) {
 	}
 	s.fails(t, "greeter_greet", map[string]any{"who": "x", "times": "many"}, envelope.InvalidArgs)
 
-	// The app restarts: a new Env reading the same host state serves the
-	// tool again, without reinstalling.
-	_, url2 := pluginServer(t, m, reg, data)
-	s2 := connect(url2)
-	if r := s2.ok(t, "greeter_greet", map[string]any{"who": "again"}); !strings.HasPrefix(str(r["stdout"]), "hello again from greeter") {
+	// The app restarts: the next owner, reading the same host state,
+	// serves the tool again, without reinstalling.
+	h = restartShared(t, h)
+	te = toolsEnvOf(t, h)
+	s = connect(te.url)
+	if r := s.ok(t, "greeter_greet", map[string]any{"who": "again"}); !strings.HasPrefix(str(r["stdout"]), "hello again from greeter") {
 		t.Fatalf("after restart: %v", r)
 	}
+	ts, g = h.Tools().Toolset(a), te.m.Agent()
 
 	// Uninstall removes the tool and the folder.
 	if err := ts.UninstallPlugin(ctx, "greeter"); err != nil {
@@ -171,7 +151,7 @@ func TestPluginsOnGuest(t *testing.T) {
 	s.fails(t, "greeter_greet", map[string]any{"who": "x"}, envelope.ToolNotFound)
 
 	t.Run("agent-created plugin", func(t *testing.T) { agentCreated(t, s, g, a, data) })
-	t.Run("a new user's flow through the binary", func(t *testing.T) { pluginCLIFlow(t, m, data, a) })
+	t.Run("a new user's flow through the binary", func(t *testing.T) { pluginCLIFlow(t, data, a) })
 }
 
 const counterPlugin = `{"name": "My Counter", "description": "Counts words",
@@ -232,7 +212,7 @@ func agentCreated(t *testing.T, s *session, g *agentproto.Client, a agents.Agent
 // pluginCLIFlow is the issue's "done means": import from an https URL,
 // install for the agent, and the agent's MCP client (the real binary over
 // stdio) lists the tool and gets its output.
-func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
+func pluginCLIFlow(t *testing.T, data string, a agents.Agent) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(strings.Replace(greeterPlugin, `"1.0.0"`, `"1.1.0"`, 1)))
@@ -243,14 +223,8 @@ func pluginCLIFlow(t *testing.T, m *vm.Machine, data string, a agents.Agent) {
 		t.Fatal(err)
 	}
 	t.Setenv("SSL_CERT_FILE", pem) // the binary trusts only the test server
-	paths := config.Paths{Root: data}
-	reg := openAgents(t, paths.AgentsJSON())
-	// The owner runs the stdio server's calls, with the app's plugin store.
-	serveOwner(t, paths, m, &host.ToolHost{Env: tools.NewEnv(tools.Options{
-		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		Agents:  reg,
-		Plugins: plugins.NewInstalled(paths.AgentStateDir()),
-	}), Registry: reg})
+	// The test's owner runs the stdio server's calls and the CLI's
+	// installs.
 	cli := cliRun{t: t, bin: buildCLI(t), home: data}
 
 	out := cli.ok("plugin", "import", srv.URL+"/greeter.json", "--yes")

@@ -20,14 +20,9 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
 // secretEchoPlugin's tool uses a parameter and a secret. Its output shows
@@ -55,34 +50,19 @@ const hostMadePlugin = `{"name": "Host Made", "description": "Made from inside t
 // sandbox_plugin_register; the route's rejections.
 func TestPluginSecretsOnGuest(t *testing.T) {
 	testkeyring.Start(t)
-	m := sharedGuest(t)
+	// The app's owner: one tools environment serving MCP and the bridge's
+	// plugin create, with the keychain for plugins' secrets and for
+	// scrubbing.
+	h := sharedHost(t, nil)
+	te := toolsEnvOf(t, h)
+	m := te.m
 	ctx := context.Background()
-	paths := config.Paths{Root: t.TempDir()}
-	reg := openAgents(t, paths.AgentsJSON())
-	store := secrets.New()
+	paths, reg, env, url := h.Paths(), te.reg, h.Tools(), te.url
+	// The library as the CLI and the app read it.
 	lib, err := plugins.OpenLibrary(paths.PluginsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the app's owner: one tools environment serving MCP and the
-	// bridge's plugin create, with the keychain for plugins' secrets and
-	// for scrubbing.
-	env := tools.NewEnv(tools.Options{
-		Guest:    func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		Agents:   reg,
-		Redactor: store,
-		Secrets:  tools.StoreSecrets{Store: store},
-		Plugins:  plugins.NewInstalled(paths.AgentStateDir()),
-		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
-			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
-		}},
-	})
-	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, HostCLI: assets.HostCLI})
-	t.Cleanup(func() { br.Close() })
-	attachBridge(t, m, br)
-	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
-	url := serveMCPHTTP(t, env, reg)
-
 	add := func(name string, pluginCreate bool) agents.Agent {
 		a, err := reg.Add(name)
 		if err != nil {
@@ -103,7 +83,7 @@ func TestPluginSecretsOnGuest(t *testing.T) {
 	}
 	vault := add("Vault", true)
 	closed := add("Closed", false)
-	bin := buildCLI(t)
+	bin := te.bin
 	cli := cliRun{t: t, bin: bin, home: paths.Root}
 	g := m.Agent()
 

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,16 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/projects"
-	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -72,14 +66,9 @@ func write(t *testing.T, p, s string) {
 // reach A's view; `apply` of a subset writes only those, refusing a file
 // the user changed meanwhile and a link A planted.
 func TestProjects(t *testing.T) {
+	// The owner's data folder is the VM's: the projects' views are in its
+	// workspace, as the app's are.
 	te := newToolsEnvCAs(t, false)
-	// The CLI's data folder shares the booted VM's workspace, as the app's
-	// does.
-	ws := filepath.Join(te.home, "workspace")
-	os.Remove(ws)
-	if err := os.Symlink(filepath.Join(dataDirOf(te.m), "workspace"), ws); err != nil {
-		t.Fatal(err)
-	}
 	paths := config.Paths{Root: te.home}
 	cli := cliRun{t: t, bin: te.bin, home: te.home}
 
@@ -142,21 +131,9 @@ func TestProjects(t *testing.T) {
 		t.Fatalf("changes: %v\nwant %v", got, want)
 	}
 
-	// A asks for review: the user is told through the event log.
-	evs, err := events.Open(context.Background(), paths.EventsDB(), events.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { evs.Close() })
-	previews := te.ports
-	renv := tools.NewEnv(tools.Options{
-		Guest:    func(context.Context) (*agentproto.Client, error) { return te.m.Agent(), nil },
-		Agents:   te.reg,
-		Reviewer: host.Reviewer{Paths: paths, Events: evs},
-		Exposer:  previews,
-	})
-	rurl := serveMCPHTTP(t, renv, te.reg)
-	ar := newSession(t, "review "+alice.Slug, &mcp.StreamableClientTransport{Endpoint: rurl, HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, alice.Slug))}})
+	// A asks for review: the user is told through the event log (the
+	// owner's reviewer).
+	ar := a
 	ar.fails(t, "sandbox_request_review", map[string]any{"project": "other", "summary": "done"}, envelope.InvalidArgs)
 	ar.fails(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "done\x1b[2J"}, envelope.InvalidArgs)
 	if r := ar.ok(t, "sandbox_request_review", map[string]any{"project": "web", "summary": "Port 8000 in the README; util.py added."}); num(r["changes"]) != len(want) {
@@ -178,7 +155,7 @@ func TestProjects(t *testing.T) {
 
 	// A's view counts against its disk quota.
 	list := te.reg.List()
-	if used := diskquota.Measure(filepath.Join(dataDirOf(te.m), "workspace"), paths.Output(), list)[alice.Slug]; used < 1000000 {
+	if used := diskquota.Measure(paths.Workspace(), paths.Output(), list)[alice.Slug]; used < 1000000 {
 		t.Fatalf("A's disk use %d does not count its view's 1 MB file", used)
 	}
 
@@ -242,15 +219,14 @@ func TestProjects(t *testing.T) {
 		t.Fatalf("the view outlived the grant: %v", err)
 	}
 
-	br := newSession(t, "previews "+bob.Slug, &mcp.StreamableClientTransport{Endpoint: rurl, HTTPClient: &http.Client{Transport: bearer(mustToken(t, te.reg, bob.Slug))}})
-	previewsOf(t, te, cli, previews, ar, br, alice.Slug)
+	previewsOf(t, te, cli, ar, b, alice.Slug)
 }
 
 // previewsOf: A's `python3 -m http.server`, exposed with
 // sandbox_expose_port, is fetched from the host at the returned URL and
 // listed by `ports`; B can neither expose A's port nor reach the server,
 // in the VM or through the host; closing the preview closes the URL.
-func previewsOf(t *testing.T, te *toolsEnv, cli cliRun, previews *host.Ports, a, b *session, aliceSlug string) {
+func previewsOf(t *testing.T, te *toolsEnv, cli cliRun, a, b *session, aliceSlug string) {
 	if _, err := te.reg.Update(aliceSlug, func(ag *agents.Agent) error { ag.AutonomousExec.BackgroundProcesses = true; return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,9 @@ type trustEnv struct {
 }
 
 func newTrustEnv(t *testing.T) *trustEnv {
+	// The owner's data folder is the VM's: the projects' views are in its
+	// workspace, as the app's are.
 	te := newToolsEnvCAs(t, false)
-	ws := filepath.Join(te.home, "workspace")
-	os.Remove(ws)
-	if err := os.Symlink(filepath.Join(dataDirOf(te.m), "workspace"), ws); err != nil {
-		t.Fatal(err)
-	}
 	e := &trustEnv{te: te, cli: cliRun{t: t, bin: te.bin, home: te.home}, paths: config.Paths{Root: te.home}}
 	e.repo = gitRepo(t, map[string]string{"README.md": "# app\n", "src/app.py": "print('hi')\n"})
 	e.cli.ok("project", "add", e.repo, "--name", "web")

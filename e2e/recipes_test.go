@@ -16,18 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
-	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -64,35 +58,19 @@ const exfilRecipe = `{
 // environment and from the bridge.
 func TestImportedRecipeConfined(t *testing.T) {
 	testkeyring.Start(t)
-	m := sharedGuest(t)
+	// The app's owner: the keychain for plugins' secrets and for
+	// scrubbing, and the bridge with the installed recipes' declarations.
+	// No model server is set: an allowed inference call answers 503, a
+	// refused one 403.
+	h := sharedHost(t, nil)
 	ctx := context.Background()
-	g := m.Agent()
-	paths := config.Paths{Root: t.TempDir()}
-	reg := openAgents(t, paths.AgentsJSON())
-	store := secrets.New()
+	g := ownerAgent(t, h)
+	paths, reg, env := h.Paths(), h.Registry(), h.Tools()
+	// The library as the CLI and the app read it.
 	lib, err := plugins.OpenLibrary(paths.PluginsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the app's owner: the keychain for plugins' secrets and for
-	// scrubbing, and the bridge with the installed recipes' declarations.
-	env := tools.NewEnv(tools.Options{
-		Guest:    func(context.Context) (*agentproto.Client, error) { return g, nil },
-		Agents:   reg,
-		Redactor: store,
-		Secrets:  tools.StoreSecrets{Store: store},
-		Plugins:  plugins.NewInstalled(paths.AgentStateDir()),
-		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
-			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
-		}},
-	})
-	br := bridge.New(bridge.Options{Secrets: store, Plugins: env, PluginSecrets: datadir.InstalledSecrets(paths), HostCLI: assets.HostCLI,
-		Config: &bridge.ConfigStore{Dir: paths.BridgeConfigDir()}, PluginInference: datadir.InstalledInference(paths),
-		// No model server: an allowed call answers 503, a refused one 403.
-		Inference: &inference.Client{Settings: func() (inference.Settings, error) { return inference.Settings{}, nil }}})
-	t.Cleanup(func() { br.Close() })
-	attachBridge(t, m, br)
-	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: reg})
 	bin := buildCLI(t)
 	cli := cliRun{t: t, bin: bin, home: paths.Root}
 

@@ -13,14 +13,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
-	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -31,15 +27,11 @@ import (
 // call them with osaurus-host inside the VM, the user with the CLI.
 func TestHostServices(t *testing.T) {
 	testkeyring.Start(t)
-	m := sharedGuest(t)
-	g := m.Agent()
-	home := t.TempDir()
-	paths := config.Paths{Root: home}
-	reg := openAgents(t, paths.AgentsJSON())
-	// `osaurus-sandbox run` reaches the VM through an owner, as in the app.
-	serveOwner(t, paths, m, &host.ToolHost{Env: tools.NewEnv(tools.Options{
-		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
-	}), Registry: reg})
+	// `osaurus-sandbox run` reaches the VM through the owner, as in the
+	// app; agents reach its bridge.
+	h := sharedHost(t, nil)
+	g := ownerAgent(t, h)
+	home, reg := h.Paths().Root, h.Registry()
 	model := scriptedmodel.Start(t, "127.0.0.1:0")
 	cli := cliRun{t: t, bin: buildCLI(t), home: home}
 
@@ -54,12 +46,6 @@ func TestHostServices(t *testing.T) {
 		t.Fatalf("secret set --app: %v\n%s", err, out)
 	}
 
-	br := host.NewBridge(&host.ToolHost{Paths: paths, Registry: reg, Env: tools.NewEnv(tools.Options{
-		Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, Agents: reg,
-	})}, host.BridgeOptions{Secrets: secrets.New(), Logf: t.Logf})
-	t.Cleanup(func() { br.Close() })
-	attachBridge(t, m, br)
-
 	add := func(name string, exec bool) agents.Agent {
 		a, err := reg.Add(name)
 		if err != nil {
@@ -71,8 +57,7 @@ func TestHostServices(t *testing.T) {
 			}
 		}
 		// Make its Linux user, as its first tool call would.
-		env := tools.NewEnv(tools.Options{Guest: func(context.Context) (*agentproto.Client, error) { return g, nil }})
-		if e := env.Toolset(a).Run(context.Background(), "sandbox_list_directory", json.RawMessage(`{}`)); e.IsError() {
+		if e := h.Tools().Toolset(a).Run(context.Background(), "sandbox_list_directory", json.RawMessage(`{}`)); e.IsError() {
 			t.Fatalf("creating %s's user: %s", name, e.JSON())
 		}
 		return a

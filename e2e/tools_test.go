@@ -22,29 +22,27 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
-	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
-	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
-// toolsEnv is one booted VM served to MCP clients the two ways users
-// reach it: the real `osaurus-sandbox mcp` binary over stdio (relayed
-// through an owner's control socket, as in the app) and the app's HTTP
-// server on loopback with bearer tokens.
+// toolsEnv is a real owner (host.Host) of a booted VM, served to MCP
+// clients the two ways users reach it: the real `osaurus-sandbox mcp`
+// binary over stdio (relayed through the owner's control socket, as in
+// the app) and the owner's MCP over HTTP on loopback with bearer tokens.
 type toolsEnv struct {
-	m     *vm.Machine
-	home  string // OSAURUS_SANDBOX_HOME of the CLI
-	reg   *agents.Registry
-	url   string
-	bin   string
-	ports *host.Ports
-	out   string // the host folder the guest mounts as /output
+	h    *host.Host
+	m    guestVM // the VM's root agent
+	home string  // OSAURUS_SANDBOX_HOME of the CLI: the owner's data folder
+	reg  *agents.Registry
+	url  string
+	bin  string
+	out  string // the host folder the guest mounts as /output
 }
+
+// guestVM is a booted VM's root agent.
+type guestVM interface{ Agent() *agentproto.Client }
 
 func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
 
@@ -52,54 +50,45 @@ func newToolsEnv(t testing.TB) *toolsEnv { return newToolsEnvCAs(t, true) }
 // the test reaches a package registry. It serves the shared guest.
 func newToolsEnvCAs(t testing.TB, cas bool) *toolsEnv {
 	t.Helper()
-	return newToolsEnvOn(t, sharedGuest(t), cas)
-}
-
-// newToolsEnvOn is newToolsEnvCAs on m, for a test that needs a VM of
-// its own.
-func newToolsEnvOn(t testing.TB, m *vm.Machine, cas bool) *toolsEnv {
-	t.Helper()
+	h := sharedHost(t, nil)
 	// The CAs are the guest's own configuration: the shared guest gets
 	// them once.
-	if cas && (m != shared.m || !shared.casTrusted) {
-		trustHostCAs(t, m.Agent())
-		if m == shared.m {
-			shared.casTrusted = true
-		}
+	if cas && !shared.casTrusted {
+		trustHostCAs(t, ownerAgent(t, h))
+		shared.casTrusted = true
 	}
-	te := &toolsEnv{m: m, home: t.TempDir(), bin: buildCLI(t), out: filepath.Join(env.dataDir, "output")}
-	if m == shared.m {
-		te.out = filepath.Join(sharedDir(), "output")
+	return toolsEnvOf(t, h)
+}
+
+// newOwnToolsEnv is newToolsEnvCAs on a VM of the test's own: an owner of
+// a data folder of its own boots it, and stops it when the test ends.
+func newOwnToolsEnv(t testing.TB) *toolsEnv {
+	t.Helper()
+	requireGuest(t)
+	p := copyContainer(t)
+	h := newHost(t, p, sharedConfig(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := h.Manager().Start(ctx); err != nil {
+		t.Fatalf("start: %v\nconsole:\n%s", err, consoleTailOf(p.Logs()))
 	}
-	paths := config.Paths{Root: te.home}
-	var err error
-	te.reg = openAgents(t, paths.AgentsJSON())
-	// As the app's: with the plugin library, so both transports list
-	// sandbox_plugin_register to agents that may register plugins.
-	lib, err := plugins.OpenLibrary(paths.PluginsDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := tools.NewEnv(tools.Options{
-		Guest:   func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil },
-		Agents:  te.reg,
-		Plugins: plugins.NewInstalled(paths.AgentStateDir()),
-		Registry: &tools.PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist {
-			return plugins.NewAllowlist(config.DefaultPluginSetupAllowlist)
-		}},
-		// Listed like the app's; the keychain is only reached when called.
-		SecretStore: secrets.New(),
-		OutputDir:   te.out,
-		KeepDir:     paths.Artifacts(),
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		h.Manager().Close(ctx, true)
 	})
-	// One tool host, as in the app: the stdio servers' calls (through the
-	// control socket) and HTTP share its limits.
-	// The owner's previews, for tests that expose ports (`ports close`).
-	te.ports = &host.Ports{Guest: func(context.Context) (*agentproto.Client, error) { return m.Agent(), nil }, StateFile: paths.PreviewsFile()}
-	t.Cleanup(func() { te.ports.Close("", 0) })
-	serveOwner(t, paths, m, &host.ToolHost{Env: env, Registry: te.reg, Ports: te.ports})
-	te.url = serveMCPHTTP(t, env, te.reg)
-	return te
+	return toolsEnvOf(t, h)
+}
+
+// toolsEnvOf serves h's tools.
+func toolsEnvOf(t testing.TB, h *host.Host) *toolsEnv {
+	t.Helper()
+	st, err := h.Status(context.Background())
+	if err != nil || st.MCPURL == "" {
+		t.Fatalf("the owner serves no MCP over HTTP: %+v %v", st, err)
+	}
+	p := h.Paths()
+	return &toolsEnv{h: h, m: hostGuest{t, h}, home: p.Root, reg: h.Registry(), url: st.MCPURL, bin: buildCLI(t), out: p.Output()}
 }
 
 // trustHostCAs makes the guest trust the extra certificate authorities
@@ -135,45 +124,6 @@ func trustHostCAs(t testing.TB, g *agentproto.Client) {
 	if err != nil || st.Code != 0 {
 		t.Fatalf("update-ca-certificates: %v %+v %s %s", err, st, out, errOut)
 	}
-}
-
-// e2eOwner is the owner's Controller over the shared booted VM: the real
-// control server and tool host, with the lifecycle left out (the tests
-// share one VM and don't use it).
-type e2eOwner struct {
-	*host.ToolHost
-	noLifecycle
-}
-
-// noLifecycle leaves the lifecycle out: nil, its calls would panic.
-type noLifecycle struct{ api.Controller }
-
-func (o e2eOwner) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: control.Status{State: control.Running}, Owner: "e2e"}, nil
-}
-
-// serveOwner serves the control socket of p as the app would, with th's
-// tools environment over m (th's Paths and Running are filled in).
-func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) {
-	th.Paths = p
-	th.Running = func(context.Context) (*agentproto.Client, error) {
-		g := m.Agent()
-		if err := g.Peer.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %w; start it first", agentproto.ErrUnavailable, err)
-		}
-		return g, nil
-	}
-	ln, err := server.Listen(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		(&server.Server{Ctl: e2eOwner{ToolHost: th}, Guest: th.Running, Shell: th.Terminal}).Serve(ctx, ln)
-	}()
-	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 }
 
 func (te *toolsEnv) addAgent(t testing.TB, name string, fn func(*agents.AutonomousExec)) agents.Agent {
@@ -332,7 +282,7 @@ func num(v any) int {
 func TestToolsOverMCP(t *testing.T) {
 	// A VM of its own: its last step stops the VM. pip and npm use the
 	// test's own index.
-	te := newToolsEnvOn(t, boot(t, bootOpts{}), false)
+	te := newOwnToolsEnv(t)
 	te.addAgent(t, "Alice", autonomous(100, true))
 	te.addAgent(t, "Bob", autonomous(100, true))
 	alice := te.stdio(t, "alice")
@@ -348,13 +298,19 @@ func TestToolsOverMCP(t *testing.T) {
 	t.Run("output caps", func(t *testing.T) { outputCaps(t, alice, bob) })
 	t.Run("failure envelopes", func(t *testing.T) { failures(t, alice, bob) })
 	t.Run("remove agent", func(t *testing.T) { removeAgent(t, te, bob) })
-	t.Run("VM gone", func(t *testing.T) {
+	t.Run("VM stopped", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		te.m.Stop(ctx)
+		if err := te.h.Manager().Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The owner's tools start a stopped VM, whichever way they are
+		// called.
 		for _, s := range []*session{alice, te.http(t, "alice")} {
-			e := s.fails(t, "sandbox_list_directory", nil, envelope.Unavailable)
-			t.Logf("%s after the VM stopped: %s", s.name, e.Message)
+			s.ok(t, "sandbox_list_directory", nil)
+		}
+		if st := te.h.Manager().Status(); st.State != control.Running {
+			t.Fatalf("after tool calls to the stopped VM: %+v", st)
 		}
 	})
 }

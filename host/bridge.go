@@ -1,12 +1,15 @@
 package host
 
 import (
+	"maps"
+
 	"github.com/osaurus/osaurus-sandbox/assets"
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 
 // BridgeOptions complete NewBridge.
@@ -18,7 +21,9 @@ type BridgeOptions struct {
 	// NoPluginCreation answers POST /api/plugin/create with 503 (the
 	// plugin library can't open).
 	NoPluginCreation bool
-	Logf             func(string, ...any)
+	// RateLimits overrides the default quotas (sandbox.json's rateLimits).
+	RateLimits map[string]int
+	Logf       func(string, ...any)
 }
 
 // NewBridge builds the host API bridge over th: its agent runner and its
@@ -35,7 +40,10 @@ func NewBridge(th *ToolHost, o BridgeOptions) *bridge.Server {
 		o.Logf("bridge: plugin creation unavailable: the plugin library can't open")
 		create = nil
 	}
+	rates := limit.DefaultLimits()
+	maps.Copy(rates, o.RateLimits)
 	return bridge.New(bridge.Options{
+		Rate:      limit.NewRateLimiter(limit.RateOptions{Limits: rates}),
 		Memory:    th.Memory,
 		Events:    o.Events,
 		Secrets:   o.Secrets,
@@ -52,23 +60,6 @@ func NewBridge(th *ToolHost, o BridgeOptions) *bridge.Server {
 		HostCLI:         assets.HostCLI,
 		Logf:            o.Logf,
 	})
-}
-
-// bridgeConfig is where the bridge keeps per-agent config.
-func (h *Host) bridgeConfig() *bridge.ConfigStore {
-	return &bridge.ConfigStore{Dir: h.paths.BridgeConfigDir()}
-}
-
-// pluginCreator is what serves POST /api/plugin/create: the host's tools
-// environment, so the registration goes through the same pipeline as
-// sandbox_plugin_register and its MCP sessions hear of it at once (other
-// processes' through their plugin watch); nil when the library can't
-// open.
-func (h *Host) pluginCreator() bridge.PluginCreator {
-	if h.lib == nil {
-		return nil
-	}
-	return h.env
 }
 
 // newRunner is the runner of dispatched tasks, in th's tools environment

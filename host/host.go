@@ -46,6 +46,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
+	"github.com/osaurus/osaurus-sandbox/vm"
 )
 
 // Options configure a Host.
@@ -63,6 +64,11 @@ type Options struct {
 	// NoAdopt leaves a VM a dead owner left running alone (a short-lived
 	// owner of the data files, see OpenData).
 	NoAdopt bool
+	// Driver runs the VM; nil means the platform's (QEMU on Linux,
+	// Virtualization.framework on macOS). The e2e tests pass QEMU set to
+	// die with the test binary; with it the Host boots a VM or adopts one
+	// left running (vm.Attacher) as it does with its own.
+	Driver vm.Driver
 }
 
 // Host is the owner of one data folder's VM. Every field is made once, in
@@ -149,7 +155,14 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	}
 	h.ports = &Ports{Guest: h.running, StateFile: o.Paths.PreviewsFile(), Logf: h.logf}
 	h.onClose(func() { h.ports.Close("", 0) })
+	// The limiters' settings hold for this owner's life.
+	cfg, err := config.LoadSandbox(o.Paths.SandboxJSON())
+	if err != nil {
+		h.logf("settings: %v; using the default limits", err)
+	}
+	rates, _ := cfg.Rates() // valid: LoadSandbox validated it, or defaults
 	h.env = tools.NewEnv(tools.Options{
+		RateLimits: rates, TurnIdle: cfg.TurnIdle(),
 		Guest: h.guest, Agents: h.reg, Redactor: h.secrets,
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
@@ -159,10 +172,13 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
-	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
+	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, RateLimits: rates, Logf: h.logf})
+	if o.Driver == nil {
+		o.Driver = newDriver(o.Paths)
+	}
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,
-		Driver: newDriver(o.Paths),
+		Driver: o.Driver,
 		Manifest: func(ctx context.Context, cfg config.Sandbox) (*provision.Manifest, error) {
 			return loadManifest(ctx, o.Paths, cfg)
 		},

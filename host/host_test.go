@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,13 +14,13 @@ import (
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
@@ -87,9 +89,20 @@ func TestOneOwnerPerDataDir(t *testing.T) {
 	h2.Close()
 }
 
-// An agent that uses up its commands through one way in (MCP) gets no
-// fresh quota through another (the control socket's RunTool, the
-// bridge's plugin creation): the host has one tools environment.
+// bridgeCall serves one request of the agent with slug agent through the
+// host API bridge open built, as one relayed from inside the VM.
+func bridgeCall(h *Host, agent, method, path, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r = r.WithContext(bridge.WithCaller(r.Context(), bridge.Caller{Agent: agent, User: "agent-" + agent}))
+	w := httptest.NewRecorder()
+	h.bridge.Handler().ServeHTTP(w, r)
+	return w
+}
+
+// An agent that uses up its quota through one way in (MCP) gets no fresh
+// quota through another (the control socket's RunTool, the bridge's
+// plugin creation): the host has one tools environment, and its bridge
+// is wired to it.
 func TestOneToolsEnvironment(t *testing.T) {
 	h := testHost(t)
 	a, err := h.Registry().Add("alice")
@@ -97,31 +110,39 @@ func TestOneToolsEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a, err = h.Registry().Update(a.ID, func(a *agents.Agent) error {
-		a.AutonomousExec.Enabled = true
+		a.AutonomousExec.Enabled, a.AutonomousExec.PluginCreate = true, true
 		a.AutonomousExec.MaxCommandsPerTurn = 100
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if pc, ok := h.pluginCreator().(*tools.Env); !ok || pc != h.Tools() {
-		t.Fatalf("the bridge's plugin creation runs in %v, not the host's tools environment", pc)
-	}
 	ctx := context.Background()
-	// No VM: every admitted call is charged, then fails as unavailable.
-	for i := 0; ; i++ {
-		e, err := envelope.Parse(h.Tools().Toolset(a).Call(ctx, "sandbox_exec", []byte(`{"command":"true"}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Kind == envelope.Rejected {
-			break
-		}
-		if e.Kind != envelope.Unavailable || i > 1000 {
-			t.Fatalf("call %d: %+v", i, e)
+	// useUp calls tool through MCP's toolset until it is rejected. No VM:
+	// every admitted call is charged, then fails as unavailable.
+	useUp := func(tool, args string) {
+		t.Helper()
+		for i := 0; ; i++ {
+			e, err := envelope.Parse(h.Tools().Toolset(a).Call(ctx, tool, []byte(args)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind == envelope.Rejected {
+				return
+			}
+			if e.Kind != envelope.Unavailable || i > 1000 {
+				t.Fatalf("%s call %d: %+v", tool, i, e)
+			}
 		}
 	}
+	useUp("sandbox_exec", `{"command":"true"}`)
 	if e := h.RunTool(ctx, a.ID, "sandbox_exec", []byte(`{"command":"true"}`)); e.Kind != envelope.Rejected {
 		t.Fatalf("after its quota ran out through MCP, the control socket's call: %+v (want rejected)", e)
+	}
+	// Registrations count against one quota, whether the tool or the
+	// bridge's route makes them.
+	useUp("sandbox_plugin_register", `{"plugin_id":"made"}`)
+	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", `{"name":"Made","description":"d"}`); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("after its registrations ran out through MCP, the bridge's plugin create: %d %s (want 429)", w.Code, w.Body)
 	}
 }
 
@@ -134,14 +155,9 @@ func TestBridgePluginCreator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := h.pluginCreator()
-	if pc == nil {
-		t.Fatal("no plugin creator")
-	}
 	const recipe = `{"name":"Made","description":"d"}`
-	ctx := context.Background()
-	if _, err := pc.CreatePlugin(ctx, "alice", []byte(recipe)); !errors.Is(err, tools.ErrPluginCreateOff) {
-		t.Fatalf("autonomous exec off: %v", err)
+	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", recipe); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "autonomous") {
+		t.Fatalf("autonomous exec off: %d %s (want 403)", w.Code, w.Body)
 	}
 	// Turned on by another process (the CLI): read at the next call.
 	other, err := agents.Open(h.Paths().AgentsJSON())
@@ -151,9 +167,8 @@ func TestBridgePluginCreator(t *testing.T) {
 	if _, err := other.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	var ee *envelope.Error
-	if _, err := pc.CreatePlugin(ctx, "alice", []byte(recipe)); !errors.As(err, &ee) || ee.Kind != envelope.Unavailable {
-		t.Fatalf("VM stopped: %v", err)
+	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", recipe); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("VM stopped: %d %s (want 503)", w.Code, w.Body)
 	}
 }
 
@@ -200,7 +215,8 @@ func TestRemoveAgentWithoutVM(t *testing.T) {
 	if _, err := h.Memory().Add(ctx, a.Slug, "the deploy key is in the vault", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.bridgeConfig().Set(a.Slug, "region", "eu"); err != nil {
+	cfg := &bridge.ConfigStore{Dir: h.Paths().BridgeConfigDir()}
+	if err := cfg.Set(a.Slug, "region", "eu"); err != nil {
 		t.Fatal(err)
 	}
 	home := filepath.Join(h.Paths().AgentHomes(), a.Slug)
@@ -214,7 +230,7 @@ func TestRemoveAgentWithoutVM(t *testing.T) {
 	if n, err := h.Memory().Count(ctx, a.Slug); err != nil || n != 0 {
 		t.Errorf("memories after RemoveAgent: %d, %v", n, err)
 	}
-	if _, ok, err := h.bridgeConfig().Get(a.Slug, "region"); ok || err != nil {
+	if _, ok, err := cfg.Get(a.Slug, "region"); ok || err != nil {
 		t.Errorf("bridge config after RemoveAgent: found %v, %v", ok, err)
 	}
 	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {

@@ -15,7 +15,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 
 // fakeGuest is an agentproto.Service with an in-memory file system. It
@@ -413,8 +412,8 @@ func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 func newHarnessOn(t *testing.T, f *fakeGuest, opts ...func(*Options)) *harness {
 	c := f.connect(t)
 	o := Options{
-		Guest: func(context.Context) (*agentproto.Client, error) { return c, nil },
-		Exec:  limit.NewExecLimiter(limit.ExecOptions{IdleGap: time.Hour}),
+		Guest:    func(context.Context) (*agentproto.Client, error) { return c, nil },
+		TurnIdle: time.Hour,
 	}
 	for _, fn := range opts {
 		fn(&o)

@@ -213,51 +213,40 @@ func TestPackageNames(t *testing.T) {
 	}
 }
 
-// Tools environments that share an install lock (one owner's MCP servers,
-// agent runner and plugin creation) never run two package managers at
-// once: apk refuses to start while another apk holds its database.
+// Two agents' installs in the owner's one tools environment (its MCP
+// servers, agent runner and plugin creation) never run two package
+// managers at once: apk refuses to start while another apk holds its
+// database.
 func TestInstallLockIsShared(t *testing.T) {
-	for _, shared := range []bool{true, false} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			f := newFakeGuest()
-			f.info.PackageMgr = "apk"
-			lock := NewInstallLock()
-			opt := func(o *Options) {
-				if shared {
-					o.Install = lock
-				}
-			}
-			mcp, runner := newHarnessOn(t, f, opt), newHarnessOn(t, f, opt)
-			mcp.call("sandbox_list_directory", nil) // the user exists
-			holding, release := make(chan struct{}), make(chan struct{})
-			f.exec = func(req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
-				if slices.Contains(req.Argv, "first") {
-					close(holding)
-					<-release
-				}
-				return agentproto.ExitStatus{Exited: true}, nil
-			}
-			first := make(chan envelope.Envelope, 1)
-			go func() { first <- mcp.call("sandbox_install", map[string]any{"packages": []string{"first"}}) }()
-			<-holding
-			// The second install waits for the first; its caller gives up.
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			e, err := envelope.Parse(runner.ts.Call(ctx, "sandbox_install", []byte(`{"packages":["second"]}`)))
-			cancel()
-			close(release)
-			ok(t, <-first)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if shared {
-				failed(t, e, envelope.Timeout, "")
-				if !strings.Contains(e.Message, "another agent's package install") {
-					t.Errorf("message: %q", e.Message)
-				}
-			} else if e.IsError() {
-				t.Fatalf("an environment of its own waited: %+v", e)
-			}
-		})
+	f := newFakeGuest()
+	f.info.PackageMgr = "apk"
+	mcp := newHarnessOn(t, f)
+	runner := mcp.env.Toolset(testAgent("carol", true, true))
+	mcp.call("sandbox_list_directory", nil) // the users exist
+	runner.Call(context.Background(), "sandbox_list_directory", []byte(`{}`))
+	holding, release := make(chan struct{}), make(chan struct{})
+	f.exec = func(req *agentproto.ExecRequest, eio agentproto.ExecIO) (agentproto.ExitStatus, error) {
+		if slices.Contains(req.Argv, "first") {
+			close(holding)
+			<-release
+		}
+		return agentproto.ExitStatus{Exited: true}, nil
+	}
+	first := make(chan envelope.Envelope, 1)
+	go func() { first <- mcp.call("sandbox_install", map[string]any{"packages": []string{"first"}}) }()
+	<-holding
+	// The second install waits for the first; its caller gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	e, err := envelope.Parse(runner.Call(ctx, "sandbox_install", []byte(`{"packages":["second"]}`)))
+	cancel()
+	close(release)
+	ok(t, <-first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed(t, e, envelope.Timeout, "")
+	if !strings.Contains(e.Message, "another agent's package install") {
+		t.Errorf("message: %q", e.Message)
 	}
 }
 

@@ -308,7 +308,7 @@ func TestRegisterPluginPipeline(t *testing.T) {
 					o.Guest = func(context.Context) (*agentproto.Client, error) { return nil, errors.New("the VM is stopped") }
 				}
 				if tc.s.rate != 0 {
-					o.Rate = limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{"http": 1}})
+					o.RateLimits = map[string]int{"http": 1}
 				}
 			})
 			if tc.s.rate != 0 {
@@ -403,7 +403,7 @@ func TestAgentPluginsAreBounded(t *testing.T) {
 	h := newHarness(t, func(o *Options) {
 		o.Plugins = plugins.NewInstalled(t.TempDir())
 		o.Registry = &PluginRegistry{Library: lib, Allowlist: func() plugins.Allowlist { return plugins.NewAllowlist(nil) }}
-		o.Rate = limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{"http": 1000}})
+		o.RateLimits = map[string]int{"http": 1000}
 	})
 	a := h.ts.Agent()
 	a.AutonomousExec.Enabled, a.AutonomousExec.PluginCreate = true, true

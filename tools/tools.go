@@ -17,9 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -61,13 +63,11 @@ type Redactor interface {
 type Options struct {
 	// Guest returns the guest client. Required.
 	Guest GuestFunc
-	// Exec and Rate default to limiters with Osaurus's settings.
-	Exec *limit.ExecLimiter
-	Rate *limit.RateLimiter
-	// Install serialises package installs; it defaults to a lock of this
-	// Env's own. Envs of one process that reach the same VM share one: apk
-	// refuses to run while another apk holds its database.
-	Install *InstallLock
+	// RateLimits overrides Osaurus's quotas per service (limit.DefaultLimits,
+	// sandbox.json's rateLimits); TurnIdle the exec limiter's idle gap
+	// (0: limit.DefaultIdleGap; sandbox.json's turnIdleSeconds).
+	RateLimits map[string]int
+	TurnIdle   time.Duration
 	// Redactor, when set, scrubs every string of every result.
 	Redactor Redactor
 	// Agents, when set, is re-read before every process start for the
@@ -132,17 +132,13 @@ type Env struct {
 
 // NewEnv returns an Env.
 func NewEnv(o Options) *Env {
-	if o.Exec == nil {
-		o.Exec = limit.NewExecLimiter(limit.ExecOptions{})
-	}
-	if o.Rate == nil {
-		o.Rate = limit.NewRateLimiter(limit.RateOptions{})
-	}
-	if o.Install == nil {
-		o.Install = NewInstallLock()
-	}
-	return &Env{guest: o.Guest, exec: o.Exec, rate: o.Rate, redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: o.Install, reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir, keepDir: o.KeepDir}
+	rates := limit.DefaultLimits()
+	maps.Copy(rates, o.RateLimits)
+	// One install lock per Env, and the owner has one Env: apk refuses to
+	// run while another apk holds its database.
+	return &Env{guest: o.Guest, exec: limit.NewExecLimiter(limit.ExecOptions{IdleGap: o.TurnIdle}), rate: limit.NewRateLimiter(limit.RateOptions{Limits: rates}),
+		redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: NewInstallLock(), reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir, keepDir: o.KeepDir}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
-	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 
 var (
@@ -404,7 +403,7 @@ func TestLimiters(t *testing.T) {
 		ok(t, h.call("sandbox_exec", map[string]any{"command": "true"}))
 	})
 	t.Run("rate limiter per service", func(t *testing.T) {
-		h := newHarness(t, func(o *Options) { o.Rate = limit.NewRateLimiter(limit.RateOptions{Default: 2}) })
+		h := newHarness(t, func(o *Options) { o.RateLimits = map[string]int{serviceRead: 2} })
 		h.guest.put("/workspace/agents/bob/a", "x")
 		for range 2 {
 			ok(t, h.call("sandbox_read_file", map[string]any{"path": "a"}))
