@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -56,6 +57,17 @@ type Status struct {
 	// doesn't (the port is taken), with what to do.
 	MCPURL   string `json:"mcpUrl,omitempty"`
 	MCPError string `json:"mcpError,omitempty"`
+	// IdleExit is set for a background owner that exits when unused (the
+	// backgroundIdleMinutes setting).
+	IdleExit *IdleExit `json:"idleExit,omitempty"`
+}
+
+// IdleExit says when a background owner stops its VM and exits: after
+// Minutes with no client on the control socket, no MCP HTTP request and
+// no awake VM. IdleSince is when that began (nil while in use).
+type IdleExit struct {
+	Minutes   float64    `json:"minutes"`
+	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
 // RemoveAgentRequest asks the owner to delete what it keeps for an agent
