@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
@@ -32,6 +33,10 @@ type AgentMeta struct {
 	// none; secrets are named by the plugins' records, never held).
 	Settings agents.Agent `json:"settings"`
 }
+
+// ErrLimit: an agent asked for more checkpoints of itself, or more disk,
+// than it may have.
+var ErrLimit = agentproto.Class(agentproto.ErrQuota, "agent checkpoint limit reached")
 
 // ReasonAgent is the reason of a checkpoint an agent asked for.
 const ReasonAgent = "agent"

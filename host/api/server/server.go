@@ -72,6 +72,7 @@ func (s *Server) mux() *agentproto.Mux {
 	m := agentproto.NewMux()
 	s.agentOps(m)
 	s.dataOps(m)
+	s.agentCheckpointOps(m)
 	m.Handle(control.OpStatus, func(ctx context.Context, c *agentproto.Call) error {
 		st, err := s.Ctl.Status(ctx)
 		if err != nil {
