@@ -24,10 +24,10 @@ type AgentMeta struct {
 	Created time.Time `json:"created"`
 	// Reason is "user", "agent" (its sandbox_checkpoint tool), or what it
 	// was taken before.
-	Reason    string  `json:"reason"`
-	Bytes     int64   `json:"bytes"`
-	DiskBytes int64   `json:"diskBytes"`
-	Seconds   float64 `json:"seconds"`
+	Reason    string   `json:"reason"`
+	Bytes     int64    `json:"bytes"`
+	DiskBytes int64    `json:"diskBytes"`
+	Seconds   float64  `json:"seconds"`
 	Items     []string `json:"items"`
 	// Settings are the agent's settings then (no token: an Agent has
 	// none; secrets are named by the plugins' records, never held).
