@@ -14,6 +14,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/sandboxpath"
+	"github.com/osaurus/osaurus-sandbox/tools"
 )
 
 var _ api.AgentCheckpointer = (*Host)(nil)
@@ -249,4 +250,16 @@ func (h *Host) agentOwnCheckpoint(ctx context.Context, a agents.Agent, label str
 			checkpoint.ErrLimit, diskquota.Human(used), diskquota.Human(disk+m.DiskBytes), diskquota.Human(q))
 	}
 	return m, nil
+}
+
+// selfCheckpointer serves sandbox_checkpoint: an agent's checkpoint of
+// itself, bounded (agentOwnCheckpoint).
+type selfCheckpointer struct{ h *Host }
+
+func (s selfCheckpointer) AgentCheckpoint(ctx context.Context, a agents.Agent, label string) (tools.CheckpointInfo, error) {
+	m, err := s.h.agentOwnCheckpoint(ctx, a, label)
+	if err != nil {
+		return tools.CheckpointInfo{}, err
+	}
+	return tools.CheckpointInfo{Label: m.Label, Bytes: m.Bytes, DiskBytes: m.DiskBytes, Seconds: m.Seconds}, nil
 }

@@ -156,7 +156,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
 		Reviewer: Reviewer{Paths: o.Paths, Events: h.events, Secrets: h.secrets, Logf: h.logf},
-		Exposer:  h.ports, OutputDir: o.Paths.Output(), KeepDir: o.Paths.Artifacts(),
+		Exposer:  h.ports, Checkpointer: selfCheckpointer{h}, OutputDir: o.Paths.Output(), KeepDir: o.Paths.Artifacts(),
 	})
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
