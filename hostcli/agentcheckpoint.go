@@ -183,3 +183,29 @@ func (c *cli) agentFork(ctx context.Context, args []string) int {
 		args[0], a.Name, a.User(), a.UID, a.Home(), size(r.Bytes), r.Seconds, a.Slug, a.Slug)
 	return ExitOK
 }
+
+// checkpointBefore has the owner take the automatic safety checkpoint
+// before op (safetyCheckpoints; shown in `checkpoint list` with its
+// reason). A failure stops op.
+func (c *cli) checkpointBefore(ctx context.Context, op string) int {
+	ctl, err := c.owner(ctx)
+	if err != nil && c.own.OpenData == nil {
+		return ExitOK // no owner, and this build can't be one (the CLI's own tests)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	defer ctl.Close()
+	cp, ok := ctl.(api.Checkpointer)
+	if !ok {
+		return ExitOK // an owner without checkpoints: nothing to take
+	}
+	m, err := cp.CreateCheckpoint(ctx, api.CheckpointRequest{Before: op})
+	if err != nil {
+		return c.fail(err)
+	}
+	if m.Name != "" {
+		fmt.Fprintf(c.err, "saved the sandbox first as checkpoint %s (%s)\n", m.Name, m.Reason)
+	}
+	return ExitOK
+}
