@@ -116,6 +116,7 @@ func (h *Host) RestoreAgentCheckpoint(ctx context.Context, req api.AgentCheckpoi
 	if err != nil {
 		return r, err
 	}
+	h.forgetGuestCache(ctx)
 	saved := r.Restored.Settings
 	if _, err := h.reg.Update(a.ID, func(x *agents.Agent) error {
 		x.AutonomousExec, x.Resources, x.DiskGB, x.Projects = saved.AutonomousExec, saved.Resources, saved.DiskGB, saved.Projects
@@ -196,6 +197,24 @@ func (h *Host) ForkAgent(ctx context.Context, req api.ForkRequest) (api.ForkResu
 	r = api.ForkResult{Agent: to, Bytes: fr.Bytes, Seconds: time.Since(start).Seconds()}
 	h.logf("agent %s forked to %s (uid %d): %d KB in %.2fs", from.Slug, to.Slug, to.UID, fr.Bytes>>10, r.Seconds)
 	return r, nil
+}
+
+// forgetGuestCache has a running guest drop the file names and inodes it
+// cached of the shared folders, so what a restore replaced on the host
+// is seen at once (not after the share's cache times out: the guest's
+// clock stood still while it was paused for the copy).
+func (h *Host) forgetGuestCache(ctx context.Context) {
+	g, err := h.running(ctx)
+	if err != nil {
+		return // stopped: the next boot reads everything afresh
+	}
+	_, out, st, err := g.Output(ctx, agentproto.ExecRequest{Argv: []string{"sh", "-c", "sync; echo 2 > /proc/sys/vm/drop_caches"}})
+	if err == nil && st.Code != 0 {
+		err = fmt.Errorf("exit %d: %s", st.Code, out)
+	}
+	if err != nil {
+		h.logf("after a restore, dropping the guest's cache: %v", err)
+	}
 }
 
 // guestChown gives a's home and views to its uid in the guest.
