@@ -101,6 +101,27 @@ func (s Store) Dir() string { return filepath.Join(s.Paths.Root, "checkpoints") 
 type stats struct {
 	bytes, disk int64
 	copied      bool // some file could not be cloned
+	// remap, when set, gives copied entries owned by uid from another
+	// owner (a fork's files go to the new agent's uid).
+	remap *remap
+	// chownDenied: this process may not give files away (not root); the
+	// caller has the guest do it.
+	chownDenied bool
+}
+
+// remap gives what From owns to To.
+type remap struct{ From, To int }
+
+// owner is who a copy of an entry owned by uid, gid belongs to.
+func (st *stats) owner(uid, gid uint32) (int, int) {
+	if st.remap != nil && int(uid) == st.remap.From {
+		u, g := st.remap.To, int(gid)
+		if int(gid) == st.remap.From {
+			g = st.remap.To
+		}
+		return u, g
+	}
+	return int(uid), int(gid)
 }
 
 type kind int

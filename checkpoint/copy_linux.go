@@ -102,7 +102,10 @@ func copyRange(in, out *os.File, off, n int64) error {
 // counts its blocks.
 func finish(out *os.File, s *unix.Stat_t, st *stats) error {
 	fd := int(out.Fd())
-	if err := unix.Fchown(fd, int(s.Uid), int(s.Gid)); err != nil && !errors.Is(err, unix.EPERM) {
+	uid, gid := st.owner(s.Uid, s.Gid)
+	if err := unix.Fchown(fd, uid, gid); errors.Is(err, unix.EPERM) {
+		st.chownDenied = st.chownDenied || uid != os.Geteuid()
+	} else if err != nil {
 		return err
 	}
 	if err := unix.Fchmod(fd, s.Mode&0o7777); err != nil {
@@ -215,7 +218,10 @@ func copyEntry(ctx context.Context, dirfd int, name, dst string, depth int, st *
 		if err := os.Symlink(string(buf[:n]), dst); err != nil {
 			return err
 		}
-		if err := os.Lchown(dst, int(s.Uid), int(s.Gid)); err != nil && !errors.Is(err, os.ErrPermission) {
+		uid, gid := st.owner(s.Uid, s.Gid)
+		if err := os.Lchown(dst, uid, gid); errors.Is(err, os.ErrPermission) {
+			st.chownDenied = st.chownDenied || uid != os.Geteuid()
+		} else if err != nil {
 			return err
 		}
 		return nil

@@ -26,3 +26,5 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+func replaceContents(ctx context.Context, live, src string, held bool) error { return errUnsupported }

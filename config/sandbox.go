@@ -81,6 +81,21 @@ type Sandbox struct {
 	// count) after this long without a command; 0 means
 	// DefaultTurnIdleSeconds.
 	TurnIdleSeconds float64 `json:"turnIdleSeconds,omitempty"`
+	// BackgroundIdleMinutes: a background owner (started by the CLI or a
+	// stdio MCP client) that has had no client, MCP request or awake VM
+	// for this long stops its VM and exits (0 keeps it until `stop`;
+	// fractions allowed). Not omitempty, as IdleSuspendMinutes.
+	BackgroundIdleMinutes float64 `json:"backgroundIdleMinutes"`
+}
+
+// DefaultBackgroundIdleMinutes is how long an unused background owner
+// lingers, so a client that comes back soon finds it warm.
+const DefaultBackgroundIdleMinutes = 10
+
+// BackgroundIdle is how long an unused background owner lingers; 0 means
+// until `stop`.
+func (s Sandbox) BackgroundIdle() time.Duration {
+	return time.Duration(s.BackgroundIdleMinutes * float64(time.Minute))
 }
 
 // RateServices are the services RateLimits may set: the tools' file
@@ -228,7 +243,8 @@ func allowlistEntry(h string) bool {
 func Defaults() Sandbox {
 	return Sandbox{CPUs: 2, MemoryGB: 2, Network: "outbound", AutoStart: true, Accel: "auto",
 		RunnerMaxSteps: DefaultRunnerMaxSteps, RunnerTimeoutSeconds: DefaultRunnerTimeoutSeconds,
-		IdleSuspendMinutes: DefaultIdleSuspendMinutes, SafetyCheckpoints: DefaultSafetyCheckpoints}
+		IdleSuspendMinutes: DefaultIdleSuspendMinutes, SafetyCheckpoints: DefaultSafetyCheckpoints,
+		BackgroundIdleMinutes: DefaultBackgroundIdleMinutes}
 }
 
 // ErrInvalid is wrapped by every validation failure.
@@ -257,6 +273,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: mcpPort: %d, allowed 1024–65535, or 0 for %d", ErrInvalid, s.MCPPort, DefaultMCPPort)
 	case !(s.IdleSuspendMinutes >= 0 && s.IdleSuspendMinutes <= MaxIdleSuspendMinutes):
 		return fmt.Errorf("%w: idleSuspendMinutes: %g, allowed 0–%d (minutes, fractions allowed; 0 never suspends)", ErrInvalid, s.IdleSuspendMinutes, MaxIdleSuspendMinutes)
+	case !(s.BackgroundIdleMinutes >= 0 && s.BackgroundIdleMinutes <= MaxIdleSuspendMinutes):
+		return fmt.Errorf("%w: backgroundIdleMinutes: %g, allowed 0–%d (minutes, fractions allowed; 0 keeps it until `osaurus-sandbox stop`)", ErrInvalid, s.BackgroundIdleMinutes, MaxIdleSuspendMinutes)
 	case s.SafetyCheckpoints < 0 || s.SafetyCheckpoints > MaxSafetyCheckpoints:
 		return fmt.Errorf("%w: safetyCheckpoints: %d, allowed 0–%d (0 takes none before a reset)", ErrInvalid, s.SafetyCheckpoints, MaxSafetyCheckpoints)
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
@@ -418,6 +436,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"safetyCheckpoints", "automatic checkpoints kept, taken before a reset or a restore, 0–50 (default 3; 0 takes none before a reset)"},
 	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch; restart required)"},
 	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},
+	{"backgroundIdleMinutes", "minutes a background owner (started by a command or a stdio MCP client) lingers with no client, MCP request or awake VM before it stops the VM and exits (default 10; 0 never; fractions allowed)"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
@@ -469,6 +488,8 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.Itoa(s.SafetyCheckpoints), nil
 	case "idleSuspendMinutes":
 		return strconv.FormatFloat(s.IdleSuspendMinutes, 'g', -1, 64), nil
+	case "backgroundIdleMinutes":
+		return strconv.FormatFloat(s.BackgroundIdleMinutes, 'g', -1, 64), nil
 	case "mcpPort":
 		_, p, _ := strings.Cut(s.MCPAddr(), ":")
 		return p, nil
@@ -550,6 +571,11 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		s.TurnIdleSeconds, err = strconv.ParseFloat(value, 64)
 		if err != nil {
 			err = fmt.Errorf("%w: turnIdleSeconds: %q is not a number of seconds (0.001–%d, or 0 for %d)", ErrInvalid, value, MaxTurnIdleSeconds, DefaultTurnIdleSeconds)
+		}
+	case "backgroundIdleMinutes":
+		s.BackgroundIdleMinutes, err = strconv.ParseFloat(value, 64)
+		if err != nil {
+			err = fmt.Errorf("%w: backgroundIdleMinutes: %q is not a number of minutes (0–%d, 0 never exits)", ErrInvalid, value, MaxIdleSuspendMinutes)
 		}
 	default:
 		return s, unknownKey(key)

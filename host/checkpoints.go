@@ -28,6 +28,9 @@ func vmWord(running bool) string {
 // CreateCheckpoint takes a sandbox checkpoint, the VM held still for the
 // copy (paused after a sync when it runs).
 func (h *Host) CreateCheckpoint(ctx context.Context, req api.CheckpointRequest) (checkpoint.Meta, error) {
+	if req.Before != "" {
+		return h.safetyCheckpointMeta(ctx, req.Before)
+	}
 	name := req.Name
 	if name == "" {
 		name = checkpoint.AutoName("", time.Now())
@@ -92,25 +95,34 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest)
 // safetyCheckpoint saves the sandbox before op changes it (reset), when
 // safetyCheckpoints is not 0, and prunes the automatic ones to it.
 func (h *Host) safetyCheckpoint(ctx context.Context, op string) error {
+	_, err := h.safetyCheckpointMeta(ctx, op)
+	return err
+}
+
+// safetyCheckpointMeta is safetyCheckpoint, returning what it took (an
+// empty Meta when it took none).
+func (h *Host) safetyCheckpointMeta(ctx context.Context, op string) (checkpoint.Meta, error) {
+	var m checkpoint.Meta
 	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
 	if cfg.SafetyCheckpoints == 0 {
-		return nil
+		return m, nil
 	}
 	if st := h.m.Status().State; st == control.NotProvisioned || st == control.Provisioning {
-		return nil // nothing to save
+		return m, nil // nothing to save
 	}
 	err := h.m.Hold(ctx, "checkpoint", func(running bool) error {
-		m, err := h.checkpoints().Create(ctx, checkpoint.AutoName("auto-", time.Now()), "before "+op, vmWord(running))
+		var err error
+		m, err = h.checkpoints().Create(ctx, checkpoint.AutoName("auto-", time.Now()), "before "+op, vmWord(running))
 		if err == nil {
 			h.logf("checkpoint %s before %s", m.Name, op)
 		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("the checkpoint before the %s failed, so nothing was changed (set safetyCheckpoints to 0 to go on without one): %w", op, err)
+		return m, fmt.Errorf("the checkpoint before the %s failed, so nothing was changed (set safetyCheckpoints to 0 to go on without one): %w", op, err)
 	}
 	h.prune(0)
-	return nil
+	return m, nil
 }
 
 // prune keeps safetyCheckpoints automatic checkpoints, at least least.

@@ -17,13 +17,13 @@ var _ api.Controller = (*Host)(nil)
 
 // Status returns the manager's view.
 func (h *Host) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: h.m.Status(), Owner: h.kind, MCPURL: h.mcpURL, MCPError: h.mcpErr}, nil
+	return h.apiStatus(h.m.Status()), nil
 }
 
 // Subscribe follows the manager's status.
 func (h *Host) Subscribe(fn func(api.Status)) func() {
 	return h.m.Subscribe(func(st control.Status) {
-		fn(api.Status{Status: st, Owner: h.kind, MCPURL: h.mcpURL, MCPError: h.mcpErr})
+		fn(h.apiStatus(st))
 	})
 }
 

@@ -103,6 +103,8 @@ type Host struct {
 
 	closeOnce sync.Once
 	closers   []func() // run last first by Close
+
+	use usage // control-socket clients and MCP requests (idleexit.go)
 }
 
 // open makes this process the owner of the data dir and builds the Host,
@@ -167,7 +169,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		Plugins: plugins.NewInstalled(o.Paths.AgentStateDir()), Registry: h.lib,
 		Secrets: tools.StoreSecrets{Store: h.secrets}, SecretStore: h.secrets, SecretPrompter: h.prompts,
 		Reviewer: Reviewer{Paths: o.Paths, Events: h.events, Secrets: h.secrets, Logf: h.logf},
-		Exposer:  h.ports, OutputDir: o.Paths.Output(), KeepDir: o.Paths.Artifacts(),
+		Exposer:  h.ports, Checkpointer: selfCheckpointer{h}, OutputDir: o.Paths.Output(), KeepDir: o.Paths.Artifacts(),
 	})
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
@@ -240,6 +242,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.use.since = time.Now()
 	sctx, cancel := context.WithCancel(context.Background())
 	h.onClose(cancel)
 	// MCP first: Status reports its address, and the control socket
@@ -247,7 +250,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	h.onClose(h.serveMCP(sctx))
 	srvCtx, stopServing := context.WithCancel(context.Background())
 	h.stopServing = stopServing
-	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal}).Serve(srvCtx, h.ln)
+	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal, InUse: h.use.hold}).Serve(srvCtx, h.ln)
 	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil
@@ -324,6 +327,13 @@ func Serve(ctx context.Context, p config.Paths, background bool, version string)
 	}
 	defer h.Close()
 	m := h.Manager()
+	// A background owner goes when nothing uses it (backgroundIdleMinutes).
+	var idle <-chan time.Duration
+	if background {
+		ictx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		idle = h.exitWhenIdle(ictx)
+	}
 	if cfg, err := config.LoadSandbox(p.SandboxJSON()); err == nil && cfg.AutoStart && !background {
 		go func() {
 			if err := m.Start(context.Background()); err != nil {
@@ -334,6 +344,11 @@ func Serve(ctx context.Context, p config.Paths, background bool, version string)
 	select {
 	case s := <-sig:
 		logf("%v: stopping the VM", s)
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return m.Close(sctx, true)
+	case limit := <-idle:
+		logf("unused for %s (backgroundIdleMinutes): stopping the VM and exiting", limit)
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return m.Close(sctx, true)

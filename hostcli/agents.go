@@ -39,6 +39,7 @@ const agentUsage = `usage:
   osaurus-sandbox agent repair
   osaurus-sandbox agent connect NAME --client claude-desktop|claude-code|cursor|vscode|generic [--dry-run] [--yes]
   osaurus-sandbox agent disconnect NAME [--client ID] [--yes]
+  osaurus-sandbox agent checkpoint NAME [LABEL] | checkpoints NAME | restore NAME LABEL | fork NAME NEW
 keys: projects (comma-separated project names, or none), dispatchTo (comma-separated agents, or none), name, enabled, maxCommandsPerTurn, pluginCreate, backgroundProcesses, network, diskGB,
   maxProcesses, memoryMB, cpuWeight (resource limits in the VM; 0 restores the default)
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
@@ -53,6 +54,9 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	}
 	if args[0] == "repair" {
 		return c.agentRepair(args[1:])
+	}
+	if run := agentCheckpointCmds[args[0]]; run != nil {
+		return run(c, ctx, args[1:])
 	}
 	reg, err := c.openAgents()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -194,16 +195,21 @@ func TestBackgroundOwnerIsVisible(t *testing.T) {
 	t.Setenv(config.HomeEnv, t.TempDir())
 	run(t, "agent", "add", "alice")
 	_, errOut, _ := run(t, "mcp", "--agent", "alice")
-	if !containsAll(errOut, "the first tool call starts a background owner", "until `osaurus-sandbox stop`") {
+	if !containsAll(errOut, "the first tool call starts a background owner", "until `osaurus-sandbox stop` or until it is unused for backgroundIdleMinutes") {
 		t.Errorf("mcp without an owner: %q", errOut)
 	}
-	bg := api.Status{Owner: "background", MCPURL: "http://127.0.0.1:47821/mcp"}
+	bg := api.Status{Owner: "background", MCPURL: "http://127.0.0.1:47821/mcp", IdleExit: &api.IdleExit{Minutes: 10}}
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	bgIdle := bg
+	bgIdle.IdleExit = &api.IdleExit{Minutes: 10, IdleSince: &since}
 	for _, tt := range []struct {
 		st   api.Status
 		addr string
 		want []string
 	}{
-		{bg, "127.0.0.1:47821", []string{"owner: a background osaurus-sandbox process", "mcp: serving agents at http://127.0.0.1:47821/mcp"}},
+		{bg, "127.0.0.1:47821", []string{"owner: a background osaurus-sandbox process", "unused for 10 minutes (backgroundIdleMinutes", "in use now", "mcp: serving agents at http://127.0.0.1:47821/mcp"}},
+		{bgIdle, "127.0.0.1:47821", []string{"unused since 03:04:05, it stops the VM and exits at 03:14:05"}},
+		{api.Status{Owner: "background"}, "127.0.0.1:47821", []string{"never exits by itself"}},
 		{bg, "127.0.0.1:5000", []string{"owner: a background", "not at 127.0.0.1:5000 as mcpPort now says: restart the owner"}},
 		{api.Status{Owner: "app", MCPURL: "http://127.0.0.1:47821/mcp"}, "127.0.0.1:47821", []string{"mcp: serving agents at"}},
 	} {

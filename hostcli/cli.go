@@ -527,7 +527,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 func ownerLines(st api.Status, addr string) []string {
 	var out []string
 	if st.Owner == "background" {
-		out = append(out, "owner: a background osaurus-sandbox process (`serve --background`), started by the first command or MCP tool call that needed the VM; it keeps the VM running and serves MCP over HTTP until `osaurus-sandbox stop` ends both")
+		out = append(out, backgroundOwnerLine(st.IdleExit))
 	}
 	switch {
 	case st.MCPError != "":
@@ -549,8 +549,30 @@ func (c *cli) noteBackgroundOwner(ctx context.Context, what string) {
 		return
 	}
 	if errors.Is(err, api.ErrNoOwner) {
-		fmt.Fprintf(c.err, "osaurus-sandbox: no app or `serve` owns the VM, so %s starts a background owner (`serve --background`); it keeps running after this command, serving MCP over HTTP, until `osaurus-sandbox stop` (`status` shows it)\n", what)
+		fmt.Fprintf(c.err, "osaurus-sandbox: no app or `serve` owns the VM, so %s starts a background owner (`serve --background`); it keeps running after this command, serving MCP over HTTP, until `osaurus-sandbox stop` or until it is unused for backgroundIdleMinutes (`status` shows it)\n", what)
 	}
+}
+
+// backgroundOwnerLine says what a background owner is and when it goes.
+func backgroundOwnerLine(ie *api.IdleExit) string {
+	l := "owner: a background osaurus-sandbox process (`serve --background`), started by the first command or MCP tool call that needed the VM; it serves MCP over HTTP and keeps the VM until `osaurus-sandbox stop`"
+	switch {
+	case ie == nil:
+		return l + " (backgroundIdleMinutes is 0: it never exits by itself)"
+	case ie.IdleSince != nil:
+		at := ie.IdleSince.Add(time.Duration(ie.Minutes * float64(time.Minute)))
+		return l + fmt.Sprintf(", or until it has been unused for %s (backgroundIdleMinutes): unused since %s, it stops the VM and exits at %s unless a client comes",
+			minutes(ie.Minutes), ie.IdleSince.Local().Format(time.TimeOnly), at.Local().Format(time.TimeOnly))
+	}
+	return l + fmt.Sprintf(", or until it has been unused for %s (backgroundIdleMinutes: no client connected, no MCP request, the VM stopped or asleep); it is in use now", minutes(ie.Minutes))
+}
+
+// minutes is a setting's minutes for people.
+func minutes(m float64) string {
+	if m == 1 {
+		return "1 minute"
+	}
+	return strconv.FormatFloat(m, 'g', -1, 64) + " minutes"
 }
 
 // nextStep says what to do in a state that needs the user.

@@ -363,6 +363,9 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		if discard {
 			r, err = v.Discard(ctx, a, p, paths)
 		} else {
+			if code := c.checkpointBefore(ctx, fmt.Sprintf("apply of %s's changes to %s", a.Slug, p.Name)); code != ExitOK {
+				return code
+			}
 			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
 				AllowHostExec: *allowExec, AllowLarge: *allowLarge})
 		}

@@ -46,6 +46,7 @@ const (
 	gateSecrets                  // enabled, with a secret store
 	gateReview                   // enabled, with a reviewer, and granted a project
 	gatePorts                    // enabled, with an exposer
+	gateCheckpoint               // enabled, with a checkpointer
 )
 
 // tool is one entry of the catalog.

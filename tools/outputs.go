@@ -108,6 +108,7 @@ var outputs = map[string]struct {
 		"kind": tStr, "path": tStr, "name": tStr, "host_path": tStr, "mime_type": tStr, "size": tInt, "sha256": tStr, "replaced": tBool,
 	})},
 	"sandbox_expose_port": {"Expose port", out("url port", map[string]any{"url": tStr, "port": tInt})},
+	"sandbox_checkpoint":  {"Checkpoint", out("label bytes disk_bytes seconds", map[string]any{"label": tStr, "bytes": tInt, "disk_bytes": tInt, "seconds": map[string]any{"type": "number"}})},
 }
 
 // spec is d's Spec with its title and output schema from outputs (the

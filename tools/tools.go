@@ -93,6 +93,9 @@ type Options struct {
 	// Exposer, when set, offers sandbox_expose_port to agents with
 	// autonomous exec.
 	Exposer Exposer
+	// Checkpointer, when set, offers sandbox_checkpoint to agents with
+	// autonomous exec.
+	Checkpointer Checkpointer
 	// OutputDir is the host folder the VM shares as /output; KeepDir a
 	// host folder the VM can't reach. With both, sandbox_share_artifact
 	// checks the shared file on the host and keeps a copy in KeepDir,
@@ -113,16 +116,17 @@ type Env struct {
 	secrets  PluginSecrets
 	registry *PluginRegistry
 	// secretStore and prompter serve the secret tools.
-	secretStore SecretStore
-	prompter    SecretPrompter
-	reviewer    Reviewer
-	exposer     Exposer
-	outputDir   string
-	keepDir     string
-	subs        subscribers.List[struct{}] // SubscribePlugins
-	install     *InstallLock
-	deps        pluginDeps // plugin packages the guest session has
-	sess        sessions   // agents' shell sessions (session.go)
+	secretStore  SecretStore
+	prompter     SecretPrompter
+	reviewer     Reviewer
+	exposer      Exposer
+	checkpointer Checkpointer
+	outputDir    string
+	keepDir      string
+	subs         subscribers.List[struct{}] // SubscribePlugins
+	install      *InstallLock
+	deps         pluginDeps // plugin packages the guest session has
+	sess         sessions   // agents' shell sessions (session.go)
 
 	usersMu sync.Mutex
 	usersOf *agentproto.Client // the guest session the set below is about
@@ -138,7 +142,7 @@ func NewEnv(o Options) *Env {
 	// run while another apk holds its database.
 	return &Env{guest: o.Guest, exec: limit.NewExecLimiter(limit.ExecOptions{IdleGap: o.TurnIdle}), rate: limit.NewRateLimiter(limit.RateOptions{Limits: rates}),
 		redactor: o.Redactor, agents: o.Agents, plugins: o.Plugins, secrets: o.Secrets, registry: o.Registry,
-		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: NewInstallLock(), reviewer: o.Reviewer, exposer: o.Exposer, outputDir: o.OutputDir, keepDir: o.KeepDir}
+		secretStore: o.SecretStore, prompter: o.SecretPrompter, install: NewInstallLock(), reviewer: o.Reviewer, exposer: o.Exposer, checkpointer: o.Checkpointer, outputDir: o.OutputDir, keepDir: o.KeepDir}
 }
 
 // ExecLimiter is the shared exec limiter, e.g. for EndTurn.
@@ -329,6 +333,14 @@ func (t *Toolset) allowed(d *tool) string {
 		switch {
 		case t.env.exposer == nil:
 			return fmt.Sprintf("%s is not available: this server can't open previews.", d.Name)
+		case !ae.Enabled:
+			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off; the user can turn it on with "+
+				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)
+		}
+	case gateCheckpoint:
+		switch {
+		case t.env.checkpointer == nil:
+			return fmt.Sprintf("%s is not available: this server can't take checkpoints.", d.Name)
 		case !ae.Enabled:
 			return fmt.Sprintf("%s is not available to agent %s: it needs autonomous exec, which is off; the user can turn it on with "+
 				"`osaurus-sandbox agent set %s enabled true`.", d.Name, t.agent.Name, t.agent.Slug)

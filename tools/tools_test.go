@@ -56,7 +56,7 @@ func TestListFollowsAutonomousExec(t *testing.T) {
 			}
 		})
 	}
-	if got := sorted(Names()); !slices.Equal(got, sorted(readOnlyTools, execTools, backgroundTools, []string{"sandbox_plugin_register", "sandbox_secret_check", "sandbox_secret_set", "sandbox_request_review", "sandbox_expose_port"})) {
+	if got := sorted(Names()); !slices.Equal(got, sorted(readOnlyTools, execTools, backgroundTools, []string{"sandbox_plugin_register", "sandbox_secret_check", "sandbox_secret_set", "sandbox_request_review", "sandbox_expose_port", "sandbox_checkpoint"})) {
 		t.Fatalf("Names() = %v", got)
 	}
 }

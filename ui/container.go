@@ -72,6 +72,10 @@ type containerTab struct {
 	Reset  *widget.Button
 	Remove *widget.Button
 
+	// Checkpoints lists the sandbox checkpoints (nil when the owner keeps
+	// none): checkpoints.go.
+	Checkpoints *checkpointsCard
+
 	Console *widget.Entry
 	body    *fyne.Container // the tab's column, laid out again when a part's height changes
 	// vmOnly are the cards about a VM that exists: hidden before the first
@@ -140,6 +144,9 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Console = widget.NewMultiLineEntry()
 	t.Console.Wrapping = fyne.TextWrapOff
 	t.Console.SetMinRowsVisible(8)
+	if cb, ok := b.(CheckpointBackend); ok && cb.Checkpoints() != nil {
+		t.Checkpoints = newCheckpointsCard(cb.Checkpoints(), win, do)
+	}
 	t.First = newFirstRun(t)
 	t.firstCard = widget.NewCard("Set up the sandbox", "", t.First.Box)
 	t.show(b.Status())
@@ -162,9 +169,14 @@ func (t *containerTab) content() fyne.CanvasObject {
 			resources, container.NewHBox(t.Save, t.Saved),
 		)),
 		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
+	}
+	if t.Checkpoints != nil {
+		t.vmOnly = append(t.vmOnly, widget.NewCard("Checkpoints", "Save the sandbox (root disk, agents' homes, views and settings) and put it back later.", t.Checkpoints.Box))
+	}
+	t.vmOnly = append(t.vmOnly,
 		widget.NewCard("Danger Zone", "Your workspace, output and agents' homes are always kept.", container.NewHBox(t.Reset, t.Remove)),
 		widget.NewCard("Console", "", t.Console),
-	}
+	)
 	t.body = container.NewVBox(append([]fyne.CanvasObject{
 		widget.NewCard("Container", "", container.NewVBox(
 			t.State, t.Details, t.Glance.VM, t.Glance.Agents,

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -56,6 +57,17 @@ type Status struct {
 	// doesn't (the port is taken), with what to do.
 	MCPURL   string `json:"mcpUrl,omitempty"`
 	MCPError string `json:"mcpError,omitempty"`
+	// IdleExit is set for a background owner that exits when unused (the
+	// backgroundIdleMinutes setting).
+	IdleExit *IdleExit `json:"idleExit,omitempty"`
+}
+
+// IdleExit says when a background owner stops its VM and exits: after
+// Minutes with no client on the control socket, no MCP HTTP request and
+// no awake VM. IdleSince is when that began (nil while in use).
+type IdleExit struct {
+	Minutes   float64    `json:"minutes"`
+	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
 // RemoveAgentRequest asks the owner to delete what it keeps for an agent
@@ -87,6 +99,12 @@ type PortCloser interface {
 // from the time).
 type CheckpointRequest struct {
 	Name string `json:"name,omitempty"`
+	// Before asks for an automatic safety checkpoint before this
+	// operation (e.g. "apply of alice's changes to web"), as a reset takes
+	// one: none when safetyCheckpoints is 0 or nothing is provisioned
+	// (the Meta is then empty); the automatic ones are pruned to the
+	// setting.
+	Before string `json:"before,omitempty"`
 }
 
 // CheckpointList is every sandbox checkpoint, oldest first.

@@ -60,6 +60,7 @@ var sentinels = []sentinel{
 	{"checkpoint.ErrExists", checkpoint.ErrExists, errdefs.ErrExists},
 	{"checkpoint.ErrName", checkpoint.ErrName, errdefs.ErrInvalid},
 	{"checkpoint.ErrNotFound", checkpoint.ErrNotFound, errdefs.ErrNotFound},
+	{"checkpoint.ErrLimit", checkpoint.ErrLimit, errdefs.ErrQuota},
 	{"config.ErrInvalid", config.ErrInvalid, errdefs.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},

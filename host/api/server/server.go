@@ -26,6 +26,9 @@ type Server struct {
 	// Shell builds the exec of a terminal (control.OpShell) and says which
 	// guest runs it; without it terminals are refused.
 	Shell func(ctx context.Context, req control.ShellRequest) (*agentproto.Client, agentproto.ExecRequest, error)
+	// InUse, when set, is called as a client connects; what it returns is
+	// called as it goes (a background owner exits only when unused).
+	InUse func() (done func())
 }
 
 // Serve accepts clients until ctx ends or ln is closed. Each connection
@@ -42,6 +45,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		go func() {
+			if s.InUse != nil {
+				defer s.InUse()()
+			}
 			peer, err := agentproto.NewServerPeer(conn)
 			if err != nil {
 				conn.Close()
@@ -66,6 +72,7 @@ func (s *Server) mux() *agentproto.Mux {
 	m := agentproto.NewMux()
 	s.agentOps(m)
 	s.dataOps(m)
+	s.agentCheckpointOps(m)
 	m.Handle(control.OpStatus, func(ctx context.Context, c *agentproto.Call) error {
 		st, err := s.Ctl.Status(ctx)
 		if err != nil {
