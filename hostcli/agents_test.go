@@ -126,7 +126,7 @@ func TestSetAgentResources(t *testing.T) {
 		{"cpuWeight", "10001", false},
 	} {
 		a := agents.Agent{Name: "A", Slug: "a", AutonomousExec: agents.DefaultAutonomousExec()}
-		err := setAgent(&a, c.key, c.value)
+		err := a.Set(c.key, c.value)
 		if err == nil {
 			err = a.Validate()
 		}
