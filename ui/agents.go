@@ -436,7 +436,9 @@ func (t *agentsTab) onRemove() {
 		go func() {
 			r, err := t.ops.RemoveAgent(context.Background(), api.RemoveAgentRequest{Agent: a.ID})
 			if err == nil {
-				t.removeSecrets(a)
+				// After the status below: its line about the secrets
+				// is the last word.
+				defer t.removeSecrets(a)
 			}
 			t.do(func() {
 				if t.selected == a.ID && err == nil {
