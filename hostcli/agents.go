@@ -44,7 +44,9 @@ network: none | outbound | a comma-separated domain list, e.g. "example.com,*.ex
 // openAgents reads the agents registry. The CLI only reads it: every
 // change goes through the owner (c.owner, api.AgentOps), agents.json's one
 // writer.
-func (c *cli) openAgents() (*agents.Registry, error) { return agents.OpenReadOnly(c.paths.AgentsJSON()) }
+func (c *cli) openAgents() (*agents.Registry, error) {
+	return agents.OpenReadOnly(c.paths.AgentsJSON())
+}
 
 // withOwner runs fn with the owner of the data folder (c.owner) and
 // closes it after.

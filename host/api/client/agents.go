@@ -26,7 +26,7 @@ func (c *Client) AddAgent(ctx context.Context, req control.AgentAddRequest) (age
 // ErrExists for no other reason.
 type homeExists struct{ error }
 
-func (e homeExists) Unwrap() error { return e.error }
+func (e homeExists) Unwrap() error        { return e.error }
 func (e homeExists) Is(target error) bool { return target == agents.ErrHomeExists }
 
 // UpdateAgent has the owner change an agent's settings.
