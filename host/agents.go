@@ -158,6 +158,50 @@ func (h *Host) RemoveProject(ctx context.Context, name string) error {
 	return projects.Remove(h.paths.ProjectsJSON(), name, h.reg.List())
 }
 
+// view resolves req's agent and project: the agent must be granted the
+// project or still hold a view of it.
+func (h *Host) view(req api.ViewRequest) (agents.Agent, projects.Project, error) {
+	a, err := h.reg.Get(req.Agent)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	p, err := projects.Get(h.paths.ProjectsJSON(), req.Project)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	if !slices.Contains(a.Projects, p.Name) && !(projects.Views{Paths: h.paths}).Has(a, p.Name) {
+		return agents.Agent{}, projects.Project{}, fmt.Errorf("%w: %s has not been granted %q", projects.ErrNotGranted, a.Name, p.Name)
+	}
+	return a, p, nil
+}
+
+// ViewChanges computes and records what the agent changed in its view.
+func (h *Host) ViewChanges(ctx context.Context, req api.ViewRequest) (*projects.ChangeSet, error) {
+	a, p, err := h.view(req)
+	if err != nil {
+		return nil, err
+	}
+	return projects.Views{Paths: h.paths}.Changes(ctx, a, p)
+}
+
+// ApplyChanges writes a review's changes into the user's folder.
+func (h *Host) ApplyChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	a, p, err := h.view(req)
+	if err != nil {
+		return nil, err
+	}
+	return projects.Views{Paths: h.paths}.Apply(ctx, a, p, req.Apply)
+}
+
+// DiscardChanges throws the agent's changes to req.Paths away.
+func (h *Host) DiscardChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	a, p, err := h.view(req)
+	if err != nil {
+		return nil, err
+	}
+	return projects.Views{Paths: h.paths}.Discard(ctx, a, p, req.Paths)
+}
+
 // RepairProjects rewrites a damaged projects.json.
 func (h *Host) RepairProjects(ctx context.Context) (projects.RepairResult, error) {
 	return projects.Repair(h.paths.ProjectsJSON())

@@ -18,15 +18,17 @@ import (
 )
 
 // With an owner running, every command that changes the agents or the
-// projects goes through the control socket: agents.json and projects.json
-// have one writer. The owner here is this test process (host.OpenData, the
+// projects goes through the control socket: agents.json, projects.json,
+// the agents' project views and their reviews have one writer. The owner here is this test process (host.OpenData, the
 // real Host), serving data folder A; the real binary runs on data folder
 // B, whose control socket is A's (a symbolic link) and whose agents.json
 // and projects.json are copies of A's, for the commands' reads. A command
 // that wrote a file itself would change B's copy; one that went through
 // the owner changes A's, which the CLI does not know. And the owner's
 // registry reflects each change at once: it re-reads nothing (no watch,
-// no reload), so only a change made through it shows there.
+// no reload), so only a change made through it shows there. (Checked
+// against the old code: a `project remove` writing projects.json itself
+// fails here.)
 func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 	bin := realBinary(t)
 	short := func() string { // unix socket paths are short
@@ -73,7 +75,7 @@ func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return snapshot(t, pb.ConfigDir())
+		return snapshot(t, pb.Root)
 	}
 	agent := func(ref string) agents.Agent {
 		a, err := reg.Get(ref)
@@ -85,6 +87,18 @@ func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 	project := func(name string) bool {
 		_, err := projects.Get(pa.ProjectsJSON(), name)
 		return err == nil
+	}
+	// What the agent writes in its view once it is granted the project.
+	write := func(args []string) {
+		if strings.Join(args, " ") != "changes alicia web" {
+			return
+		}
+		view := (projects.Views{Paths: pa}).Dir(agent("alice"), "web")
+		for name, s := range map[string]string{"hello.txt": "hello from alice\n", "scratch.txt": "x\n"} {
+			if err := os.WriteFile(filepath.Join(view, name), []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for _, tt := range []struct {
 		args []string
@@ -103,6 +117,17 @@ func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 		{[]string{"agent", "set", "alicia", "projects", "web"}, func() bool {
 			return slices.Equal(agent("alice").Projects, []string{"web"}) && (projects.Views{Paths: pa}).Has(agent("alice"), "web")
 		}},
+		{[]string{"changes", "alicia", "web"}, func() bool {
+			return true // the review is recorded in A (B is checked below)
+		}},
+		{[]string{"discard", "alicia", "web", "--yes", "scratch.txt"}, func() bool {
+			_, err := os.Stat(filepath.Join((projects.Views{Paths: pa}).Dir(agent("alice"), "web"), "scratch.txt"))
+			return errors.Is(err, os.ErrNotExist)
+		}},
+		{[]string{"apply", "alicia", "web", "--yes"}, func() bool {
+			b, err := os.ReadFile(filepath.Join(folder, "hello.txt"))
+			return err == nil && string(b) == "hello from alice\n"
+		}},
 		{[]string{"agent", "set", "alicia", "projects", "none"}, func() bool {
 			return len(agent("alice").Projects) == 0 && !(projects.Views{Paths: pa}).Has(agent("alice"), "web")
 		}},
@@ -111,6 +136,7 @@ func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 		{[]string{"agent", "repair"}, func() bool { return true }},
 		{[]string{"agent", "remove", "bob"}, func() bool { _, err := reg.Get("bob"); return errors.Is(err, agents.ErrNotFound) }},
 	} {
+		write(tt.args)
 		before := mirror()
 		cmd := exec.Command(bin, tt.args...)
 		cmd.Env = append(os.Environ(), config.HomeEnv+"="+pb.Root, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DISPLAY=", "WAYLAND_DISPLAY=")
@@ -122,20 +148,21 @@ func TestOneWriterWithAnOwnerRunning(t *testing.T) {
 		if !tt.done() {
 			t.Errorf("%s: the owner did not make the change (%q)", strings.Join(tt.args, " "), out.String())
 		}
-		if after := snapshot(t, pb.ConfigDir()); !mapsEqual(before, after) {
+		if after := snapshot(t, pb.Root); !mapsEqual(before, after) {
 			t.Errorf("%s wrote the data files itself: %v, then %v", strings.Join(tt.args, " "), keys(before), keys(after))
 		}
 	}
 }
 
-// snapshot is every file under dir with its contents, but the keychain's
+// snapshot is every file of the data folder dir with its contents, but
+// the control socket's link and the keychain's
 // list of pending removals: the keychain is the user's session's, which
 // the command reaches itself (`agent remove` deletes the agent's secrets).
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || p == (config.Paths{Root: filepath.Dir(dir)}).SecretRemovals() {
+		if err != nil || d.IsDir() || p == (config.Paths{Root: dir}).SecretRemovals() || d.Type()&os.ModeSocket != 0 || d.Type()&os.ModeSymlink != 0 {
 			return err
 		}
 		b, err := os.ReadFile(p)

@@ -195,7 +195,7 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	cs, err := c.views().Changes(ctx, a, p)
+	cs, err := c.viewChanges(ctx, a, p)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -219,6 +219,15 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(c.out, "\napply exactly these with `osaurus-sandbox apply %s %s --review %s [PATHS...]`\n", a.Slug, p.Name, cs.Review)
 	return ExitOK
+}
+
+// viewChanges has the owner compute and record a's changes to p.
+func (c *cli) viewChanges(ctx context.Context, a agents.Agent, p projects.Project) (cs *projects.ChangeSet, err error) {
+	err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		cs, err = ctl.ViewChanges(ctx, api.ViewRequest{Agent: a.ID, Project: p.Name})
+		return err
+	})
+	return cs, err
 }
 
 // printChanges lists a review: its id, then per change its kind, mode,
@@ -302,14 +311,13 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		v := c.views()
 		var shown []string
 		for _, p := range paths {
 			shown = append(shown, projects.Shown(p))
 		}
 		if discard || *reviewID == "" {
 			// Nothing changed: say so, and ask nothing.
-			cs, err := v.Changes(ctx, a, p)
+			cs, err := c.viewChanges(ctx, a, p)
 			if err != nil {
 				return c.fail(err)
 			}
@@ -341,12 +349,18 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			}
 		}
 		var r *projects.Result
-		if discard {
-			r, err = v.Discard(ctx, a, p, paths)
-		} else {
-			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
-				AllowHostExec: *allowExec, AllowLarge: *allowLarge})
-		}
+		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: paths, Apply: projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
+			AllowHostExec: *allowExec, AllowLarge: *allowLarge}}
+		// The owner writes the views, the reviews and your folder; it is
+		// asked after the confirmation, so none is held while you answer.
+		err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+			if discard {
+				r, err = ctl.DiscardChanges(ctx, req)
+			} else {
+				r, err = ctl.ApplyChanges(ctx, req)
+			}
+			return err
+		})
 		if r != nil {
 			verb := "applied"
 			if discard {

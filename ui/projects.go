@@ -40,6 +40,7 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 	}
 	t := &workTabs{}
 	t.Changes = newChangesView(p, reg, win, do)
+	t.Changes.ops = opsOf(b)
 	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
 	t.Projects.ops = opsOf(b)
 	t.Ports = newPortsTab(a, b, p, win, do)

@@ -12,6 +12,12 @@ const (
 	OpProjectAdd    = "ctl.project_add"    // ProjectAddRequest → projects.Project
 	OpProjectRemove = "ctl.project_remove" // ProjectRef → agentproto.Empty
 	OpProjectRepair = "ctl.project_repair" // agentproto.Empty → projects.RepairResult
+	// An agent's view of a project (api.ViewRequest): what it changed,
+	// and writing it into the user's folder or throwing it away. Apply and
+	// discard that fail part way emit their projects.Result first.
+	OpViewChanges = "ctl.view_changes" // → projects.ChangeSet
+	OpViewApply   = "ctl.view_apply"   // → projects.Result
+	OpViewDiscard = "ctl.view_discard" // → projects.Result
 )
 
 // What AgentAddRequest.Home does with a home a removed agent of the same

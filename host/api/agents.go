@@ -35,4 +35,24 @@ type AgentOps interface {
 	RemoveProject(ctx context.Context, name string) error
 	// RepairProjects rewrites a damaged projects.json (projects.Repair).
 	RepairProjects(ctx context.Context) (projects.RepairResult, error)
+
+	// ViewChanges is what the agent changed in its view of the project,
+	// recorded as a review Apply takes.
+	ViewChanges(ctx context.Context, req ViewRequest) (*projects.ChangeSet, error)
+	// ApplyChanges writes a review's changes into the user's folder;
+	// DiscardChanges throws changes away. Both may return a Result with
+	// an error: what was done before it.
+	ApplyChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
+	DiscardChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
+}
+
+// ViewRequest names an agent's view of a project: the agent (an id, slug
+// or name) must be granted it or still hold it. Apply says what
+// ApplyChanges writes, Paths what DiscardChanges throws away (empty:
+// everything).
+type ViewRequest struct {
+	Agent   string                `json:"agent"`
+	Project string                `json:"project"`
+	Apply   projects.ApplyOptions `json:"apply"`
+	Paths   []string              `json:"paths,omitempty"`
 }

@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
 
@@ -74,4 +76,39 @@ func (c *Client) RepairProjects(ctx context.Context) (projects.RepairResult, err
 	var r projects.RepairResult
 	err := c.call(ctx, control.OpProjectRepair, agentproto.Empty{}, &r, nil, false)
 	return r, err
+}
+
+// ViewChanges has the owner compute what an agent changed in its view.
+func (c *Client) ViewChanges(ctx context.Context, req api.ViewRequest) (*projects.ChangeSet, error) {
+	var cs projects.ChangeSet
+	if err := c.call(ctx, control.OpViewChanges, req, &cs, nil, false); err != nil {
+		return nil, err
+	}
+	return &cs, nil
+}
+
+// ApplyChanges has the owner write a review's changes into the folder.
+func (c *Client) ApplyChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	return c.viewResult(ctx, control.OpViewApply, req)
+}
+
+// DiscardChanges has the owner throw an agent's changes away.
+func (c *Client) DiscardChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	return c.viewResult(ctx, control.OpViewDiscard, req)
+}
+
+// viewResult is an apply or discard: its Result, also when it failed part
+// way (the owner sends it first).
+func (c *Client) viewResult(ctx context.Context, op string, req api.ViewRequest) (*projects.Result, error) {
+	var r, partial *projects.Result
+	err := c.call(ctx, op, req, &r, func(raw json.RawMessage) {
+		var p projects.Result
+		if json.Unmarshal(raw, &p) == nil {
+			partial = &p
+		}
+	}, false)
+	if err != nil {
+		return partial, err
+	}
+	return r, nil
 }

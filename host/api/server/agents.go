@@ -6,6 +6,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
 
@@ -38,6 +39,27 @@ func (s *Server) agentOps(m *agentproto.Mux) {
 	m.Handle(control.OpProjectRemove, agentproto.Unary(func(ctx context.Context, req *control.ProjectRef) (*agentproto.Empty, error) {
 		return &agentproto.Empty{}, s.Ctl.RemoveProject(ctx, req.Name)
 	}))
+	m.Handle(control.OpViewChanges, agentproto.Unary(func(ctx context.Context, req *api.ViewRequest) (*projects.ChangeSet, error) {
+		return s.Ctl.ViewChanges(ctx, *req)
+	}))
+	for op, run := range map[string]func(context.Context, api.ViewRequest) (*projects.Result, error){
+		control.OpViewApply: s.Ctl.ApplyChanges, control.OpViewDiscard: s.Ctl.DiscardChanges,
+	} {
+		m.Handle(op, func(ctx context.Context, c *agentproto.Call) error {
+			var req api.ViewRequest
+			if err := c.Decode(&req); err != nil {
+				return err
+			}
+			r, err := run(ctx, req)
+			if err != nil {
+				if r != nil {
+					c.Emit(r) // what was done before the failure
+				}
+				return err
+			}
+			return c.Respond(r)
+		})
+	}
 	m.Handle(control.OpProjectRepair, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*projects.RepairResult, error) {
 		r, err := s.Ctl.RepairProjects(ctx)
 		return &r, err
