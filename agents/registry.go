@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 	"github.com/osaurus/osaurus-sandbox/internal/subscribers"
@@ -67,7 +68,8 @@ type Retired struct {
 // that take a ref accept an agent's id, slug or name (case-insensitive),
 // tried in that order.
 type Registry struct {
-	path string
+	path     string
+	readOnly bool // OpenReadOnly: every change fails
 
 	mu   sync.Mutex
 	recs []record
@@ -87,6 +89,22 @@ func Open(path string) (*Registry, error) {
 	}
 	return &Registry{path: path, recs: f.Agents, uids: f.uidState}, nil
 }
+
+// OpenReadOnly loads the registry of a process that only reads it (the
+// CLI, a window that doesn't own the data folder, the stdio MCP server):
+// the owner is agents.json's one writer (api.AgentOps), and every change
+// made through this Registry fails. Reload follows the owner's changes.
+func OpenReadOnly(path string) (*Registry, error) {
+	r, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r.readOnly = true
+	return r, nil
+}
+
+// errReadOnly: a change through a registry opened by OpenReadOnly.
+var errReadOnly = fmt.Errorf("%w: agents: this process only reads the registry; its changes go through the owner of the data folder", agentproto.ErrUnsupported)
 
 // Path is the registry file.
 func (r *Registry) Path() string { return r.path }
@@ -349,6 +367,9 @@ func (r *Registry) modifyAll(fn func(*fileData) error) error {
 }
 
 func (r *Registry) modifyLocked(fn func(*fileData) error) (changed bool, err error) {
+	if r.readOnly {
+		return false, errReadOnly
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
@@ -381,6 +402,10 @@ func (r *Registry) modifyLocked(fn func(*fileData) error) (changed bool, err err
 		return changed, err
 	}
 	r.recs, r.uids = next.Agents, next.uidState
+	// Its own write is no news to ReloadIfChanged.
+	if fi, err := os.Stat(r.path); err == nil {
+		r.seen = fi
+	}
 	return true, nil
 }
 

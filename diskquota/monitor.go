@@ -108,12 +108,8 @@ func (m *Monitor) Attach(ctx context.Context, g *agentproto.Client) Report {
 }
 
 func (m *Monitor) round(ctx context.Context, g *agentproto.Client) Report {
-	// Settings changed by the CLI or the window apply on this round. A
-	// stat; the file is read only when it was replaced (every save
-	// replaces it), not every second.
-	if err := m.Registry.ReloadIfChanged(); err != nil {
-		m.logf("disk quota: %v", err)
-	}
+	// Settings changed by the CLI or the window went through the owner's
+	// registry, this one: they apply on this round with no re-read.
 	m.Tracker.Refresh()
 	r := Report{Time: time.Now().UTC().Truncate(time.Second), Agents: map[string]int64{}, Tmp: map[string]int64{},
 		Blocked: map[string]string{}, caps: map[string]int64{}}

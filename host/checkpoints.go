@@ -79,8 +79,9 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest)
 		if err := s.Restore(ctx, req.Name); err != nil {
 			return fmt.Errorf("%w; the state before is in checkpoint %s", err, r.Saved.Name)
 		}
-		// The owner's view of the agents follows their file at once.
-		if err := h.reg.ReloadIfChanged(); err != nil {
+		// The restore replaced agents.json: the owner's registry reads
+		// the restored one.
+		if err := h.reg.Reload(); err != nil {
 			h.logf("restore: reloading agents: %v", err)
 		}
 		return nil

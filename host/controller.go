@@ -63,7 +63,6 @@ func (h *Host) Quit(ctx context.Context) error {
 // Diagnostics runs the standard checks against the running VM.
 func (h *Host) Diagnostics(ctx context.Context, agent string, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	env := diagnostics.Env{}
-	_ = h.reg.ReloadIfChanged() // the CLI may have added one; on error the last known list
 	list := h.reg.List()
 	if agent != "" {
 		a, err := h.reg.Get(agent)

@@ -44,7 +44,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
-	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 	"github.com/osaurus/osaurus-sandbox/vm"
 )
@@ -251,7 +250,6 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	srvCtx, stopServing := context.WithCancel(context.Background())
 	h.stopServing = stopServing
 	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal, InUse: h.use.hold}).Serve(srvCtx, h.ln)
-	go mcpserver.Watch(sctx, h.reg, 2*time.Second, h.logf)
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil
 }

@@ -223,9 +223,12 @@ func TestRemoveAgentWithoutVM(t *testing.T) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r, err := h.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: true})
-	if err != nil || r.UserRemoved || !r.HomeDeleted || r.ForgetError != "" {
+	r, err := h.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a.ID, Purge: true})
+	if err != nil || r.UserRemoved || !r.HomeDeleted || r.ForgetError != "" || r.Agent.ID != a.ID {
 		t.Fatalf("RemoveAgent: %+v, %v", r, err)
+	}
+	if _, err := h.Registry().Get(a.ID); !errors.Is(err, agents.ErrNotFound) {
+		t.Errorf("the registry after RemoveAgent: %v", err)
 	}
 	if n, err := h.Memory().Count(ctx, a.Slug); err != nil || n != 0 {
 		t.Errorf("memories after RemoveAgent: %d, %v", n, err)

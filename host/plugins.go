@@ -23,9 +23,6 @@ func (h *ToolHost) installed() *plugins.Installed {
 
 // agent is the agent with id as the registry says it is now.
 func (h *ToolHost) agent(id string) (agents.Agent, error) {
-	if err := h.Registry.ReloadIfChanged(); err != nil {
-		return agents.Agent{}, err
-	}
 	return h.Registry.Get(id)
 }
 

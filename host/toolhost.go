@@ -13,6 +13,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
@@ -62,9 +63,6 @@ func (h *ToolHost) Terminal(ctx context.Context, req control.ShellRequest) (*age
 	if req.Agent == "" {
 		return g, tools.TerminalRoot(req.Workdir, req.Argv, req.Term, req.Size), nil
 	}
-	if err := h.Registry.ReloadIfChanged(); err != nil {
-		return nil, agentproto.ExecRequest{}, err
-	}
 	a, err := h.Registry.Get(req.Agent)
 	if err != nil {
 		return nil, agentproto.ExecRequest{}, err
@@ -105,11 +103,8 @@ func (h *ToolHost) Usage(ctx context.Context, req agentproto.UsageRequest) (agen
 // RunTool runs tool as the agent with id agentID, as the registry says it
 // is now.
 func (h *ToolHost) RunTool(ctx context.Context, agentID, tool string, args json.RawMessage) envelope.Envelope {
-	// A setting another process (the CLI, the window) changed a moment
-	// ago holds from this call on, not from the next periodic reload.
-	if err := h.Registry.ReloadIfChanged(); err != nil {
-		return envelope.Failf(tool, envelope.Unavailable, "reading the agents' settings: %v", err)
-	}
+	// Every change to the agents goes through this owner's registry
+	// (api.AgentOps), so it holds from this call on with no re-read.
 	a, err := h.Registry.Get(agentID)
 	if err != nil {
 		return envelope.Failf(tool, envelope.ToolNotFound, "agent %s: %v; its tools are gone", agentID, err)
@@ -126,17 +121,26 @@ func (h *ToolHost) EndTurn(ctx context.Context, agentID string) error {
 	return nil
 }
 
-// RemoveAgent deletes what the host keeps for a removed agent under its
-// slug (memories, bridge config) and, while the VM runs, its Linux user;
-// the tools environment forgets the user, so an agent of the same name
-// gets a fresh one. Without a VM, Purge deletes the home's host folder.
+// RemoveAgent removes the agent from the registry (its token stops
+// working at once), then deletes what the host keeps for it: its project
+// views, its memories and bridge config under its slug and, while the VM
+// runs, its Linux user; the tools environment forgets the user, so an
+// agent of the same name gets a fresh one. Without a VM, Purge deletes the
+// home's host folder.
 func (h *ToolHost) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) (api.RemoveAgentResult, error) {
 	var r api.RemoveAgentResult
-	h.Env.CloseSessions(req.Agent.ID)
-	if h.Ports != nil {
-		h.Ports.Close(req.Agent.Slug, 0)
+	a, err := h.Registry.Remove(req.Agent)
+	if err != nil {
+		return r, err
 	}
-	a := req.Agent
+	r.Agent = a
+	h.Env.CloseSessions(a.ID)
+	if h.Ports != nil {
+		h.Ports.Close(a.Slug, 0)
+	}
+	if err := (projects.Views{Paths: h.Paths}).DropAgent(a); err != nil {
+		r.ViewsError = err.Error()
+	}
 	if err := bridge.ForgetAgent(ctx, h.Memory, &bridge.ConfigStore{Dir: h.Paths.BridgeConfigDir()}, a.Slug); err != nil {
 		r.ForgetError = err.Error()
 	}

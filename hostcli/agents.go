@@ -8,20 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
-	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -45,7 +42,23 @@ keys: projects (comma-separated project names, or none), dispatchTo (comma-separ
 network: none | outbound | a comma-separated domain list, e.g. "example.com,*.example.com";
   it applies to the agent's next command`
 
-func (c *cli) openAgents() (*agents.Registry, error) { return agents.Open(c.paths.AgentsJSON()) }
+// openAgents reads the agents registry. The CLI only reads it: every
+// change goes through the owner (c.owner, api.AgentOps), agents.json's one
+// writer.
+func (c *cli) openAgents() (*agents.Registry, error) {
+	return agents.OpenReadOnly(c.paths.AgentsJSON())
+}
+
+// withOwner runs fn with the owner of the data folder (c.owner) and
+// closes it after.
+func (c *cli) withOwner(ctx context.Context, fn func(api.Controller) error) error {
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	return fn(ctl)
+}
 
 func (c *cli) agent(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -53,7 +66,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		return ExitUsage
 	}
 	if args[0] == "repair" {
-		return c.agentRepair(args[1:])
+		return c.agentRepair(ctx, args[1:])
 	}
 	if run := agentCheckpointCmds[args[0]]; run != nil {
 		return run(c, ctx, args[1:])
@@ -80,14 +93,18 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.err, agentUsage)
 			return ExitUsage
 		}
-		o := agents.AddOptions{Workspace: c.paths.Workspace()}
+		req := control.AgentAddRequest{Name: args[0]}
 		switch {
 		case *adopt:
-			o.Home = agents.HomeAdopt
+			req.Home = control.HomeAdopt
 		case *purge:
-			o.Home = agents.HomePurge
+			req.Home = control.HomePurge
 		}
-		a, err := reg.AddWith(args[0], o)
+		var a agents.Agent
+		err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+			a, err = ctl.AddAgent(ctx, req)
+			return err
+		})
 		if err != nil {
 			return c.fail(err)
 		}
@@ -134,11 +151,11 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "dispatchTo":
-		return c.setDispatchTo(reg, args[0], args[2])
+		return c.setDispatchTo(ctx, reg, args[0], args[2])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
-		return c.setProjects(ctx, reg, args[0], args[2])
+		return c.setProjects(ctx, args[0], args[2])
 	case sub == "set" && len(args) == 3:
-		a, err := reg.Update(args[0], func(a *agents.Agent) error { return setAgent(a, args[1], args[2]) })
+		a, err := c.updateAgent(ctx, args[0], args[1], args[2])
 		if err != nil {
 			return c.fail(err)
 		}
@@ -159,7 +176,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it.", a.Name, a.Slug, a.ID, a.Home())) {
 			return ExitDeclined
 		}
-		code := c.agentRemove(ctx, reg, a.ID, *purge)
+		code := c.agentRemove(ctx, a.ID, *purge)
 		if code == ExitOK {
 			c.offerDisconnect(a.Slug, *yes)
 		}
@@ -171,11 +188,22 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 
 // agentRepair rewrites a damaged agents.json with the agents it can still
 // read, keeping the damaged file aside.
-func (c *cli) agentRepair(args []string) int {
+func (c *cli) agentRepair(ctx context.Context, args []string) int {
 	if fs := c.flags("agent repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	res, err := agents.Repair(c.paths.AgentsJSON())
+	var res agents.RepairResult
+	var dmg *agents.DamagedError
+	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		res, err = ctl.RepairAgents(ctx)
+		return err
+	})
+	if errors.As(err, &dmg) {
+		// No owner can open a damaged registry (a running one read it
+		// before the damage, and repairs it above), so the file has no
+		// writer but this command.
+		res, err = agents.Repair(c.paths.AgentsJSON())
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -248,55 +276,13 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// setAgent changes one setting; the registry validates the result.
-func setAgent(a *agents.Agent, key, value string) error {
-	ae := &a.AutonomousExec
-	flag := map[string]*bool{
-		"enabled": &ae.Enabled, "pluginCreate": &ae.PluginCreate,
-		"backgroundProcesses": &ae.BackgroundProcesses,
-	}
-	skillOn := !ae.PluginCreatorSkillOff
-	flag["pluginCreatorSkill"] = &skillOn
-	defer func() { ae.PluginCreatorSkillOff = !skillOn }()
-	key = strings.TrimPrefix(key, "autonomousExec.")
-	switch {
-	case key == "name":
-		a.Name = value
-	case key == "network":
-		// The old boolean spellings still work: on means outbound.
-		if b, ok := map[string]bool{"true": true, "on": true, "false": false, "off": false}[strings.ToLower(value)]; ok {
-			value = netpolicy.Migrate(b)
-		}
-		return ae.SetNetwork(value)
-	case key == "diskGB":
-		g, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: fmt.Sprintf("a number of GB, %g–%g", agents.MinDiskGB, agents.MaxDiskGB)}
-		}
-		a.DiskGB = g
-	case key == "maxCommandsPerTurn":
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
-		}
-		ae.MaxCommandsPerTurn = n
-	case a.Resources.Field(key) != nil:
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "a whole number"}
-		}
-		*a.Resources.Field(key) = n
-	case flag[key] != nil:
-		b, ok := map[string]bool{"true": true, "on": true, "yes": true, "1": true, "false": false, "off": false, "no": false, "0": false}[strings.ToLower(value)]
-		if !ok {
-			return &agents.ValidationError{Field: key, Got: strconv.Quote(value), Want: "true or false"}
-		}
-		*flag[key] = b
-	default:
-		return &agents.ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
-	}
-	return nil
+// updateAgent has the owner change one setting; it validates the result.
+func (c *cli) updateAgent(ctx context.Context, ref, key, value string) (a agents.Agent, err error) {
+	err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		a, err = ctl.UpdateAgent(ctx, control.AgentUpdateRequest{Agent: ref, Settings: []control.Setting{{Key: key, Value: value}}})
+		return err
+	})
+	return a, err
 }
 
 func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) int {
@@ -351,33 +337,25 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 	return cl
 }
 
-func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string, purge bool) int {
-	a, err := reg.Remove(ref)
+// agentRemove has the owner remove the agent with id ref: its registry
+// entry, views, memories, bridge config and, while the VM runs, its Linux
+// user. Its keychain entries go from here (the keychain is the user's).
+func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
+	var r api.RemoveAgentResult
+	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		r, err = ctl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: ref, Purge: purge})
+		return err
+	})
 	if err != nil {
 		return c.fail(err)
 	}
+	a := r.Agent
 	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
 	c.removeAgentSecrets(a.Slug)
-	if err := c.views().DropAgent(a); err != nil {
-		fmt.Fprintf(c.err, "warning: its project views were not all deleted: %v\n", err)
+	if r.ViewsError != "" {
+		fmt.Fprintf(c.err, "warning: its project views were not all deleted: %s\n", r.ViewsError)
 	} else if len(a.Projects) > 0 {
 		fmt.Fprintf(c.out, "deleted its views of %s (your folders are untouched)\n", strings.Join(a.Projects, ", "))
-	}
-	// The owner deletes what it keeps for the agent and its Linux user,
-	// so its record of the guest's users stays true.
-	cl, err := client.Dial(ctx, c.paths)
-	var r api.RemoveAgentResult
-	if err == nil {
-		defer cl.Close()
-		r, err = cl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: purge})
-		if err != nil {
-			return c.fail(err)
-		}
-	} else {
-		// No owner, so no VM: what the host keeps goes from here.
-		if r, err = c.forgetAgent(ctx, a, purge); err != nil {
-			return c.fail(err)
-		}
 	}
 	if r.ForgetError != "" {
 		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %s\n", r.ForgetError)
@@ -396,30 +374,6 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		fmt.Fprintf(c.out, "kept its home %s (use --purge to delete it)\n", a.Home())
 	}
 	return ExitOK
-}
-
-// forgetAgent is RemoveAgent without an owner, so without a VM: the
-// agent's memories and bridge config go, and with purge its home's host
-// folder.
-func (c *cli) forgetAgent(ctx context.Context, a agents.Agent, purge bool) (api.RemoveAgentResult, error) {
-	var r api.RemoveAgentResult
-	mem, err := memory.Open(ctx, c.paths.MemoryDB(), memory.Options{})
-	if err == nil {
-		defer mem.Close()
-	} else {
-		err = fmt.Errorf("its memories: %w", err)
-	}
-	if err := errors.Join(err, bridge.ForgetAgent(ctx, mem, &bridge.ConfigStore{Dir: c.paths.BridgeConfigDir()}, a.Slug)); err != nil {
-		r.ForgetError = err.Error()
-	}
-	if purge {
-		// The workspace is a host folder: the home can go without the VM.
-		if err := os.RemoveAll(filepath.Join(c.paths.AgentHomes(), a.Slug)); err != nil {
-			return r, err
-		}
-		r.HomeDeleted = true
-	}
-	return r, nil
 }
 
 // mcp serves an agent's tools over stdin and stdout. Nothing else may be

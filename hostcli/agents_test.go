@@ -17,7 +17,7 @@ import (
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, strings.NewReader(""), &out, &errOut, Owner{})
+	code := Main(args, strings.NewReader(""), &out, &errOut, testOwner)
 	return out.String(), errOut.String(), code
 }
 
@@ -127,7 +127,7 @@ func TestSetAgentResources(t *testing.T) {
 		{"cpuWeight", "10001", false},
 	} {
 		a := agents.Agent{Name: "A", Slug: "a", AutonomousExec: agents.DefaultAutonomousExec()}
-		err := setAgent(&a, c.key, c.value)
+		err := a.Set(c.key, c.value)
 		if err == nil {
 			err = a.Validate()
 		}

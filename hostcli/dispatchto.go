@@ -1,8 +1,8 @@
 package hostcli
 
 import (
+	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -10,30 +10,10 @@ import (
 
 // setDispatchTo is `agent set NAME dispatchTo A[,B...]|none`: the agents
 // NAME may dispatch tasks to, each given by id, slug or name and stored by
-// id (so a rename keeps the grant).
-func (c *cli) setDispatchTo(reg *agents.Registry, ref, value string) int {
-	var ids []string
-	if v := strings.TrimSpace(value); v != "" && v != "none" {
-		for n := range strings.SplitSeq(v, ",") {
-			if n = strings.TrimSpace(n); n == "" {
-				continue
-			}
-			t, err := reg.Get(n)
-			if err != nil {
-				return c.fail(fmt.Errorf("dispatchTo: %q: %w (`osaurus-sandbox agent list` shows the agents)", n, err))
-			}
-			if !slices.Contains(ids, t.ID) {
-				ids = append(ids, t.ID)
-			}
-		}
-	}
-	a, err := reg.Update(ref, func(a *agents.Agent) error {
-		if slices.Contains(ids, a.ID) {
-			return &agents.ValidationError{Field: "dispatchTo", Got: a.Name, Want: "other agents (an agent may always dispatch to itself)"}
-		}
-		a.DispatchTo = ids
-		return nil
-	})
+// id (so a rename keeps the grant). The owner resolves and stores them;
+// reg (read before) names them.
+func (c *cli) setDispatchTo(ctx context.Context, reg *agents.Registry, ref, value string) int {
+	a, err := c.updateAgent(ctx, ref, "dispatchTo", value)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
 
@@ -53,7 +56,15 @@ func (c *cli) project(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.err, projectUsage)
 			return ExitUsage
 		}
-		p, err := projects.Add(c.paths.ProjectsJSON(), dir[0], *name, c.paths.Root)
+		// The owner's working folder is not this one.
+		if abs, err := filepath.Abs(dir[0]); err == nil {
+			dir[0] = abs
+		}
+		var p projects.Project
+		err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+			p, err = ctl.AddProject(ctx, control.ProjectAddRequest{Path: dir[0], Name: *name})
+			return err
+		})
 		if err != nil {
 			return c.fail(err)
 		}
@@ -108,11 +119,7 @@ func (c *cli) project(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.err, projectUsage)
 			return ExitUsage
 		}
-		reg, err := c.openAgents()
-		if err != nil {
-			return c.fail(err)
-		}
-		if err := projects.Remove(c.paths.ProjectsJSON(), args[0], reg.List()); err != nil {
+		if err := c.withOwner(ctx, func(ctl api.Controller) error { return ctl.RemoveProject(ctx, args[0]) }); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "removed project %s (your folder is untouched)\n", args[0])
@@ -121,21 +128,17 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		if fs := c.flags("project repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
-		return c.projectRepair()
+		return c.projectRepair(ctx)
 	}
 	fmt.Fprintln(c.err, projectUsage)
 	return ExitUsage
 }
 
-// setProjects grants a exactly the projects in value (comma-separated;
-// "none" or "" for none): views of newly granted ones are taken before
-// the grant is saved, and views of projects taken away are dropped first,
-// refused while they hold changes.
-func (c *cli) setProjects(ctx context.Context, reg *agents.Registry, ref, value string) int {
-	a, err := reg.Get(ref)
-	if err != nil {
-		return c.fail(err)
-	}
+// setProjects grants ref exactly the projects in value (comma-separated;
+// "none" or "" for none), through the owner: views of newly granted ones
+// are taken before the grant is saved, and views of projects taken away
+// are dropped first, refused while they hold changes.
+func (c *cli) setProjects(ctx context.Context, ref, value string) int {
 	var want []string
 	if v := strings.TrimSpace(value); v != "" && v != "none" {
 		for n := range strings.SplitSeq(v, ",") {
@@ -145,33 +148,11 @@ func (c *cli) setProjects(ctx context.Context, reg *agents.Registry, ref, value 
 			}
 		}
 	}
-	v := c.views()
-	var grant []projects.Project
-	for _, n := range want {
-		p, err := projects.Get(c.paths.ProjectsJSON(), n)
-		if err != nil {
-			return c.fail(fmt.Errorf("projects: %w", err))
-		}
-		grant = append(grant, p)
-	}
-	for _, n := range a.Projects {
-		if slices.Contains(want, n) {
-			continue
-		}
-		p, err := projects.Get(c.paths.ProjectsJSON(), n)
-		if err != nil {
-			p = projects.Project{Name: n}
-		}
-		if err := v.Drop(ctx, a, p, false); err != nil {
-			return c.fail(err)
-		}
-	}
-	for _, p := range grant {
-		if err := v.Ensure(ctx, a, p); err != nil {
-			return c.fail(err)
-		}
-	}
-	a, err = reg.Update(a.ID, func(a *agents.Agent) error { a.Projects = want; return nil })
+	var a agents.Agent
+	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		a, err = ctl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: ref, Projects: want})
+		return err
+	})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -214,7 +195,7 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	cs, err := c.views().Changes(ctx, a, p)
+	cs, err := c.viewChanges(ctx, a, p)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -238,6 +219,15 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(c.out, "\napply exactly these with `osaurus-sandbox apply %s %s --review %s [PATHS...]`\n", a.Slug, p.Name, cs.Review)
 	return ExitOK
+}
+
+// viewChanges has the owner compute and record a's changes to p.
+func (c *cli) viewChanges(ctx context.Context, a agents.Agent, p projects.Project) (cs *projects.ChangeSet, err error) {
+	err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		cs, err = ctl.ViewChanges(ctx, api.ViewRequest{Agent: a.ID, Project: p.Name})
+		return err
+	})
+	return cs, err
 }
 
 // printChanges lists a review: its id, then per change its kind, mode,
@@ -321,14 +311,13 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		v := c.views()
 		var shown []string
 		for _, p := range paths {
 			shown = append(shown, projects.Shown(p))
 		}
 		if discard || *reviewID == "" {
 			// Nothing changed: say so, and ask nothing.
-			cs, err := v.Changes(ctx, a, p)
+			cs, err := c.viewChanges(ctx, a, p)
 			if err != nil {
 				return c.fail(err)
 			}
@@ -360,15 +349,23 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			}
 		}
 		var r *projects.Result
-		if discard {
-			r, err = v.Discard(ctx, a, p, paths)
-		} else {
+		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: paths, Apply: projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
+			AllowHostExec: *allowExec, AllowLarge: *allowLarge}}
+		if !discard {
 			if code := c.checkpointBefore(ctx, fmt.Sprintf("apply of %s's changes to %s", a.Slug, p.Name)); code != ExitOK {
 				return code
 			}
-			r, err = v.Apply(ctx, a, p, projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
-				AllowHostExec: *allowExec, AllowLarge: *allowLarge})
 		}
+		// The owner writes the views, the reviews and your folder; it is
+		// asked after the confirmation, so none is held while you answer.
+		err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+			if discard {
+				r, err = ctl.DiscardChanges(ctx, req)
+			} else {
+				r, err = ctl.ApplyChanges(ctx, req)
+			}
+			return err
+		})
 		if r != nil {
 			verb := "applied"
 			if discard {
@@ -399,9 +396,13 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 
 // projectRepair rewrites a damaged projects.json with the projects it can
 // still read, keeping the damaged file aside; no folder is touched.
-func (c *cli) projectRepair() int {
+func (c *cli) projectRepair(ctx context.Context) int {
 	path := c.paths.ProjectsJSON()
-	res, err := projects.Repair(path)
+	var res projects.RepairResult
+	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
+		res, err = ctl.RepairProjects(ctx)
+		return err
+	})
 	if err != nil {
 		return c.fail(err)
 	}

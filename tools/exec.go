@@ -54,15 +54,15 @@ func (c *call) network() string {
 	return c.networkOf(c.current())
 }
 
-// current is the agent's settings as stored now, so a change made while
-// a client is connected holds from the next command.
+// current is the agent's settings as the registry holds them now, so a
+// change made while a client is connected holds from the next command.
+// The owner's registry is agents.json's one writer: it is never stale, so
+// nothing is re-read.
 func (c *call) current() agents.Agent {
 	a := c.agent
 	if reg := c.env.agents; reg != nil {
-		if err := reg.Reload(); err == nil {
-			if cur, err := reg.Get(a.ID); err == nil {
-				a = cur
-			}
+		if cur, err := reg.Get(a.ID); err == nil {
+			a = cur
 		}
 	}
 	return a

@@ -261,9 +261,9 @@ func BenchmarkCaptureWrite(b *testing.B) {
 }
 
 // TestExecCarriesNetworkPolicy: every process an agent starts carries its
-// network policy, read from the registry at that moment, so a change made
-// by another process holds from the next command; root's installs carry
-// none (they run in the VM's own network).
+// network policy, read from the registry at that moment, so a change the
+// owner made (from the CLI or the window) holds from the next command;
+// root's installs carry none (they run in the VM's own network).
 func TestExecCarriesNetworkPolicy(t *testing.T) {
 	reg, err := agents.Open(filepath.Join(t.TempDir(), agents.FileName))
 	if err != nil {
@@ -286,12 +286,9 @@ func TestExecCarriesNetworkPolicy(t *testing.T) {
 	if req := h.guest.last(t, agentproto.OpExec).(agentproto.ExecRequest); req.Network != "example.com" {
 		t.Fatalf("exec carries network %q, want example.com", req.Network)
 	}
-	// Another process (the CLI) changes the setting.
-	other, err := agents.Open(reg.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Update("bob", func(a *agents.Agent) error { return a.AutonomousExec.SetNetwork("none") }); err != nil {
+	// The owner changes the setting (for `agent set`): the registry the
+	// tools read is its own, no file is re-read.
+	if _, err := reg.Update("bob", func(a *agents.Agent) error { return a.AutonomousExec.SetNetwork("none") }); err != nil {
 		t.Fatal(err)
 	}
 	ok(t, h.call("sandbox_exec", map[string]any{"command": "true"}))

@@ -162,9 +162,6 @@ func (e *Env) CreatePlugin(ctx context.Context, agent string, recipe []byte) (*R
 	if e.agents == nil {
 		return nil, &envelope.Error{Kind: envelope.Unavailable, Err: fmt.Errorf("%w (no agents registry)", ErrNoPluginLibrary)}
 	}
-	if err := e.agents.Reload(); err != nil {
-		return nil, err
-	}
 	a, err := e.agents.GetSlug(agent)
 	if err != nil {
 		return nil, &envelope.Error{Kind: envelope.Rejected, Err: fmt.Errorf("%w: %s is not an agent of this app", ErrPluginCreateOff, agent)}

@@ -14,7 +14,9 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 )
@@ -60,15 +62,13 @@ type agentsTab struct {
 
 	items    []agents.Agent
 	selected string // agent id
-	// onRemoved stops the removed agent's processes and deletes its Linux
-	// user in the VM (when it runs); set by the app.
-	onRemoved func(context.Context, agents.Agent) (string, error)
+	// ops changes the agents through the owner (nil: they can't change
+	// here); reg is only read.
+	ops AgentOps
 	// usage asks the running VM for an agent's resource use; set by the
 	// app.
 	usage func(context.Context, agents.Agent) (agents.Usage, error)
 	do    func(func())
-	// workspace is the host's /workspace folder; see agents.AddOptions.
-	workspace string
 	// HomeDialog asks what to do with a left-over home (nil when closed),
 	// with its buttons.
 	HomeDialog           *dialog.CustomDialog
@@ -215,9 +215,10 @@ func (t *agentsTab) showEmpty() {
 	}
 }
 
-// refresh reloads the list (the CLI may have changed agents.json).
+// refresh reloads the list: the owner (another process, or this one)
+// may have changed agents.json.
 func (t *agentsTab) refresh() {
-	t.reg.Reload()
+	t.reg.ReloadIfChanged()
 	t.items = t.reg.List()
 	t.sizeRows()
 	t.List.Refresh()
@@ -326,7 +327,18 @@ func (t *agentsTab) onAdd() { t.add(agents.HomeRefuse) }
 // add adds the agent named in NewName. A home left by a removed agent is
 // never taken silently: the user chooses to adopt or delete it.
 func (t *agentsTab) add(choice agents.HomeChoice) {
-	a, err := t.reg.AddWith(t.NewName.Text, agents.AddOptions{Workspace: t.workspace, Home: choice})
+	if t.ops == nil {
+		showError(t.win, "Adding the agent failed", errNoOps)
+		return
+	}
+	req := control.AgentAddRequest{Name: t.NewName.Text}
+	switch choice {
+	case agents.HomeAdopt:
+		req.Home = control.HomeAdopt
+	case agents.HomePurge:
+		req.Home = control.HomePurge
+	}
+	a, err := t.ops.AddAgent(context.Background(), req)
 	if errors.Is(err, agents.ErrHomeExists) {
 		t.askHome(err)
 		return
@@ -370,28 +382,32 @@ func (t *agentsTab) onSave() {
 		showError(t.win, "Invalid setting", fmt.Errorf("commands per turn: %q is not a whole number (1–%d)", t.MaxCmds.Text, agents.MaxCommandsPerTurn))
 		return
 	}
-	var res agents.Resources
-	for _, f := range []struct {
-		w    *widget.Entry
-		name string
-		v    *int
-	}{{t.MaxProcs, "max processes", &res.MaxProcesses}, {t.MemoryMB, "memory (MB)", &res.MemoryMB}, {t.CPUWeight, "CPU weight", &res.CPUWeight}} {
-		if strings.TrimSpace(f.w.Text) == "" {
-			continue // the default
-		}
-		if *f.v, err = strconv.Atoi(strings.TrimSpace(f.w.Text)); err != nil {
-			showError(t.win, "Invalid setting", fmt.Errorf("%s: %q is not a whole number; leave it empty for the default", f.name, f.w.Text))
-			return
-		}
+	set := []control.Setting{
+		{Key: "enabled", Value: strconv.FormatBool(t.Enabled.Checked)},
+		{Key: "maxCommandsPerTurn", Value: strconv.Itoa(n)},
+		{Key: "backgroundProcesses", Value: strconv.FormatBool(t.Background.Checked)},
+		{Key: "pluginCreate", Value: strconv.FormatBool(t.PluginOK.Checked)},
+		{Key: "network", Value: t.Network.Text},
 	}
-	_, err = t.reg.Update(t.selected, func(a *agents.Agent) error {
-		a.Resources = res
-		a.AutonomousExec = agents.AutonomousExec{
-			Enabled: t.Enabled.Checked, MaxCommandsPerTurn: n,
-			BackgroundProcesses: t.Background.Checked, PluginCreate: t.PluginOK.Checked,
+	for _, f := range []struct {
+		w         *widget.Entry
+		name, key string
+	}{{t.MaxProcs, "max processes", "maxProcesses"}, {t.MemoryMB, "memory (MB)", "memoryMB"}, {t.CPUWeight, "CPU weight", "cpuWeight"}} {
+		v := 0 // the default
+		if s := strings.TrimSpace(f.w.Text); s != "" {
+			if v, err = strconv.Atoi(s); err != nil {
+				showError(t.win, "Invalid setting", fmt.Errorf("%s: %q is not a whole number; leave it empty for the default", f.name, f.w.Text))
+				return
+			}
 		}
-		return a.AutonomousExec.SetNetwork(t.Network.Text)
-	})
+		set = append(set, control.Setting{Key: f.key, Value: strconv.Itoa(v)})
+	}
+	if t.ops == nil {
+		showError(t.win, "Invalid setting", errNoOps)
+		return
+	}
+	// One change, all settings or none, validated by the owner.
+	_, err = t.ops.UpdateAgent(context.Background(), control.AgentUpdateRequest{Agent: t.selected, Settings: set})
 	if err != nil {
 		showError(t.win, "Invalid setting", err)
 		return
@@ -410,36 +426,45 @@ func (t *agentsTab) onRemove() {
 		if !ok {
 			return
 		}
-		if _, err := t.reg.Remove(a.ID); err != nil {
-			showError(t.win, "Removing the agent failed", err)
+		if t.ops == nil {
+			showError(t.win, "Removing the agent failed", errNoOps)
 			return
 		}
-		t.selected = ""
-		t.refresh()
-		t.Status.SetText("Removed " + a.Name + ".")
-		// Keychain and VM calls may take a while: off the UI goroutine.
+		t.Status.SetText("Removing " + a.Name + "…")
+		// The owner's removal reaches into the VM, and the keychain may
+		// take a while: off the UI goroutine.
 		go func() {
-			t.removeSecrets(a)
-			if t.onRemoved == nil {
-				return
+			r, err := t.ops.RemoveAgent(context.Background(), api.RemoveAgentRequest{Agent: a.ID})
+			if err == nil {
+				// After the status below: its line about the secrets
+				// is the last word.
+				defer t.removeSecrets(a)
 			}
-			msg, err := t.onRemoved(context.Background(), a)
 			t.do(func() {
+				if t.selected == a.ID && err == nil {
+					t.selected = ""
+				}
+				t.refresh()
 				if err != nil {
-					showError(t.win, "Removing "+a.User()+" in the VM failed", err)
+					showError(t.win, "Removing "+a.Name+" failed", err)
 					return
 				}
-				t.Status.SetText("Removed " + a.Name + ": " + msg)
+				t.Status.SetText("Removed " + a.Name + ": " + removedText(a, r))
 			})
 		}()
 	}, t.win)
 }
 
 func (t *agentsTab) onRegenerate() {
-	if _, err := t.reg.RegenerateToken(t.selected); err != nil {
+	if t.ops == nil {
+		showError(t.win, "Regenerating the token failed", errNoOps)
+		return
+	}
+	if _, err := t.ops.RegenerateToken(context.Background(), t.selected); err != nil {
 		showError(t.win, "Regenerating the token failed", err)
 		return
 	}
+	t.reg.ReloadIfChanged() // the owner's new token
 	t.showSelected()
 	t.Status.SetText("New token: update your MCP client's configuration.")
 }

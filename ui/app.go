@@ -52,6 +52,7 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
+	w.Agents.ops = opsOf(b)
 	w.Agents.Connect.dataDir = b.DataDir()
 	w.Agents.Connect.b = b
 	w.Container.Glance.names = func() map[string]string {
@@ -141,20 +142,18 @@ func (w *Window) Close() { w.closeOnce.Do(w.stop) }
 
 // Options wire the real app.
 type Options struct {
-	Backend  Backend
+	// Backend drives the owner; it changes agents and projects when it
+	// is an AgentChanger (NewBackend's is).
+	Backend Backend
+	// Registry is read only (the owner's own, or agents.OpenReadOnly's):
+	// changes go through the Backend's owner.
 	Registry *agents.Registry
 	// Quit stops the VM (when this app owns it) before the app exits.
 	Quit func(ctx context.Context) error
 	// AutoStart starts the VM when the window opens.
 	AutoStart bool
-	// OnAgentRemoved cleans up a removed agent in the VM and says what it
-	// did.
-	OnAgentRemoved func(context.Context, agents.Agent) (string, error)
 	// AgentUsage reports an agent's resource use in the running VM.
 	AgentUsage func(context.Context, agents.Agent) (agents.Usage, error)
-	// Workspace is the host folder shared as /workspace, where a new
-	// agent's home may be left over from a removed one.
-	Workspace string
 	// Secrets is the agents' keychain store.
 	Secrets Secrets
 	// Prompts gets the window's secret dialog while the window runs.
@@ -195,9 +194,7 @@ func initialSize(w, h float32) fyne.Size {
 func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
 	w := NewWindow(a, o.Backend, o.Registry)
-	w.Agents.onRemoved = o.OnAgentRemoved
 	w.Agents.usage = o.AgentUsage
-	w.Agents.workspace = o.Workspace
 	w.Agents.secrets = o.Secrets
 	w.Agents.readLog = o.AgentLog
 	if o.Prompts != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
 
@@ -24,6 +25,7 @@ import (
 type changesView struct {
 	paths config.Paths
 	reg   *agents.Registry
+	ops   AgentOps // the owner's: it writes the views and the folders
 	win   fyne.Window
 	do    func(func())
 
@@ -118,8 +120,12 @@ func (v *changesView) load() {
 	go func() {
 		var cs *projects.ChangeSet
 		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		if err == nil && v.ops == nil {
+			err = errNoOps
+		}
 		if err == nil {
-			cs, err = projects.Views{Paths: v.paths}.Changes(context.Background(), a, p)
+			// The owner records the review.
+			cs, err = v.ops.ViewChanges(context.Background(), api.ViewRequest{Agent: a.ID, Project: p.Name})
 		}
 		v.do(func() {
 			v.busy--
@@ -289,12 +295,16 @@ func (v *changesView) run(agent, project string, paths []string, discard bool, o
 	go func() {
 		var r *projects.Result
 		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		if err == nil && v.ops == nil {
+			err = errNoOps
+		}
 		if err == nil {
-			views := projects.Views{Paths: v.paths}
+			// The owner writes the view and the folder.
+			req := api.ViewRequest{Agent: a.ID, Project: p.Name, Apply: o, Paths: paths}
 			if discard {
-				r, err = views.Discard(context.Background(), a, p, paths)
+				r, err = v.ops.DiscardChanges(context.Background(), req)
 			} else {
-				r, err = views.Apply(context.Background(), a, p, o)
+				r, err = v.ops.ApplyChanges(context.Background(), req)
 			}
 		}
 		v.do(func() {

@@ -74,7 +74,7 @@ func (t *networkTab) names() map[string]string {
 	if t.reg == nil {
 		return m
 	}
-	t.reg.Reload()
+	t.reg.ReloadIfChanged()
 	for _, a := range t.reg.List() {
 		m[a.User()] = a.Name
 	}

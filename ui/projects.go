@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
@@ -38,7 +40,9 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 	}
 	t := &workTabs{}
 	t.Changes = newChangesView(p, reg, win, do)
+	t.Changes.ops = opsOf(b)
 	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
+	t.Projects.ops = opsOf(b)
 	t.Ports = newPortsTab(a, b, p, win, do)
 	list, err := readPreviews(t.Ports.file)
 	t.shown = t.signature(list, err)
@@ -106,8 +110,9 @@ func (t *workTabs) follow(ctx context.Context) {
 // remove one no agent is granted. Granting stays in `agent set`.
 type projectsTab struct {
 	paths   config.Paths
-	reg     *agents.Registry
-	changed func() // the list changed: the Changes view's choices follow
+	reg     *agents.Registry // read only
+	ops     AgentOps         // the owner's: it writes projects.json
+	changed func()           // the list changed: the Changes view's choices follow
 
 	Path, Name  *widget.Entry
 	Add, Remove *widget.Button
@@ -181,7 +186,14 @@ func (t *projectsTab) onAdd() {
 		t.Status.SetText("Path: type the folder to add, e.g. /home/you/src/webapp.")
 		return
 	}
-	p, err := projects.Add(t.paths.ProjectsJSON(), dir, strings.TrimSpace(t.Name.Text), t.paths.Root)
+	if t.ops == nil {
+		t.Status.SetText("Not added: " + errNoOps.Error())
+		return
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	p, err := t.ops.AddProject(context.Background(), control.ProjectAddRequest{Path: dir, Name: strings.TrimSpace(t.Name.Text)})
 	if err != nil {
 		t.Status.SetText("Not added: " + err.Error())
 		return
@@ -198,11 +210,11 @@ func (t *projectsTab) onRemove() {
 		return
 	}
 	p := t.list[t.selected]
-	var granted []agents.Agent
-	if t.reg != nil {
-		granted = t.reg.List()
+	if t.ops == nil {
+		t.Status.SetText("Not removed: " + errNoOps.Error())
+		return
 	}
-	if err := projects.Remove(t.paths.ProjectsJSON(), p.Name, granted); err != nil {
+	if err := t.ops.RemoveProject(context.Background(), p.Name); err != nil {
 		t.Status.SetText("Not removed: " + err.Error())
 		return
 	}

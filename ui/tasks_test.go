@@ -15,6 +15,7 @@ import (
 
 func TestTasksTab(t *testing.T) {
 	b := newFake(t)
+	b.noOwner = true // its task runner would take the task as its own, interrupted
 	store := &runner.Store{Dir: filepath.Join(b.paths.Root, "tasks")}
 	now := time.Now()
 	// A task of a live process (this one): it shows as running.

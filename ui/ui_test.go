@@ -31,7 +31,15 @@ type fakeBackend struct {
 	provGo  chan struct{} // released by the test to finish a provision
 	provErr error         // when set, Provision fails with it at once
 	results []diagnostics.Result
+	owner   AgentOps // a short-lived owner of the data folder (host.OpenData)
+	noOwner bool     // newTestWindow opens none (an owner interrupts running tasks)
 }
+
+func (f *fakeBackend) fake() *fakeBackend { return f }
+
+// AgentOps is the test's owner: the window's changes to agents and
+// projects go through it, as they go through the app's.
+func (f *fakeBackend) AgentOps() AgentOps { return f.owner }
 
 func newFake(t *testing.T) *fakeBackend {
 	return &fakeBackend{
@@ -112,9 +120,17 @@ func lockedDo(fn func()) {
 func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 	t.Helper()
 	a := test.NewTempApp(t)
-	reg, err := agents.Open(filepath.Join(t.TempDir(), "agents.json"))
-	if err != nil {
-		t.Fatal(err)
+	var reg *agents.Registry
+	if f, ok := b.(interface{ fake() *fakeBackend }); ok && !f.fake().noOwner {
+		// The window of the owner: it reads the owner's registry and
+		// changes it through the owner; the test's own changes are the
+		// owner's.
+		f.fake().owner, reg = openOwner(t, f.fake().Paths())
+	} else {
+		var err error
+		if reg, err = agents.Open(filepath.Join(t.TempDir(), "agents.json")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Under the lock: a previous test's background update may still be
 	// measuring text in Fyne's shared caches.
@@ -353,23 +369,14 @@ func TestAgentAddEditRemove(t *testing.T) {
 	if a, _ := reg.Get(list[0].ID); a.AutonomousExec.Network != "*.example.org,b.example.com" || at.Network.Text != "*.example.org,b.example.com" {
 		t.Fatalf("network saved as %q, shown as %q", a.AutonomousExec.Network, at.Network.Text)
 	}
-	removed := make(chan string, 1)
-	at.onRemoved = func(_ context.Context, a agents.Agent) (string, error) {
-		removed <- a.User()
-		return "deleted the Linux user", nil
-	}
+	// The owner removes it altogether (no VM here: the Linux user waits).
 	tap(at.RemoveBtn)
 	tapInOverlay(t, w.Win, "Yes")
+	eventually(t, "the owner's removal", func() bool {
+		return strings.HasPrefix(at.Status.Text, "Removed Data Analyst: the VM is not running")
+	})
 	if n := len(reg.List()); n != 0 {
 		t.Fatalf("%d agents after remove", n)
-	}
-	select {
-	case u := <-removed:
-		if u != "agent-data-analyst" {
-			t.Fatalf("cleanup for %s", u)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("removing the agent did not clean up its Linux user")
 	}
 }
 
@@ -379,8 +386,7 @@ func TestAgentAddAsksAboutLeftOverHome(t *testing.T) {
 	f := newFake(t)
 	w, reg := newTestWindow(t, f)
 	at := w.Agents
-	at.workspace = t.TempDir()
-	if err := os.MkdirAll(filepath.Join(at.workspace, "agents", "alice"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(f.Paths().Workspace(), "agents", "alice"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	typeIn(at.NewName, "alice")

@@ -32,12 +32,10 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		return hostcli.UsageError{Err: ui.ErrNoDisplay}
 	}
-	reg, err := agents.Open(p.AgentsJSON())
-	if err != nil {
-		return err
-	}
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
-	o := ui.Options{Registry: reg, Workspace: p.Workspace(), AgentLog: (&bridge.LogStore{Dir: p.AgentLogDir()}).Read}
+	// The window reads the agents; it changes them, and the projects,
+	// through ctl, whose owner is their one writer.
+	o := ui.Options{AgentLog: (&bridge.LogStore{Dir: p.AgentLogDir()}).Read}
 	var ctl api.Controller
 	var pluginChanges func(func()) func()
 	h, err := host.New(ctx, host.Options{Paths: p, Kind: "app", Logf: logf, Version: hostcli.Version})
@@ -49,6 +47,9 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 		}
 		defer cl.Close()
 		ctl = cl // the owner keeps the VM when the window quits
+		if o.Registry, err = agents.OpenReadOnly(p.AgentsJSON()); err != nil {
+			return err
+		}
 		sec := secrets.NewAt(p.SecretRemovals())
 		o.Secrets, o.Prompts = sec, &secretprompt.Broker{Store: sec, Pages: &secretprompt.Pages{Store: sec}}
 		o.Memory, _ = memory.Open(ctx, p.MemoryDB(), memory.Options{}) // nil shows memory as unavailable
@@ -62,6 +63,7 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 	default:
 		defer h.Close()
 		ctl = h
+		o.Registry = h.Registry()
 		// The owner's keychain, prompts and stores: a secret typed in the
 		// window is one its redaction knows, an event emitted through the
 		// bridge shows at once.
@@ -71,21 +73,6 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 		if cfg, err := config.LoadSandbox(p.SandboxJSON()); err == nil {
 			o.AutoStart = cfg.AutoStart
 		}
-	}
-	o.OnAgentRemoved = func(ctx context.Context, a agents.Agent) (string, error) {
-		// Memories and bridge config go with the agent, VM or not.
-		r, err := ctl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a})
-		if err != nil {
-			return "", err
-		}
-		forgot := "; its memories and config are deleted"
-		if r.ForgetError != "" {
-			forgot = "; not everything the app kept for it was deleted: " + r.ForgetError
-		}
-		if !r.UserRemoved {
-			return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept" + forgot, nil
-		}
-		return "stopped its processes and deleted the Linux user " + a.User() + "; its home is kept" + forgot, nil
 	}
 	o.AgentUsage = func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return agentUsage(ctx, ctl, a) }
 	b, err := ui.NewBackend(ctx, ctl, p)

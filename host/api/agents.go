@@ -1,7 +1,58 @@
 package api
 
+import (
+	"context"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
 // AgentOps are the owner's operations on the agents registry and the
 // projects: every change to agents.json and projects.json goes through
-// them, so the owner is their one writer.
+// them, so the owner is their one writer. Other processes read the files
+// (agents.Open, projects.Load) and never write them. Removing an agent is
+// Controller.RemoveAgent.
 type AgentOps interface {
+	// AddAgent adds an agent with default settings, keeping or deleting a
+	// left-over home only when asked (agents.Registry.AddWith).
+	AddAgent(ctx context.Context, req control.AgentAddRequest) (agents.Agent, error)
+	// UpdateAgent changes an agent's settings, validated as the registry
+	// validates every change (names that fold to another agent's slug, ids
+	// and slugs that can't change, limits).
+	UpdateAgent(ctx context.Context, req control.AgentUpdateRequest) (agents.Agent, error)
+	// RegenerateToken gives the agent a new MCP token; the old one stops
+	// working at once.
+	RegenerateToken(ctx context.Context, agent string) (string, error)
+	// SetAgentProjects grants an agent exactly the projects named.
+	SetAgentProjects(ctx context.Context, req control.AgentProjectsRequest) (agents.Agent, error)
+	// RepairAgents rewrites a damaged agents.json (agents.Repair).
+	RepairAgents(ctx context.Context) (agents.RepairResult, error)
+
+	// AddProject records a folder as a project.
+	AddProject(ctx context.Context, req control.ProjectAddRequest) (projects.Project, error)
+	// RemoveProject forgets a project no agent is granted.
+	RemoveProject(ctx context.Context, name string) error
+	// RepairProjects rewrites a damaged projects.json (projects.Repair).
+	RepairProjects(ctx context.Context) (projects.RepairResult, error)
+
+	// ViewChanges is what the agent changed in its view of the project,
+	// recorded as a review Apply takes.
+	ViewChanges(ctx context.Context, req ViewRequest) (*projects.ChangeSet, error)
+	// ApplyChanges writes a review's changes into the user's folder;
+	// DiscardChanges throws changes away. Both may return a Result with
+	// an error: what was done before it.
+	ApplyChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
+	DiscardChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
+}
+
+// ViewRequest names an agent's view of a project: the agent (an id, slug
+// or name) must be granted it or still hold it. Apply says what
+// ApplyChanges writes, Paths what DiscardChanges throws away (empty:
+// everything).
+type ViewRequest struct {
+	Agent   string                `json:"agent"`
+	Project string                `json:"project"`
+	Apply   projects.ApplyOptions `json:"apply"`
+	Paths   []string              `json:"paths,omitempty"`
 }

@@ -70,12 +70,14 @@ type IdleExit struct {
 	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
-// RemoveAgentRequest asks the owner to delete what it keeps for an agent
-// already removed from the registry: its memories, its bridge config and,
-// while the VM runs, its Linux user (with its home when Purge is set).
+// RemoveAgentRequest asks the owner to remove an agent (an id, slug or
+// name) altogether: its registry entry (its token stops working), its
+// project views, its memories, its bridge config and, while the VM runs,
+// its Linux user (with its home when Purge is set; without a VM, Purge
+// deletes the home's host folder).
 type RemoveAgentRequest struct {
-	Agent agents.Agent `json:"agent"`
-	Purge bool         `json:"purge,omitempty"`
+	Agent string `json:"agent"`
+	Purge bool   `json:"purge,omitempty"`
 }
 
 // ClosePortsRequest names the previews to close: Agent's (a slug; every
@@ -132,6 +134,11 @@ type Checkpointer interface {
 
 // RemoveAgentResult says what RemoveAgent did.
 type RemoveAgentResult struct {
+	// Agent is the agent removed from the registry.
+	Agent agents.Agent `json:"agent"`
+	// ViewsError says its project views could not all be deleted ("" when
+	// they were).
+	ViewsError string `json:"viewsError,omitempty"`
 	// UserRemoved: the VM was running and the Linux user is gone.
 	UserRemoved bool `json:"userRemoved,omitempty"`
 	// HomeDeleted: Purge deleted the home (in the VM, or its host folder
@@ -194,7 +201,7 @@ type Controller interface {
 	// EndTurn starts a new turn of the agent for the exec limiter.
 	EndTurn(ctx context.Context, agentID string) error
 
-	// RemoveAgent deletes what the owner keeps for a removed agent.
+	// RemoveAgent removes an agent and everything the owner keeps for it.
 	RemoveAgent(ctx context.Context, req RemoveAgentRequest) (RemoveAgentResult, error)
 	// InstallPlugin installs a library plugin for an agent through the
 	// owner's tools environment, reporting each step before it runs. A

@@ -63,7 +63,7 @@ func InstalledInference(p config.Paths) func(agent, pluginID string) bool {
 // whose slug is agent (the guest names the agent by its user,
 // agent-<slug>); nil when either is unknown.
 func installedRecipe(p config.Paths, agent, pluginID string) *plugins.Plugin {
-	reg, err := agents.Open(p.AgentsJSON())
+	reg, err := agents.OpenReadOnly(p.AgentsJSON())
 	if err != nil {
 		return nil
 	}

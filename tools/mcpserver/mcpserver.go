@@ -296,8 +296,10 @@ func (s *AgentServer) handler(name string) mcp.ToolHandler {
 }
 
 // Watch re-reads the registry when its file changes, until ctx ends, so
-// changes made by another process (the CLI, the app) reach this one's
-// servers. interval is the polling fallback's (see filewatch).
+// changes the owner made reach the servers of a process that only reads
+// the registry (the stdio server of `osaurus-sandbox mcp`). The owner, the
+// file's one writer, needs no watch: its servers hear its own changes.
+// interval is the polling fallback's (see filewatch).
 func Watch(ctx context.Context, reg *agents.Registry, interval time.Duration, logf func(string, ...any)) {
 	w := filewatch.Watch(ctx, interval, filewatch.File(reg.Path()))
 	defer w.Close()

@@ -1,0 +1,78 @@
+package control
+
+// The owner's operations on the agents registry and the projects
+// (api.AgentOps): the owner is the one process that writes agents.json,
+// projects.json and the agents' project views.
+const (
+	OpAgentAdd      = "ctl.agent_add"      // AgentAddRequest → agents.Agent
+	OpAgentUpdate   = "ctl.agent_update"   // AgentUpdateRequest → agents.Agent
+	OpAgentToken    = "ctl.agent_token"    // AgentRef → TokenReply (a new token)
+	OpAgentProjects = "ctl.agent_projects" // AgentProjectsRequest → agents.Agent
+	OpAgentRepair   = "ctl.agent_repair"   // agentproto.Empty → agents.RepairResult
+	OpProjectAdd    = "ctl.project_add"    // ProjectAddRequest → projects.Project
+	OpProjectRemove = "ctl.project_remove" // ProjectRef → agentproto.Empty
+	OpProjectRepair = "ctl.project_repair" // agentproto.Empty → projects.RepairResult
+	// An agent's view of a project (api.ViewRequest): what it changed,
+	// and writing it into the user's folder or throwing it away. Apply and
+	// discard that fail part way emit their projects.Result first.
+	OpViewChanges = "ctl.view_changes" // → projects.ChangeSet
+	OpViewApply   = "ctl.view_apply"   // → projects.Result
+	OpViewDiscard = "ctl.view_discard" // → projects.Result
+)
+
+// What AgentAddRequest.Home does with a home a removed agent of the same
+// name left behind: "" refuses it (agents.ErrHomeExists).
+const (
+	HomeAdopt = "adopt" // give it and its files to the new agent
+	HomePurge = "purge" // delete it first
+)
+
+// AgentAddRequest adds an agent named Name.
+type AgentAddRequest struct {
+	Name string `json:"name"`
+	Home string `json:"home,omitempty"` // "", HomeAdopt or HomePurge
+}
+
+// Setting is one agent setting as `osaurus-sandbox agent set` takes it.
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// AgentUpdateRequest changes Agent's (an id, slug or name) settings, in
+// order, all or none. dispatchTo's value names agents (comma-separated
+// ids, slugs or names, or "none"), stored by id.
+type AgentUpdateRequest struct {
+	Agent    string    `json:"agent"`
+	Settings []Setting `json:"settings"`
+}
+
+// AgentRef names an agent by id, slug or name.
+type AgentRef struct {
+	Agent string `json:"agent"`
+}
+
+// TokenReply is an agent's new MCP bearer token.
+type TokenReply struct {
+	Token string `json:"token"`
+}
+
+// AgentProjectsRequest grants Agent exactly Projects (by name): views of
+// newly granted ones are taken, views of those taken away dropped
+// (refused while they hold changes).
+type AgentProjectsRequest struct {
+	Agent    string   `json:"agent"`
+	Projects []string `json:"projects"`
+}
+
+// ProjectAddRequest adds the folder Path (absolute: the owner's working
+// folder is not the caller's) as project Name ("" for its folder's name).
+type ProjectAddRequest struct {
+	Path string `json:"path"`
+	Name string `json:"name,omitempty"`
+}
+
+// ProjectRef names a project.
+type ProjectRef struct {
+	Name string `json:"name"`
+}

@@ -1,0 +1,88 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+)
+
+// The owner's agent operations keep every check the registry makes, and
+// a change of several settings is stored whole or not at all.
+func TestAgentOpsValidate(t *testing.T) {
+	ctx := context.Background()
+	h := testHost(t)
+	alice, err := h.AddAgent(ctx, control.AgentAddRequest{Name: "Data Analyst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := h.AddAgent(ctx, control.AgentAddRequest{Name: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(kv ...string) control.AgentUpdateRequest {
+		r := control.AgentUpdateRequest{Agent: "bob"}
+		for i := 0; i < len(kv); i += 2 {
+			r.Settings = append(r.Settings, control.Setting{Key: kv[i], Value: kv[i+1]})
+		}
+		return r
+	}
+	for _, tt := range []struct {
+		name string
+		err  func() error
+		want string // in the error
+	}{
+		{"a name that folds to another agent's slug", func() error {
+			_, err := h.UpdateAgent(ctx, set("name", "data_analyst"))
+			return err
+		}, "too like agent"},
+		{"an added name that folds to another's", func() error {
+			_, err := h.AddAgent(ctx, control.AgentAddRequest{Name: "DATA ANALYST"})
+			return err
+		}, "already used"},
+		{"a home choice that isn't one", func() error {
+			_, err := h.AddAgent(ctx, control.AgentAddRequest{Name: "carol", Home: "keep"})
+			return err
+		}, "home"},
+		{"dispatch to itself", func() error {
+			_, err := h.UpdateAgent(ctx, set("dispatchTo", "bob"))
+			return err
+		}, "other agents"},
+		{"dispatch to nobody known", func() error {
+			_, err := h.UpdateAgent(ctx, set("dispatchTo", "zed"))
+			return err
+		}, `dispatchTo: "zed"`},
+		{"projects without their views", func() error {
+			_, err := h.UpdateAgent(ctx, set("projects", "web"))
+			return err
+		}, "SetAgentProjects"},
+		{"one bad setting among good ones", func() error {
+			_, err := h.UpdateAgent(ctx, set("enabled", "true", "memoryMB", "8"))
+			return err
+		}, "memoryMB"},
+		{"an unknown agent", func() error {
+			_, err := h.UpdateAgent(ctx, control.AgentUpdateRequest{Agent: "nobody", Settings: []control.Setting{{Key: "enabled", Value: "true"}}})
+			if !errors.Is(err, agents.ErrNotFound) {
+				return errors.New("not ErrNotFound")
+			}
+			return err
+		}, "nobody"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.err(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+	if b, _ := h.Registry().Get(bob.ID); b.AutonomousExec.Enabled || b.Name != "bob" || len(b.DispatchTo) != 0 || len(h.Registry().List()) != 2 {
+		t.Fatalf("a refused change was stored: %+v", b)
+	}
+	b, err := h.UpdateAgent(ctx, set("enabled", "true", "dispatchTo", "data analyst", "name", "Bobby"))
+	if err != nil || !b.AutonomousExec.Enabled || b.Name != "Bobby" || !slices.Equal(b.DispatchTo, []string{alice.ID}) {
+		t.Fatalf("a valid change: %+v %v", b, err)
+	}
+}

@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
+// AddAgent has the owner add an agent. A home left over is refused with
+// an error that is agents.ErrHomeExists, as the owner's own is.
+func (c *Client) AddAgent(ctx context.Context, req control.AgentAddRequest) (agents.Agent, error) {
+	var a agents.Agent
+	err := c.call(ctx, control.OpAgentAdd, req, &a, nil, false)
+	if err != nil && req.Home == "" && errors.Is(err, agentproto.ErrExists) {
+		err = homeExists{err}
+	}
+	return a, err
+}
+
+// homeExists is the owner's agents.ErrHomeExists as it crossed the
+// socket (its class, ErrExists, and its text): adding an agent fails with
+// ErrExists for no other reason.
+type homeExists struct{ error }
+
+func (e homeExists) Unwrap() error        { return e.error }
+func (e homeExists) Is(target error) bool { return target == agents.ErrHomeExists }
+
+// UpdateAgent has the owner change an agent's settings.
+func (c *Client) UpdateAgent(ctx context.Context, req control.AgentUpdateRequest) (agents.Agent, error) {
+	var a agents.Agent
+	err := c.call(ctx, control.OpAgentUpdate, req, &a, nil, false)
+	return a, err
+}
+
+// RegenerateToken has the owner give the agent a new token.
+func (c *Client) RegenerateToken(ctx context.Context, agent string) (string, error) {
+	var r control.TokenReply
+	err := c.call(ctx, control.OpAgentToken, control.AgentRef{Agent: agent}, &r, nil, false)
+	return r.Token, err
+}
+
+// SetAgentProjects has the owner grant an agent exactly these projects.
+func (c *Client) SetAgentProjects(ctx context.Context, req control.AgentProjectsRequest) (agents.Agent, error) {
+	var a agents.Agent
+	err := c.call(ctx, control.OpAgentProjects, req, &a, nil, false)
+	return a, err
+}
+
+// RepairAgents has the owner repair agents.json.
+func (c *Client) RepairAgents(ctx context.Context) (agents.RepairResult, error) {
+	var r agents.RepairResult
+	err := c.call(ctx, control.OpAgentRepair, agentproto.Empty{}, &r, nil, false)
+	return r, err
+}
+
+// AddProject has the owner record a project.
+func (c *Client) AddProject(ctx context.Context, req control.ProjectAddRequest) (projects.Project, error) {
+	var p projects.Project
+	err := c.call(ctx, control.OpProjectAdd, req, &p, nil, false)
+	return p, err
+}
+
+// RemoveProject has the owner forget a project.
+func (c *Client) RemoveProject(ctx context.Context, name string) error {
+	return c.call(ctx, control.OpProjectRemove, control.ProjectRef{Name: name}, nil, nil, false)
+}
+
+// RepairProjects has the owner repair projects.json.
+func (c *Client) RepairProjects(ctx context.Context) (projects.RepairResult, error) {
+	var r projects.RepairResult
+	err := c.call(ctx, control.OpProjectRepair, agentproto.Empty{}, &r, nil, false)
+	return r, err
+}
+
+// ViewChanges has the owner compute what an agent changed in its view.
+func (c *Client) ViewChanges(ctx context.Context, req api.ViewRequest) (*projects.ChangeSet, error) {
+	var cs projects.ChangeSet
+	if err := c.call(ctx, control.OpViewChanges, req, &cs, nil, false); err != nil {
+		return nil, err
+	}
+	return &cs, nil
+}
+
+// ApplyChanges has the owner write a review's changes into the folder.
+func (c *Client) ApplyChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	return c.viewResult(ctx, control.OpViewApply, req)
+}
+
+// DiscardChanges has the owner throw an agent's changes away.
+func (c *Client) DiscardChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	return c.viewResult(ctx, control.OpViewDiscard, req)
+}
+
+// viewResult is an apply or discard: its Result, also when it failed part
+// way (the owner sends it first).
+func (c *Client) viewResult(ctx context.Context, op string, req api.ViewRequest) (*projects.Result, error) {
+	var r, partial *projects.Result
+	err := c.call(ctx, op, req, &r, func(raw json.RawMessage) {
+		var p projects.Result
+		if json.Unmarshal(raw, &p) == nil {
+			partial = &p
+		}
+	}, false)
+	if err != nil {
+		return partial, err
+	}
+	return r, nil
+}
