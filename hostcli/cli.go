@@ -509,6 +509,8 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		if st, err = cl.Status(ctx); err != nil {
 			return c.fail(err)
 		}
+	} else if c.remote != nil {
+		return c.fail(err) // nothing here describes the far side
 	} else {
 		// Nobody owns the sandbox: report what is there, including a VM
 		// its dead owner left running.
@@ -519,7 +521,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintln(c.out, describe(st.Status))
-	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil {
+	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil && c.remote == nil {
 		fmt.Fprintln(c.out, "settings:", explain.Text(err))
 	}
 	if st.Reason != "" {
@@ -530,6 +532,10 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	}
 	if st.State == control.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
+	}
+	if c.remote != nil {
+		fmt.Fprintf(c.out, "context: %s (%s)\n", c.remote.Name, c.remote.URL)
+		return ExitOK
 	}
 	cfg, _ := config.LoadSandbox(c.paths.SandboxJSON())
 	for _, l := range ownerLines(st, cfg.MCPAddr()) {

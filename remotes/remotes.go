@@ -65,7 +65,7 @@ var (
 	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 	// Host names, IPv4 and bracket-less IPv6 (url.Hostname strips the
 	// brackets); never a leading '-', which ssh would read as an option.
-	hostRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._:%-]*$`)
+	hostRe = regexp.MustCompile(`^[A-Za-z0-9_:][A-Za-z0-9._:%-]*$`)
 	userRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 )
 
