@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,12 +11,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -308,4 +311,139 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRemoteContextMCP is the sandbox on the far side of a context, with
+// its VM: start through the context, exec, an agent's MCP tool calls from
+// a local `mcp --agent` process (the path an MCP client takes), the cost
+// of the SSH hop (sandbox_exec true through the context against the same
+// call on the far side's own `mcp`), then the SSH connection killed in the
+// middle of a call: the call fails saying the link was lost, and nothing
+// of it is left on either side (the relay, the far side's mcp, the
+// command in the VM). stop ends the far side's owner and VM.
+func TestRemoteContextMCP(t *testing.T) {
+	box := startSSHBox(t)
+	remote, rp := ownerSetup(t, false) // the far side's data folder and binary
+	local := cliRun{t: t, bin: remote.bin, home: t.TempDir()}
+	t.Cleanup(func() {
+		local.run("--context", "box", "stop")
+		if n := procsWithHome(rp.Root); n != 0 {
+			t.Errorf("%d processes of the remote data folder left after the test", n)
+		}
+	})
+	remote.ok("agent", "add", "alice") // on the far side, as its user would
+	remote.ok("agent", "set", "alice", "enabled", "true")
+	remote.ok("agent", "set", "alice", "maxCommandsPerTurn", "100") // the measurement makes 62 calls
+	local.ok(append([]string{"context", "add", "box", box.url, "--data-dir", rp.Root, "--remote-command", remoteCommand(remote.bin)}, box.sshArgs()...)...)
+
+	if out := local.ok("--context", "box", "start"); !strings.Contains(out, "running") {
+		t.Fatalf("start through the context: %s", out)
+	}
+	if countQEMU(rp) == 0 {
+		t.Fatal("no QEMU runs for the remote data folder")
+	}
+	if out := local.ok("--context", "box", "exec", "--", "echo", "hello from the far side"); out != "hello from the far side\n" {
+		t.Fatalf("exec through the context: %q", out)
+	}
+
+	mcpVia := func(args ...string) *session {
+		cmd := exec.Command(remote.bin, args...)
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home)
+		cmd.Stderr = testLog{t, "mcp: "}
+		return newSession(t, strings.Join(args, " "), &mcp.CommandTransport{Command: cmd})
+	}
+	far := mcpVia("--context", "box", "mcp", "--agent", "alice")
+	if got := strings.TrimSpace(str(far.ok(t, "sandbox_exec", map[string]any{"command": "whoami"})["stdout"])); got != "agent-alice" {
+		t.Fatalf("the tool call through the context ran as %q", got)
+	}
+	// The same call by the far side's own stdio server: the SSH hop's
+	// cost is the difference.
+	cmd := exec.Command(remote.bin, "mcp", "--agent", "alice")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+rp.Root)
+	cmd.Stderr = testLog{t, "far mcp: "}
+	near := newSession(t, "far side's mcp", &mcp.CommandTransport{Command: cmd})
+	near.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+	const n = 30
+	measure := func(s *session) (median, p90 time.Duration) {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			start := time.Now()
+			s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+			ds[i] = time.Since(start)
+		}
+		slices.Sort(ds)
+		return ds[n/2], ds[n*9/10]
+	}
+	rm, r90 := measure(far)
+	lm, l90 := measure(near)
+	t.Logf("MCP sandbox_exec true, %d calls each: through the remote context (ssh on loopback) median %s p90 %s; on the far side's own mcp median %s p90 %s; the hop: %s",
+		n, rm.Round(100*time.Microsecond), r90.Round(100*time.Microsecond), lm.Round(100*time.Microsecond), l90.Round(100*time.Microsecond), (rm - lm).Round(100*time.Microsecond))
+	near.cs.Close()
+
+	// The SSH connection dies in the middle of a call.
+	const marker = "sleep 597"
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := far.cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"command": marker, "timeout": 290}})
+		done <- result{res, err}
+	}()
+	inVM := func() bool {
+		_, _, code := remote.run("exec", "--", "pgrep", "-f", marker)
+		return code == 0
+	}
+	waitFor(t, "the call to run in the VM", time.Minute, inVM)
+	sshPid := 0
+	for _, pid := range pidsNaming(box.config) {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.HasPrefix(string(b), "ssh\x00") && strings.Contains(string(b), "mcp") {
+			sshPid = pid
+		}
+	}
+	if sshPid == 0 {
+		t.Fatal("no ssh process of the relay found")
+	}
+	syscall.Kill(sshPid, syscall.SIGKILL)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the call did not end when its SSH connection died")
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "connection to the remote sandbox was lost") {
+		t.Fatalf("the call cut off: %+v, %v; want an error saying the connection was lost", r.res, r.err)
+	}
+	t.Logf("the call cut off: %v", r.err)
+	waitFor(t, "the relay and the far side's mcp to end", 30*time.Second, func() bool {
+		return procsNaming("mcp\x00--agent\x00alice") == 0
+	})
+	waitFor(t, "the cut-off command to end in the VM", time.Minute, func() bool { return !inVM() })
+
+	if out := local.ok("--context", "box", "stop"); !strings.Contains(out, "stopped") {
+		t.Errorf("stop through the context: %s", out)
+	}
+	noneLeft(t, rp, "stop through the context")
+	if n := procsWithHome(rp.Root); n != 0 {
+		t.Errorf("after stop, %d processes of the remote data folder run", n)
+	}
+}
+
+// pidsNaming lists live processes whose command line contains s.
+func pidsNaming(s string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
