@@ -118,6 +118,13 @@ Starting over (your workspace, output and agents' homes are always kept):
   reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
   remove [--yes]        delete every VM file, including downloads
 
+Other machines (docs/remote.md):
+  context add NAME ssh://[user@]host[:port] [--data-dir PATH]
+                        a sandbox on another machine, reached with your ssh
+  context list|use NAME|check NAME|remove NAME
+  --context NAME COMMAND
+                        run COMMAND against that context (or OSAURUS_SANDBOX_CONTEXT)
+
 Other:
   serve                 run without a window, owning the VM (autoStart applies)
   completion bash|zsh|fish

@@ -27,7 +27,12 @@ import (
 // Remote contexts (docs/remote.md): a command drives the local sandbox
 // or, through a context, one on another machine over the user's ssh.
 
+// machineCommands are run by another machine's osaurus-sandbox over ssh,
+// not typed: completion leaves them out.
+var machineCommands = []string{"dial-stdio", "remote-info"}
+
 func init() {
+	subcommands["context"] = []string{"add", "list", "use", "check", "remove"}
 	helps = append(helps,
 		cmdHelp{name: "context", summary: "name sandboxes on other machines (reached with your ssh) and choose the one commands drive",
 			usage: []string{"context add NAME ssh://[user@]host[:port] [--data-dir PATH] [--remote-command CMD] [--ssh-arg ARG]...",
