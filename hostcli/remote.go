@@ -68,7 +68,6 @@ func globalFlags(args []string) (ctxName, dataDir string, rest []string, err err
 			name, val, args = a, args[1], args[2:]
 		case strings.HasPrefix(a, "--context="), strings.HasPrefix(a, "--data-dir="):
 			name, val, _ = strings.Cut(a, "=")
-			val = strings.TrimPrefix(a, name+"=")
 			args = args[1:]
 		default:
 			return ctxName, dataDir, args, nil

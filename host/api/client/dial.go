@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -73,12 +74,12 @@ func peerVia(ctx context.Context, d Dialer, spawn bool) (*agentproto.Peer, error
 	if lc, ok := conn.(linkCause); ok {
 		// ssh's exit is seen a moment after the stream breaks.
 		peer.SetCauseGrace(2 * time.Second)
+		// The stream outlives the session (closing the session closes
+		// it), so this always ends; a session closed first keeps its
+		// own cause.
 		go func() {
-			select {
-			case <-lc.Ended():
-				peer.Close(lc.Cause())
-			case <-peer.Done():
-			}
+			<-lc.Ended()
+			peer.Close(lc.Cause())
 		}()
 	}
 	return peer, nil
@@ -96,6 +97,9 @@ func (c *Client) dialExisting(ctx context.Context) (*agentproto.Peer, error) {
 // linkLost words a session that ended under a call as the link's loss
 // when the owner is remote: the owner there may be fine.
 func (c *Client) linkLost(err error) error {
+	if errors.Is(err, ErrLinkLost) { // the stream's own cause says it
+		return err
+	}
 	return fmt.Errorf("%w: %w", ErrLinkLost, err)
 }
 
@@ -123,18 +127,26 @@ func (d CommandDialer) DialControl(ctx context.Context, spawn bool) (io.ReadWrit
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Not StdoutPipe: Wait, which runs alongside the reads here, would
+	// close it under them.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, err
 	}
+	cmd.Stdout = pw
 	lc := &cmdConn{name: d.Name, cmd: cmd, w: stdin, ended: make(chan struct{})}
 	cmd.Stderr = &lc.stderr
 	// Its own process group: a ^C meant for this process reaches ssh
 	// only through this process closing the stream.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, d.Name, err)
 	}
+	lc.out = stdout
 	lc.r = bufio.NewReader(stdout)
 	greeted := make(chan error, 1)
 	go func() {
@@ -179,6 +191,7 @@ func (d CommandDialer) DialControl(ctx context.Context, spawn bool) (io.ReadWrit
 type cmdConn struct {
 	name    string
 	cmd     *exec.Cmd
+	out     *os.File // r reads it
 	r       *bufio.Reader
 	w       io.WriteCloser
 	stderr  tailBuffer
@@ -201,6 +214,7 @@ func (c *cmdConn) Close() error {
 			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.ended
 		}
+		c.out.Close()
 	})
 	return nil
 }
