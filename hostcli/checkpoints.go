@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/host/api/client"
 )
 
 const checkpointUsage = `usage: osaurus-sandbox checkpoint create [NAME]
@@ -44,7 +43,7 @@ func (c *cli) checkpoint(ctx context.Context, args []string) int {
 	if sub == "restore" && !*yes && !c.confirm(fmt.Sprintf("Restore puts back the VM's root disk, every agent's home and project views, and the agents' settings as they were in checkpoint %s.\nThe current state is saved first as an automatic checkpoint; a running VM is restarted.", name)) {
 		return ExitDeclined
 	}
-	cl, err := client.Connect(ctx, c.paths)
+	cl, err := c.connect(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -116,6 +118,13 @@ Starting over (your workspace, output and agents' homes are always kept):
   reset [--yes]         delete the VM's disk, kernel and init filesystem, then provision again
   remove [--yes]        delete every VM file, including downloads
 
+Other machines (docs/remote.md):
+  context add NAME ssh://[user@]host[:port] [--data-dir PATH]
+                        a sandbox on another machine, reached with your ssh
+  context list|use NAME|check NAME|remove NAME
+  --context NAME COMMAND
+                        run COMMAND against that context (or OSAURUS_SANDBOX_CONTEXT)
+
 Other:
   serve                 run without a window, owning the VM (autoStart applies)
   completion bash|zsh|fish
@@ -200,6 +209,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		fmt.Fprintln(stderr, "osaurus-sandbox:", err)
 		return ExitError
 	}
+	ctxFlag, dataDir, args, err := globalFlags(args) // remote.go
+	if err != nil {
+		fmt.Fprintln(stderr, "osaurus-sandbox:", err)
+		return ExitUsage
+	}
+	if dataDir != "" {
+		if paths.Root, err = filepath.Abs(dataDir); err != nil {
+			fmt.Fprintln(stderr, "osaurus-sandbox: --data-dir:", err)
+			return ExitUsage
+		}
+	}
 	if len(args) == 0 {
 		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
 		return c.gui()
@@ -237,7 +257,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		fmt.Fprintf(stderr, "osaurus-sandbox: unknown command %q; run `osaurus-sandbox help`\n", cmd)
 		return ExitUsage
 	}
-	return run(ctx, rest)
+	return c.withContext(cmd, ctxFlag, run)(ctx, rest)
 }
 
 // commands are the command line's commands by name.
@@ -273,6 +293,9 @@ func (c *cli) commands() map[string]func(context.Context, []string) int {
 		"apply":       c.applyOrDiscard(false),
 		"discard":     c.applyOrDiscard(true),
 		"ports":       c.ports,
+		"context":     c.contextCmd, // remote.go
+		"dial-stdio":  c.dialStdio,
+		"remote-info": c.remoteInfo,
 		"version":     func(context.Context, []string) int { fmt.Fprintln(c.out, "osaurus-sandbox", Version); return ExitOK },
 	}
 }
@@ -283,7 +306,8 @@ type cli struct {
 	lines    *bufio.Reader // over in, for the answers to questions
 	out, err io.Writer
 	own      Owner
-	sec      *secrets.Store // the OS keychain
+	sec      *secrets.Store   // the OS keychain
+	remote   *remotes.Context // the sandbox is on another machine (remote.go)
 }
 
 // gui opens the window: this process owns the VM unless another process
@@ -368,7 +392,7 @@ func (c *cli) lifecycle(op api.Op, verb string) func(context.Context, []string) 
 		if op != api.OpStop {
 			c.noteBackgroundOwner(ctx, "this command")
 		}
-		cl, err := client.Connect(ctx, c.paths)
+		cl, err := c.connect(ctx)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -428,7 +452,7 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 	if fs := c.flags("stop"); fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
-	cl, err := client.Dial(ctx, c.paths)
+	cl, err := c.dial(ctx)
 	if errors.Is(err, api.ErrNoOwner) {
 		// No owner, but its VM may have outlived it: adopt and stop it.
 		if c.own.StopOrphan == nil {
@@ -462,7 +486,7 @@ func (c *cli) stop(ctx context.Context, args []string) int {
 		if err := cl.Quit(ctx); err != nil {
 			return c.fail(err)
 		}
-		if c.own.Helpers != nil {
+		if c.own.Helpers != nil && c.remote == nil {
 			if left := c.own.Helpers(c.paths); len(left) > 0 {
 				return c.fail(fmt.Errorf("%w, and the sandbox's QEMU or virtiofsd still run (pids %v): run osaurus-sandbox stop again", api.ErrOwnerGone, left))
 			}
@@ -487,11 +511,13 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		return ExitUsage
 	}
 	var st api.Status
-	if cl, err := client.Dial(ctx, c.paths); err == nil {
+	if cl, err := c.dial(ctx); err == nil {
 		defer cl.Close()
 		if st, err = cl.Status(ctx); err != nil {
 			return c.fail(err)
 		}
+	} else if c.remote != nil {
+		return c.fail(err) // nothing here describes the far side
 	} else {
 		// Nobody owns the sandbox: report what is there, including a VM
 		// its dead owner left running.
@@ -502,7 +528,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintln(c.out, describe(st.Status))
-	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil {
+	if _, err := config.LoadSandbox(c.paths.SandboxJSON()); err != nil && c.remote == nil {
 		fmt.Fprintln(c.out, "settings:", explain.Text(err))
 	}
 	if st.Reason != "" {
@@ -513,6 +539,10 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	}
 	if st.State == control.Running && st.AccelReason != "" {
 		fmt.Fprintf(c.out, "accelerator: %s, because %s\n", st.Accel, st.AccelReason)
+	}
+	if c.remote != nil {
+		fmt.Fprintf(c.out, "context: %s (%s)\n", c.remote.Name, c.remote.URL)
+		return ExitOK
 	}
 	cfg, _ := config.LoadSandbox(c.paths.SandboxJSON())
 	for _, l := range ownerLines(st, cfg.MCPAddr()) {
@@ -543,6 +573,9 @@ func ownerLines(st api.Status, addr string) []string {
 // noteBackgroundOwner tells, on stderr, that a command about to connect
 // will start a background owner, which outlives it, and how to end it.
 func (c *cli) noteBackgroundOwner(ctx context.Context, what string) {
+	if c.remote != nil {
+		return // the far side's owner; dial-stdio starts it there
+	}
 	cl, err := client.Dial(ctx, c.paths)
 	if err == nil {
 		cl.Close()
@@ -620,7 +653,7 @@ func (c *cli) diagnostics(ctx context.Context, args []string) int {
 		}
 		return c.fail(notRunningErr)
 	}
-	cl, err := client.Dial(ctx, c.paths)
+	cl, err := c.dial(ctx)
 	if errors.Is(err, api.ErrNoOwner) {
 		if c.probe().State != control.Running {
 			return notRunning()
@@ -670,7 +703,10 @@ func (c *cli) exec(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, "usage: osaurus-sandbox exec [--user U] [--timeout D] -- CMD [ARG...]")
 		return ExitUsage
 	}
-	cl, err := client.Dial(ctx, c.paths)
+	cl, err := c.dial(ctx)
+	if err != nil && c.remote != nil {
+		return c.fail(err)
+	}
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", control.ErrNotRunning))
 	}

@@ -3,6 +3,7 @@ package hostcli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -28,7 +29,7 @@ var subcommands = map[string][]string{
 func topCommands() [][2]string {
 	var out [][2]string
 	for _, h := range helps {
-		if !strings.Contains(h.name, " ") {
+		if !strings.Contains(h.name, " ") && !slices.Contains(machineCommands, h.name) {
 			out = append(out, [2]string{h.name, h.summary})
 		}
 	}

@@ -44,8 +44,10 @@ esac
 run_pkgs=("$qemu" qemu-system-common gcc libgl1-mesa-dev xorg-dev libxkbcommon-dev libwayland-dev)
 # gnome-keyring and dbus-daemon (dbus-run-session) give the secrets tests a
 # real Secret Service; zsh and fish load the CLI's completion scripts;
-# tmux is the terminal the `shell` tests type into.
-test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick gnome-keyring dbus-daemon dbus-bin zsh fish tmux)
+# tmux is the terminal the `shell` tests type into; the remote-context
+# tests start their own sshd on loopback (openssh-server) and reach it
+# with ssh (openssh-client).
+test_pkgs=(e2fsprogs debootstrap cpio ca-certificates squashfs-tools xvfb xdotool imagemagick gnome-keyring dbus-daemon dbus-bin zsh fish tmux openssh-server openssh-client)
 
 want=("${run_pkgs[@]}")
 [ "${1:-run}" = test ] && want+=("${test_pkgs[@]}")

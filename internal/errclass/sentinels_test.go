@@ -9,6 +9,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
 	"github.com/osaurus/osaurus-sandbox/internal/termlaunch"
@@ -21,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/provision/initramfs"
 	"github.com/osaurus/osaurus-sandbox/provision/kmod"
 	"github.com/osaurus/osaurus-sandbox/provision/squashfs"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/sandbox"
 	"github.com/osaurus/osaurus-sandbox/sandboxpath"
 	"github.com/osaurus/osaurus-sandbox/secrets"
@@ -65,6 +67,8 @@ var sentinels = []sentinel{
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},
 	{"host/api.ErrOwnerGone", api.ErrOwnerGone, errdefs.ErrUnavailable},
+	{"host/api/client.ErrLinkLost", client.ErrLinkLost, errdefs.ErrUnavailable},
+	{"host/api/client.ErrUnreachable", client.ErrUnreachable, errdefs.ErrUnavailable},
 	{"inference.ErrNotConfigured", inference.ErrNotConfigured, errdefs.ErrUnsupported},
 	{"inference.ErrUpstream", inference.ErrUpstream, errdefs.ErrUpstream},
 	{"internal/filelock.ErrLocked", filelock.ErrLocked, errdefs.ErrBusy},
@@ -104,6 +108,9 @@ var sentinels = []sentinel{
 	{"provision/kmod.ErrNotFound", kmod.ErrNotFound, errdefs.ErrNotFound},
 	{"provision/squashfs.ErrFormat", squashfs.ErrFormat, errdefs.ErrInvalid},
 	{"provision/squashfs.ErrUnsupported", squashfs.ErrUnsupported, errdefs.ErrUnsupported},
+	{"remotes.ErrExists", remotes.ErrExists, errdefs.ErrExists},
+	{"remotes.ErrInvalid", remotes.ErrInvalid, errdefs.ErrInvalid},
+	{"remotes.ErrNotFound", remotes.ErrNotFound, errdefs.ErrNotFound},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
 	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, errdefs.ErrUnavailable},

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -35,7 +34,8 @@ import (
 // replaced) is re-established once, transparently, before the next call.
 type Client struct {
 	paths config.Paths
-	spawn bool // start a background owner when none runs
+	spawn bool   // start a background owner when none runs
+	via   Dialer // nil: the local control socket (dial.go)
 
 	mu   sync.Mutex
 	peer *agentproto.Peer
@@ -67,10 +67,9 @@ func Connect(ctx context.Context, p config.Paths) (*Client, error) {
 func NewLazy(p config.Paths) *Client { return &Client{paths: p, spawn: true} }
 
 func dialPeer(ctx context.Context, p config.Paths) (*agentproto.Peer, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", p.ControlSocket())
+	conn, err := dialConn(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrNoOwner, err)
+		return nil, err
 	}
 	peer, err := agentproto.NewClientPeer(conn)
 	if err != nil {
@@ -96,7 +95,9 @@ func (c *Client) session(ctx context.Context) (*agentproto.Peer, error) {
 		peer *agentproto.Peer
 		err  error
 	)
-	if c.spawn {
+	if c.via != nil {
+		peer, err = peerVia(ctx, c.via, c.spawn)
+	} else if c.spawn {
 		peer, err = connectPeer(ctx, c.paths)
 	} else {
 		peer, err = dialPeer(ctx, c.paths)
@@ -120,6 +121,9 @@ func (c *Client) call(ctx context.Context, op string, req, resp any, onEvent fun
 		err = p.CallStream(ctx, op, req, resp, onEvent)
 		if err == nil || !errors.Is(err, agentproto.ErrSessionEnded) || ctx.Err() != nil {
 			return err
+		}
+		if (!retry || attempt > 0) && c.via != nil {
+			return c.linkLost(err)
 		}
 		if !retry || attempt > 0 {
 			return fmt.Errorf("%w: %w", api.ErrOwnerGone, err)
@@ -156,7 +160,7 @@ func (c *Client) Subscribe(fn func(api.Status)) func() {
 		gone, seen := false, false
 		var last api.Status
 		for ctx.Err() == nil {
-			peer, err := dialPeer(ctx, c.paths)
+			peer, err := c.dialExisting(ctx)
 			if err == nil {
 				gone = false
 				// It ends only when the owner goes away or cancel is called.
@@ -235,8 +239,8 @@ func (c *Client) Quit(ctx context.Context) error {
 func (c *Client) awaitNoOwner(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		peer, err := dialPeer(ctx, c.paths)
-		if errors.Is(err, api.ErrNoOwner) && !server.Owned(c.paths) {
+		peer, err := c.dialExisting(ctx)
+		if errors.Is(err, api.ErrNoOwner) && (c.via != nil || !server.Owned(c.paths)) {
 			return nil
 		}
 		if peer != nil {
@@ -418,7 +422,7 @@ func (c *Client) EndTurn(ctx context.Context, agentID string) error {
 	live := c.peer != nil && c.peer.Err() == nil
 	c.mu.Unlock()
 	if !live {
-		peer, err := dialPeer(ctx, c.paths)
+		peer, err := c.dialExisting(ctx)
 		if err != nil {
 			return nil // no owner: its counters start fresh anyway
 		}

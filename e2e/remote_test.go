@@ -1,0 +1,449 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/remotes"
+)
+
+const sshdHint = "install the test dependencies with `make deps-test` (scripts/install-deps.sh test: openssh-server, openssh-client)"
+
+// sshBox is an OpenSSH server on loopback, started by the test with a
+// throwaway host key, and an ssh client configuration (-F) that uses
+// nothing of the machine's: its own key, known_hosts and options.
+type sshBox struct {
+	dir, config, url string
+	sshd             *exec.Cmd
+	exited           chan struct{}
+}
+
+func startSSHBox(t *testing.T) *sshBox {
+	t.Helper()
+	sshd, err := exec.LookPath("sshd")
+	if err != nil {
+		sshd = "/usr/sbin/sshd"
+	}
+	for _, bin := range []string{sshd, "ssh", "ssh-keygen"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s not found: %s", bin, sshdHint)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// sshd running as root wants its privilege separation folder, which
+		// the package's service unit creates at boot.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"host_key", "user_key"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub := func(k string) string {
+		b, err := os.ReadFile(filepath.Join(dir, k+".pub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	port := freePort(t)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("authorized_keys", pub("user_key")+"\n")
+	write("known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s\n", port, pub("host_key")))
+	sshdConfig := write("sshd_config", fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+PidFile %s
+AuthorizedKeysFile %s
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+AllowUsers %s
+X11Forwarding no
+AllowTcpForwarding no
+PrintMotd no
+LogLevel VERBOSE
+`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), filepath.Join(dir, "authorized_keys"), u.Username))
+	b := &sshBox{dir: dir, url: fmt.Sprintf("ssh://%s@127.0.0.1:%d", u.Username, port), exited: make(chan struct{})}
+	b.config = write("ssh_config", fmt.Sprintf(`Host *
+  IdentityFile %s
+  IdentitiesOnly yes
+  IdentityAgent none
+  UserKnownHostsFile %s
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+  BatchMode yes
+  PasswordAuthentication no
+  ControlMaster no
+  ControlPath none
+  ConnectTimeout 10
+  LogLevel ERROR
+`, filepath.Join(dir, "user_key"), filepath.Join(dir, "known_hosts")))
+	// -D: in the foreground, a child of the test; -e: its log to stderr.
+	b.sshd = exec.Command(sshd, "-D", "-e", "-f", sshdConfig)
+	b.sshd.Stderr = testLog{t, "sshd: "}
+	if err := b.sshd.Start(); err != nil {
+		t.Fatalf("sshd: %v", err)
+	}
+	go func() { b.sshd.Wait(); close(b.exited) }()
+	t.Cleanup(func() {
+		b.sshd.Process.Signal(syscall.SIGTERM)
+		<-b.exited
+		// Sessions are sshd's children in their own processes: none may
+		// outlive it.
+		if n := procsNaming(sshdConfig); n != 0 {
+			t.Errorf("%d sshd processes left after the test", n)
+		}
+	})
+	waitFor(t, "sshd to listen", 15*time.Second, func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return b
+}
+
+// sshArgs are `context add`'s flags for the box's client configuration.
+func (b *sshBox) sshArgs() []string { return []string{"--ssh-arg=-F", "--ssh-arg=" + b.config} }
+
+// procsNaming counts live processes whose command line contains s.
+func procsNaming(s string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			n++
+		}
+	}
+	return n
+}
+
+// procsWithHome counts live processes run with OSAURUS_SANDBOX_HOME=root
+// (a background owner names its data folder only there).
+func procsWithHome(root string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && strings.Contains("\x00"+string(b)+"\x00", "\x00"+config.HomeEnv+"="+root+"\x00") {
+			n++
+		}
+	}
+	return n
+}
+
+// remoteCommand is the far side's osaurus-sandbox for a context: the test's
+// binary, with this test's cache folder and dead keychain bus (sshd gives
+// its sessions a fresh environment).
+func remoteCommand(bin string) string {
+	return fmt.Sprintf("env XDG_CACHE_HOME=%s DBUS_SESSION_BUS_ADDRESS=%s %s",
+		remotes.ShellQuote(os.Getenv("XDG_CACHE_HOME")), remotes.ShellQuote(os.Getenv("DBUS_SESSION_BUS_ADDRESS")), remotes.ShellQuote(bin))
+}
+
+// TestRemoteContext drives a sandbox in a second data folder through a
+// context over a real sshd on loopback, without a VM: context add checks
+// the far side, status starts the far side's background owner over
+// dial-stdio (nothing starts here), --context and OSAURUS_SANDBOX_CONTEXT
+// choose, a wrong host key is refused with ssh's own words, commands that
+// can't work remotely yet say so, and stop leaves nothing running on
+// either side.
+func TestRemoteContext(t *testing.T) {
+	box := startSSHBox(t)
+	bin := buildCLI(t)
+	local := cliRun{t: t, bin: bin, home: t.TempDir()}
+	remote := config.Paths{Root: t.TempDir()}
+	if err := config.SaveSandbox(remote.SandboxJSON(), testConfig(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		local.run("--context", "box", "stop")
+		if n := procsWithHome(remote.Root); n != 0 {
+			t.Errorf("%d processes of the remote data folder left after the test", n)
+		}
+	})
+
+	add := append([]string{"context", "add", "box", box.url, "--data-dir", remote.Root, "--remote-command", remoteCommand(bin)}, box.sshArgs()...)
+	out := local.ok(add...)
+	if !strings.Contains(out, "on linux/") || !strings.Contains(out, remote.Root) {
+		t.Fatalf("context add did not describe the far side:\n%s", out)
+	}
+	if out := local.ok("context", "list"); !strings.Contains(out, "box") || !strings.Contains(out, "local *") {
+		t.Fatalf("context list:\n%s", out)
+	}
+
+	// Through the context: the far side's owner starts there, none here.
+	var st api.Status
+	if err := json.Unmarshal([]byte(local.ok("--context", "box", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Owner != "background" || st.State != control.Stopped && st.State != control.NotProvisioned {
+		t.Fatalf("remote status: %+v", st)
+	}
+	if procsWithHome(remote.Root) == 0 {
+		t.Fatal("no background owner runs for the remote data folder")
+	}
+	if _, err := os.Stat(config.Paths{Root: local.home}.ControlSocket()); err == nil {
+		t.Fatal("a local owner started: the command did not go through the context")
+	}
+
+	// `context use` and the environment choose; --context wins.
+	local.ok("context", "use", "box")
+	if err := json.Unmarshal([]byte(local.ok("status", "--json")), &st); err != nil || st.Owner != "background" {
+		t.Fatalf("status in the current context box: %+v %v", st, err)
+	}
+	for _, tt := range []struct {
+		env, flag string
+		want      string // owner
+	}{
+		{"OSAURUS_SANDBOX_CONTEXT=local", "", "none"},
+		{"OSAURUS_SANDBOX_CONTEXT=local", "box", "background"},
+		{"", "local", "none"},
+	} {
+		args := []string{"status", "--json"}
+		if tt.flag != "" {
+			args = append([]string{"--context", tt.flag}, args...)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home, tt.env)
+		o, err := cmd.Output()
+		var s api.Status
+		if err != nil || json.Unmarshal(o, &s) != nil || s.Owner != tt.want {
+			t.Errorf("env %q, --context %q: owner %q (%v), want %q", tt.env, tt.flag, s.Owner, err, tt.want)
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--context", "nope", "status"}, 1, `no such context: "nope"`},
+		{[]string{"agent", "list"}, 1, `"agent" doesn't work through a remote context yet`},
+		{[]string{"exec", "-it", "--", "sh"}, 1, "doesn't work through a remote context yet"},
+		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=touch"}, 1, "the host is missing or has characters"},
+		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=sh@box"}, 1, "the user name may have"},
+		{[]string{"context", "add", "pw", "ssh://me:secret@box"}, 1, "no password"},
+	} {
+		_, errOut, code := local.run(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, want %d with %q:\n%s", tt.args, code, tt.code, tt.want, errOut)
+		}
+	}
+
+	// A server whose host key isn't the one known is refused by ssh,
+	// and the error says so.
+	other := filepath.Join(box.dir, "other_known_hosts")
+	port := strings.TrimPrefix(box.url[strings.LastIndex(box.url, ":"):], ":")
+	if err := os.WriteFile(other, []byte(fmt.Sprintf("[127.0.0.1]:%s %s", port, mustRead(t, filepath.Join(box.dir, "user_key.pub")))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := local.run(append([]string{"context", "add", "spoofed", box.url, "--data-dir", remote.Root, "--remote-command", remoteCommand(bin)},
+		append(box.sshArgs(), "--ssh-arg=-o", "--ssh-arg=UserKnownHostsFile="+other)...)...)
+	if code != 3 || !strings.Contains(errOut, "Host key verification failed") {
+		t.Errorf("context add with the wrong host key: exit %d:\n%s", code, errOut)
+	}
+	_, errOut, code = local.run("--context", "spoofed", "status")
+	if code != 3 || !strings.Contains(errOut, "Host key verification failed") {
+		t.Errorf("status through a context with the wrong host key: exit %d:\n%s", code, errOut)
+	}
+
+	// stop: the far side's background owner ends, nothing is left.
+	if out := local.ok("stop"); !strings.Contains(out, "stopped") {
+		t.Errorf("stop: %s", out)
+	}
+	if n := procsWithHome(remote.Root); n != 0 {
+		t.Errorf("after stop, %d processes of the remote data folder run", n)
+	}
+	local.ok("context", "use", "local")
+	local.ok("context", "remove", "box")
+	if _, errOut, code := local.run("--context", "box", "status"); code != 1 || !strings.Contains(errOut, "no such context") {
+		t.Errorf("a removed context: exit %d: %s", code, errOut)
+	}
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRemoteContextMCP is the sandbox on the far side of a context, with
+// its VM: start through the context, exec, an agent's MCP tool calls from
+// a local `mcp --agent` process (the path an MCP client takes), the cost
+// of the SSH hop (sandbox_exec true through the context against the same
+// call on the far side's own `mcp`), then the SSH connection killed in the
+// middle of a call: the call fails saying the link was lost, and nothing
+// of it is left on either side (the relay, the far side's mcp, the
+// command in the VM). stop ends the far side's owner and VM.
+func TestRemoteContextMCP(t *testing.T) {
+	box := startSSHBox(t)
+	remote, rp := ownerSetup(t, false) // the far side's data folder and binary
+	local := cliRun{t: t, bin: remote.bin, home: t.TempDir()}
+	t.Cleanup(func() {
+		local.run("--context", "box", "stop")
+		if n := procsWithHome(rp.Root); n != 0 {
+			t.Errorf("%d processes of the remote data folder left after the test", n)
+		}
+	})
+	remote.ok("agent", "add", "alice") // on the far side, as its user would
+	remote.ok("agent", "set", "alice", "enabled", "true")
+	remote.ok("agent", "set", "alice", "maxCommandsPerTurn", "100") // the measurement makes 62 calls
+	local.ok(append([]string{"context", "add", "box", box.url, "--data-dir", rp.Root, "--remote-command", remoteCommand(remote.bin)}, box.sshArgs()...)...)
+
+	if out := local.ok("--context", "box", "start"); !strings.Contains(out, "running") {
+		t.Fatalf("start through the context: %s", out)
+	}
+	if countQEMU(rp) == 0 {
+		t.Fatal("no QEMU runs for the remote data folder")
+	}
+	if out := local.ok("--context", "box", "exec", "--", "echo", "hello from the far side"); out != "hello from the far side\n" {
+		t.Fatalf("exec through the context: %q", out)
+	}
+
+	mcpVia := func(args ...string) *session {
+		cmd := exec.Command(remote.bin, args...)
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home)
+		cmd.Stderr = testLog{t, "mcp: "}
+		return newSession(t, strings.Join(args, " "), &mcp.CommandTransport{Command: cmd})
+	}
+	far := mcpVia("--context", "box", "mcp", "--agent", "alice")
+	if got := strings.TrimSpace(str(far.ok(t, "sandbox_exec", map[string]any{"command": "whoami"})["stdout"])); got != "agent-alice" {
+		t.Fatalf("the tool call through the context ran as %q", got)
+	}
+	// The same call by the far side's own stdio server: the SSH hop's
+	// cost is the difference.
+	cmd := exec.Command(remote.bin, "mcp", "--agent", "alice")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+rp.Root)
+	cmd.Stderr = testLog{t, "far mcp: "}
+	near := newSession(t, "far side's mcp", &mcp.CommandTransport{Command: cmd})
+	near.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+	const n = 30
+	measure := func(s *session) (median, p90 time.Duration) {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			start := time.Now()
+			s.ok(t, "sandbox_exec", map[string]any{"command": "true"})
+			ds[i] = time.Since(start)
+		}
+		slices.Sort(ds)
+		return ds[n/2], ds[n*9/10]
+	}
+	rm, r90 := measure(far)
+	lm, l90 := measure(near)
+	t.Logf("MCP sandbox_exec true, %d calls each: through the remote context (ssh on loopback) median %s p90 %s; on the far side's own mcp median %s p90 %s; the hop: %s",
+		n, rm.Round(100*time.Microsecond), r90.Round(100*time.Microsecond), lm.Round(100*time.Microsecond), l90.Round(100*time.Microsecond), (rm - lm).Round(100*time.Microsecond))
+	near.cs.Close()
+
+	// The SSH connection dies in the middle of a call.
+	const marker = "sleep 597"
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := far.cs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"command": marker, "timeout": 290}})
+		done <- result{res, err}
+	}()
+	inVM := func() bool {
+		_, _, code := remote.run("exec", "--", "pgrep", "-f", marker)
+		return code == 0
+	}
+	waitFor(t, "the call to run in the VM", time.Minute, inVM)
+	sshPid := 0
+	for _, pid := range pidsNaming(box.config) {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.HasPrefix(string(b), "ssh\x00") && strings.Contains(string(b), "mcp") {
+			sshPid = pid
+		}
+	}
+	if sshPid == 0 {
+		t.Fatal("no ssh process of the relay found")
+	}
+	syscall.Kill(sshPid, syscall.SIGKILL)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the call did not end when its SSH connection died")
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "connection to the remote sandbox was lost") {
+		t.Fatalf("the call cut off: %+v, %v; want an error saying the connection was lost", r.res, r.err)
+	}
+	t.Logf("the call cut off: %v", r.err)
+	waitFor(t, "the relay and the far side's mcp to end", 30*time.Second, func() bool {
+		return procsNaming("mcp\x00--agent\x00alice") == 0
+	})
+	waitFor(t, "the cut-off command to end in the VM", time.Minute, func() bool { return !inVM() })
+
+	if out := local.ok("--context", "box", "stop"); !strings.Contains(out, "stopped") {
+		t.Errorf("stop through the context: %s", out)
+	}
+	noneLeft(t, rp, "stop through the context")
+	if n := procsWithHome(rp.Root); n != 0 {
+		t.Errorf("after stop, %d processes of the remote data folder run", n)
+	}
+}
+
+// pidsNaming lists live processes whose command line contains s.
+func pidsNaming(s string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,301 @@
+// Package remotes holds the named contexts of the command line: which
+// sandbox a command drives, the local machine's (the default) or one on
+// another machine reached with the user's own ssh, Docker-context style.
+// A remote context runs `osaurus-sandbox dial-stdio` on the far side and
+// speaks the control protocol over ssh's stdin and stdout; nothing but
+// ssh is opened. The contexts live in the config folder (contexts.json),
+// written atomically.
+package remotes
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+)
+
+// Local is the name of the default context: this machine's sandbox.
+const Local = "local"
+
+// Env names the context every command uses unless --context is given.
+const Env = "OSAURUS_SANDBOX_CONTEXT"
+
+var (
+	// ErrNotFound: no context has that name.
+	ErrNotFound = errdefs.Class(errdefs.ErrNotFound, "no such context")
+	// ErrExists: a context has that name already.
+	ErrExists = errdefs.Class(errdefs.ErrExists, "a context with that name exists")
+	// ErrInvalid: a context's name, address or data folder is not usable.
+	ErrInvalid = errdefs.Class(errdefs.ErrInvalid, "invalid context")
+)
+
+// Context is one named sandbox on another machine.
+type Context struct {
+	Name string `json:"name"`
+	// URL is ssh://[user@]host[:port].
+	URL string `json:"url"`
+	// DataDir is the far side's data folder ("": its default).
+	DataDir string `json:"dataDir,omitempty"`
+	// Command is the far side's osaurus-sandbox, as its shell reads it
+	// ("": osaurus-sandbox on its PATH).
+	Command string `json:"command,omitempty"`
+	// SSHArgs go to ssh before the destination (e.g. -F FILE); the
+	// user's ssh config applies anyway.
+	SSHArgs []string `json:"sshArgs,omitempty"`
+}
+
+// File is contexts.json.
+type File struct {
+	// Current is the context `context use` chose ("" or Local: this
+	// machine).
+	Current  string    `json:"current,omitempty"`
+	Contexts []Context `json:"contexts"`
+}
+
+var (
+	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	// Host names, IPv4 and bracket-less IPv6 (url.Hostname strips the
+	// brackets); never a leading '-', which ssh would read as an option.
+	hostRe = regexp.MustCompile(`^[A-Za-z0-9_:][A-Za-z0-9._:%-]*$`)
+	userRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+)
+
+// Target is a parsed ssh:// address.
+type Target struct {
+	User, Host string
+	Port       int // 0: ssh's default (or the user's ssh config)
+}
+
+// ParseURL reads ssh://[user@]host[:port].
+func ParseURL(raw string) (Target, error) {
+	bad := func(why string) (Target, error) {
+		return Target{}, fmt.Errorf("%w: address %q: %s; write it as ssh://[user@]host[:port]", ErrInvalid, raw, why)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if u.Scheme != "ssh" {
+		return bad("only ssh:// is supported")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return bad("no path, query or fragment")
+	}
+	var t Target
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			return bad("no password: ssh's own keys, agent and config authenticate")
+		}
+		t.User = u.User.Username()
+		if !userRe.MatchString(t.User) {
+			return bad("the user name may have letters, digits, '.', '_' and '-', not first")
+		}
+	}
+	t.Host = u.Hostname()
+	if !hostRe.MatchString(t.Host) {
+		return bad("the host is missing or has characters a host name can't")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return bad("the port is 1 to 65535")
+		}
+		t.Port = n
+	}
+	return t, nil
+}
+
+// Validate checks a context before it is stored.
+func (c Context) Validate() error {
+	if !nameRe.MatchString(c.Name) || c.Name == Local {
+		return fmt.Errorf("%w: name %q: letters, digits, '.', '_' and '-' (up to 63, not first), and not %q", ErrInvalid, c.Name, Local)
+	}
+	if _, err := ParseURL(c.URL); err != nil {
+		return err
+	}
+	if c.DataDir != "" && (!filepath.IsAbs(c.DataDir) || strings.ContainsAny(c.DataDir, "\x00\n")) {
+		return fmt.Errorf("%w: --data-dir %q: give the far side's folder as an absolute path", ErrInvalid, c.DataDir)
+	}
+	if strings.ContainsAny(c.Command, "\x00\n") {
+		return fmt.Errorf("%w: --remote-command: one line", ErrInvalid)
+	}
+	return nil
+}
+
+// SSHArgv is the ssh command line that runs the far side's
+// osaurus-sandbox with args (shell-quoted: ssh hands the far side one
+// command line).
+func (c Context) SSHArgv(args ...string) []string {
+	t, _ := ParseURL(c.URL) // validated when stored
+	argv := append([]string{"ssh"}, c.SSHArgs...)
+	// No tty, no forwarding of the agent's X or ports; batch mode is not
+	// forced, so a passphrase prompt still reaches the user's terminal.
+	argv = append(argv, "-T", "-x", "-a")
+	if t.Port != 0 {
+		argv = append(argv, "-p", strconv.Itoa(t.Port))
+	}
+	dest := t.Host
+	if t.User != "" {
+		dest = t.User + "@" + t.Host
+	}
+	// After --, the destination can't be read as an option.
+	argv = append(argv, "--", dest)
+	return append(argv, c.RemoteCommand(args...))
+}
+
+// RemoteCommand is the far side's command line for args.
+func (c Context) RemoteCommand(args ...string) string {
+	cmd := c.Command
+	if cmd == "" {
+		cmd = "osaurus-sandbox"
+	}
+	parts := []string{cmd}
+	if c.DataDir != "" {
+		parts = append(parts, "--data-dir", ShellQuote(c.DataDir))
+	}
+	for _, a := range args {
+		parts = append(parts, ShellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// DialArgv is the command line of the stream to the far side's owner
+// (client.CommandDialer's Argv).
+func (c Context) DialArgv(spawn bool) []string {
+	if spawn {
+		return c.SSHArgv("dial-stdio")
+	}
+	return c.SSHArgv("dial-stdio", "--no-start")
+}
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Store is contexts.json in the config folder.
+type Store struct{ Path string }
+
+// Load reads the file; a missing file is no contexts.
+func (s Store) Load() (File, error) {
+	var f File
+	b, err := os.ReadFile(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("%s is damaged (%v): fix it, or delete it to start over with only the local context", s.Path, err)
+	}
+	return f, nil
+}
+
+func (s Store) save(f File) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(s.Path, append(b, '\n'), 0o600)
+}
+
+// Get returns the named context.
+func (s Store) Get(name string) (Context, error) {
+	f, err := s.Load()
+	if err != nil {
+		return Context{}, err
+	}
+	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
+	if i < 0 {
+		return Context{}, fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	}
+	return f.Contexts[i], nil
+}
+
+// Add stores a new context.
+func (s Store) Add(c Context) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	f, err := s.Load()
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(f.Contexts, func(o Context) bool { return o.Name == c.Name }) {
+		return fmt.Errorf("%w: %q; remove it first", ErrExists, c.Name)
+	}
+	f.Contexts = append(f.Contexts, c)
+	return s.save(f)
+}
+
+// Remove deletes a context; when it was the current one, the local
+// machine becomes current.
+func (s Store) Remove(name string) error {
+	f, err := s.Load()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
+	if i < 0 {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	f.Contexts = slices.Delete(f.Contexts, i, i+1)
+	if f.Current == name {
+		f.Current = ""
+	}
+	return s.save(f)
+}
+
+// Use makes name the current context (Local: this machine).
+func (s Store) Use(name string) error {
+	f, err := s.Load()
+	if err != nil {
+		return err
+	}
+	if name != Local && !slices.ContainsFunc(f.Contexts, func(c Context) bool { return c.Name == name }) {
+		return fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	}
+	if name == Local {
+		name = ""
+	}
+	f.Current = name
+	return s.save(f)
+}
+
+// Select is the context a command uses: --context, else
+// OSAURUS_SANDBOX_CONTEXT, else the current one. Local is the zero
+// Context with ok false.
+func (s Store) Select(flag, env string) (c Context, ok bool, err error) {
+	name := flag
+	if name == "" {
+		name = env
+	}
+	if name == "" {
+		f, err := s.Load()
+		if err != nil {
+			return Context{}, false, err
+		}
+		name = f.Current
+	}
+	if name == "" || name == Local {
+		return Context{}, false, nil
+	}
+	c, err = s.Get(name)
+	return c, err == nil, err
+}

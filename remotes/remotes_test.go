@@ -1,0 +1,112 @@
+package remotes
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestParseURL: only ssh://[user@]host[:port]; nothing ssh would read as
+// an option, no password.
+func TestParseURL(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Target
+		err  string
+	}{
+		{"ssh://box", Target{Host: "box"}, ""},
+		{"ssh://me@box.lan:2222", Target{User: "me", Host: "box.lan", Port: 2222}, ""},
+		{"ssh://me@[::1]:22", Target{User: "me", Host: "::1", Port: 22}, ""},
+		{"ssh://-oProxyCommand=touch", Target{}, "the host is missing"},
+		{"ssh://-oProxyCommand=sh@box", Target{}, "the user name"},
+		{"ssh://me:pw@box", Target{}, "no password"},
+		{"ssh://box:0", Target{}, "the port"},
+		{"ssh://box:99999", Target{}, "the port"},
+		{"ssh://box/path", Target{}, "no path"},
+		{"tcp://box", Target{}, "only ssh://"},
+		{"box", Target{}, "only ssh://"},
+		{"ssh://", Target{}, "the host is missing"},
+	} {
+		got, err := ParseURL(tt.in)
+		if tt.err == "" && (err != nil || got != tt.want) || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrInvalid)) {
+			t.Errorf("%q: %+v, %v; want %+v, %q", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// TestSSHArgv: the destination comes after --, and every argument the
+// far side's shell reads is quoted.
+func TestSSHArgv(t *testing.T) {
+	c := Context{Name: "box", URL: "ssh://me@box:2222", DataDir: "/srv/o s/$(reboot)'x", SSHArgs: []string{"-F", "/tmp/cfg"}}
+	got := c.DialArgv(false)
+	want := []string{"ssh", "-F", "/tmp/cfg", "-T", "-x", "-a", "-p", "2222", "--", "me@box",
+		`osaurus-sandbox --data-dir '/srv/o s/$(reboot)'\''x' dial-stdio --no-start`}
+	if !slices.Equal(got, want) {
+		t.Errorf("DialArgv:\n got %q\nwant %q", got, want)
+	}
+	if got := (Context{URL: "ssh://box"}).SSHArgv("mcp", "--agent", "a b"); got[len(got)-1] != "osaurus-sandbox mcp --agent 'a b'" {
+		t.Errorf("SSHArgv: %q", got)
+	}
+}
+
+// TestStore: add, use, select (flag over environment over current),
+// remove; the current context removed is the local one again.
+func TestStore(t *testing.T) {
+	s := Store{Path: filepath.Join(t.TempDir(), "config", "contexts.json")}
+	sel := func(flag, env string) string {
+		c, ok, err := s.Select(flag, env)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		if !ok {
+			return Local
+		}
+		return c.Name
+	}
+	if got := sel("", ""); got != Local {
+		t.Fatalf("no file: %s", got)
+	}
+	for _, c := range []Context{{Name: "a", URL: "ssh://a"}, {Name: "b", URL: "ssh://b", DataDir: "/srv/b"}} {
+		if err := s.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		c   Context
+		err error
+	}{
+		{Context{Name: "a", URL: "ssh://x"}, ErrExists},
+		{Context{Name: "local", URL: "ssh://x"}, ErrInvalid},
+		{Context{Name: "-x", URL: "ssh://x"}, ErrInvalid},
+		{Context{Name: "c", URL: "ssh://x", DataDir: "rel"}, ErrInvalid},
+	} {
+		if err := s.Add(tt.c); !errors.Is(err, tt.err) {
+			t.Errorf("Add %+v: %v, want %v", tt.c, err, tt.err)
+		}
+	}
+	if err := s.Use("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Use nope: %v", err)
+	}
+	if err := s.Use("a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ flag, env, want string }{
+		{"", "", "a"},
+		{"", "b", "b"},
+		{"b", "local", "b"},
+		{"local", "b", Local},
+		{"", "nope", `error: no such context: "nope"; ` + "`osaurus-sandbox context list` shows them"},
+	} {
+		if got := sel(tt.flag, tt.env); got != tt.want {
+			t.Errorf("--context %q, env %q: %s, want %s", tt.flag, tt.env, got, tt.want)
+		}
+	}
+	if err := s.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sel("", ""); got != Local {
+		t.Errorf("after removing the current context: %s", got)
+	}
+}
