@@ -56,6 +56,9 @@ func TestAgentCheckpointAndFork(t *testing.T) {
 		t.Fatalf("alice's checkpoints: %+v", l)
 	}
 
+	// A home worth timing: 500 files, 5 MB (a small project and its
+	// build output).
+	execOut(t, alice, "mkdir -p ~/big && for i in $(seq 500); do head -c 10000 /dev/urandom > ~/big/f$i; done")
 	start = time.Now()
 	out = e.ok("agent", "fork", "alice", "alice2")
 	wall := time.Since(start)
@@ -72,6 +75,9 @@ func TestAgentCheckpointAndFork(t *testing.T) {
 	r := execOut(t, fork, "cat ~/keep.txt ~/src/main.go; stat -c %u ~/keep.txt ~/src; id -u")
 	if f := strings.Fields(str(r["stdout"])); len(f) != 6 || f[0] != "mine" || f[3] != f[5] || f[4] != f[5] {
 		t.Fatalf("the fork's home (its files, their owner, its uid): %v", r)
+	}
+	if r := execOut(t, fork, "ls ~/big | wc -l; du -sk ~/big | cut -f1"); strings.Fields(str(r["stdout"]))[0] != "500" {
+		t.Fatalf("the fork's copy of ~/big: %v", r)
 	}
 	if uidOf(t, fork) == uidOf(t, alice) {
 		t.Fatal("the fork runs under the original's uid")
