@@ -32,8 +32,8 @@ const (
 	OpQuit        = "ctl.quit"    // stop the VM and end the owner process
 	OpTool        = "ctl.tool"    // run a tool in the owner (ToolRequest)
 	OpEndTurn     = "ctl.endturn" // EndTurnRequest
-	// OpRemoveAgent deletes what the owner keeps for a removed agent and
-	// its Linux user (api.RemoveAgentRequest).
+	// OpRemoveAgent removes an agent: its registry entry, what the owner
+	// keeps for it and its Linux user (api.RemoveAgentRequest).
 	OpRemoveAgent = "ctl.agent_remove"
 	// OpClosePorts closes agents' previews (sandbox_expose_port).
 	OpClosePorts = "ctl.ports_close"
