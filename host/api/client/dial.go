@@ -38,8 +38,9 @@ const Greeting = "osaurus-sandbox dial-stdio 1\n"
 // and none runs (the CLI's ExitNotRunning).
 const ExitNoOwner = 3
 
-// Dialer opens a byte stream to an owner's control socket: the local unix
-// socket, or `osaurus-sandbox dial-stdio` on another machine over ssh.
+// Dialer opens a byte stream to an owner's control socket from afar:
+// `osaurus-sandbox dial-stdio` on another machine over ssh (a Client
+// without one dials the local unix socket).
 // With spawn, a background owner is started when none runs; without it,
 // no owner is api.ErrNoOwner.
 type Dialer interface {
