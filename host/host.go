@@ -274,11 +274,8 @@ func (h *Host) Prompts() *secretprompt.Broker { return h.prompts }
 // Memory is the agents' memory store (nil when it can't open).
 func (h *Host) Memory() *memory.Store { return h.mem }
 
-// Events is the event log (nil when it can't open).
-func (h *Host) Events() *events.Store { return h.events }
-
-// AgentLog is where agents' bridge log lines are kept.
-func (h *Host) AgentLog() *bridge.LogStore { return bridgeLog(h.paths) }
+// EventStore is the event log (nil when it can't open).
+func (h *Host) EventStore() *events.Store { return h.events }
 
 func bridgeLog(p config.Paths) *bridge.LogStore { return &bridge.LogStore{Dir: p.AgentLogDir()} }
 

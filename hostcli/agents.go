@@ -3,25 +3,21 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
-	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -361,19 +357,16 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 	}
 	// The owner deletes what it keeps for the agent and its Linux user,
 	// so its record of the guest's users stays true.
-	cl, err := client.Dial(ctx, c.paths)
-	var r api.RemoveAgentResult
-	if err == nil {
-		defer cl.Close()
-		r, err = cl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: purge})
-		if err != nil {
-			return c.fail(err)
-		}
-	} else {
-		// No owner, so no VM: what the host keeps goes from here.
-		if r, err = c.forgetAgent(ctx, a, purge); err != nil {
-			return c.fail(err)
-		}
+	// Without an owner (so without a VM) this process is the owner for
+	// the command's duration.
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer ctl.Close()
+	r, err := ctl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: a, Purge: purge})
+	if err != nil {
+		return c.fail(err)
 	}
 	if r.ForgetError != "" {
 		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %s\n", r.ForgetError)
@@ -392,30 +385,6 @@ func (c *cli) agentRemove(ctx context.Context, reg *agents.Registry, ref string,
 		fmt.Fprintf(c.out, "kept its home %s (use --purge to delete it)\n", a.Home())
 	}
 	return ExitOK
-}
-
-// forgetAgent is RemoveAgent without an owner, so without a VM: the
-// agent's memories and bridge config go, and with purge its home's host
-// folder.
-func (c *cli) forgetAgent(ctx context.Context, a agents.Agent, purge bool) (api.RemoveAgentResult, error) {
-	var r api.RemoveAgentResult
-	mem, err := memory.Open(ctx, c.paths.MemoryDB(), memory.Options{})
-	if err == nil {
-		defer mem.Close()
-	} else {
-		err = fmt.Errorf("its memories: %w", err)
-	}
-	if err := errors.Join(err, bridge.ForgetAgent(ctx, mem, &bridge.ConfigStore{Dir: c.paths.BridgeConfigDir()}, a.Slug)); err != nil {
-		r.ForgetError = err.Error()
-	}
-	if purge {
-		// The workspace is a host folder: the home can go without the VM.
-		if err := os.RemoveAll(filepath.Join(c.paths.AgentHomes(), a.Slug)); err != nil {
-			return r, err
-		}
-		r.HomeDeleted = true
-	}
-	return r, nil
 }
 
 // mcp serves an agent's tools over stdin and stdout. Nothing else may be
@@ -441,11 +410,6 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	prompts := &secretprompt.Broker{Store: c.sec, Pages: &secretprompt.Pages{Store: c.sec}}
 	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths),
 		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts})
-	// Without the event log, sessions just get no event notifications.
-	ev, err := events.Open(ctx, c.paths.EventsDB(), events.Options{})
-	if err == nil {
-		defer ev.Close()
-	}
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
@@ -455,7 +419,8 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Events:   ev,
+		// The owner's event log, through the control socket.
+		Events: ownerEvents{paths: c.paths, poll: time.Second},
 	}
 	in, out := c.in, c.out
 	// A line that isn't a message gets a JSON-RPC error, and the session

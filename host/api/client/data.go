@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+)
+
+// ownerError is a failure of the owner's data operation with the owner's
+// words ("memory entry not found"), not the transport's ("agent
+// ctl.memory_remove: …"); it keeps its class.
+type ownerError struct{ re *agentproto.RemoteError }
+
+func (e ownerError) Error() string { return e.re.Message }
+func (e ownerError) Unwrap() error { return e.re }
+
+func plain(err error) error {
+	if re, ok := err.(*agentproto.RemoteError); ok {
+		return ownerError{re}
+	}
+	return err
+}
+
+// dataCall is a data operation: reads and idempotent writes retry once on
+// a new connection when the last one had ended.
+func (c *Client) dataCall(ctx context.Context, op string, req, resp any, retry bool) error {
+	return plain(c.call(ctx, op, req, resp, nil, retry))
+}
+
+// Memories lists or searches an agent's memories in the owner.
+func (c *Client) Memories(ctx context.Context, q control.MemoryQuery) (control.MemoryList, error) {
+	var r control.MemoryList
+	err := c.dataCall(ctx, control.OpMemoryList, q, &r, true)
+	return r, err
+}
+
+// RemoveMemory forgets memories in the owner.
+func (c *Client) RemoveMemory(ctx context.Context, req control.MemoryRemove) (control.MemoryRemoved, error) {
+	var r control.MemoryRemoved
+	err := c.dataCall(ctx, control.OpMemoryRemove, req, &r, false)
+	return r, err
+}
+
+// Events lists events of the owner's log.
+func (c *Client) Events(ctx context.Context, f control.EventFilter) ([]control.Event, error) {
+	r := []control.Event{}
+	err := c.dataCall(ctx, control.OpEventsList, f, &r, true)
+	return r, err
+}
+
+// FollowEvents follows the owner's event log until ctx ends, fn fails or
+// the owner goes away.
+func (c *Client) FollowEvents(ctx context.Context, f control.EventFilter, fn func(control.Event) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var fnErr error
+	err := c.call(ctx, control.OpEventsFollow, f, nil, func(raw json.RawMessage) {
+		if fnErr != nil {
+			return
+		}
+		var e control.Event
+		if fnErr = json.Unmarshal(raw, &e); fnErr == nil {
+			fnErr = fn(e)
+		}
+		if fnErr != nil {
+			cancel() // the caller stops following
+		}
+	}, false)
+	if fnErr != nil {
+		return fnErr
+	}
+	return plain(err)
+}
+
+// LastEventID is the id of the owner's newest event.
+func (c *Client) LastEventID(ctx context.Context) (int64, error) {
+	var r control.EventsLast
+	err := c.dataCall(ctx, control.OpEventsLast, agentproto.Empty{}, &r, true)
+	return r.ID, err
+}
+
+// EmitEvent adds an event in the owner's log.
+func (c *Client) EmitEvent(ctx context.Context, req control.EventEmit) (control.Event, error) {
+	var r control.Event
+	err := c.dataCall(ctx, control.OpEventsEmit, req, &r, false)
+	return r, err
+}
+
+// AgentStores is what an agent keeps in the owner's stores.
+func (c *Client) AgentStores(ctx context.Context, agent string) (control.AgentStores, error) {
+	var r control.AgentStores
+	err := c.dataCall(ctx, control.OpAgentStores, control.AgentRef{Agent: agent}, &r, true)
+	return r, err
+}
+
+// AgentLog is an agent's log buffer, read by the owner.
+func (c *Client) AgentLog(ctx context.Context, agent string) (string, error) {
+	var r control.AgentLog
+	err := c.dataCall(ctx, control.OpAgentLog, control.AgentRef{Agent: agent}, &r, true)
+	return r.Text, err
+}
+
+// ImagePlan asks the owner what provisioning an image fetches.
+func (c *Client) ImagePlan(ctx context.Context, req control.ImagePlanRequest) (control.ImagePlan, error) {
+	var r control.ImagePlan
+	err := c.dataCall(ctx, control.OpImagePlan, req, &r, true)
+	return r, err
+}
