@@ -16,7 +16,7 @@ import (
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, strings.NewReader(""), &out, &errOut, Owner{})
+	code := Main(args, strings.NewReader(""), &out, &errOut, testOwner)
 	return out.String(), errOut.String(), code
 }
 

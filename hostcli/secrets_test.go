@@ -17,7 +17,7 @@ import (
 func runStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(args, strings.NewReader(stdin), &out, &errOut, Owner{})
+	code := Main(args, strings.NewReader(stdin), &out, &errOut, testOwner)
 	return out.String(), errOut.String(), code
 }
 
