@@ -151,3 +151,30 @@ type ImagePlan struct {
 	// DiskSize is how large the VM's disk may grow, in bytes.
 	DiskSize int64 `json:"diskSize"`
 }
+
+// The agent runner's tasks: the owner works them and keeps their records.
+const (
+	OpTaskList   = "ctl.task_list"   // TaskQuery → the tasks, newest first
+	OpTaskGet    = "ctl.task_get"    // TaskRef → the task
+	OpTaskCancel = "ctl.task_cancel" // TaskRef → the task as it was asked to stop
+	// OpTaskRun works a task in the owner, streaming the task at each
+	// change; a caller that goes away leaves it interrupted.
+	OpTaskRun = "ctl.task_run" // TaskRun → the finished task
+)
+
+// TaskQuery selects tasks: an agent's (a slug), or all when empty.
+type TaskQuery struct {
+	Agent string `json:"agent,omitempty"`
+}
+
+// TaskRef names a task by its id.
+type TaskRef struct {
+	ID string `json:"id"`
+}
+
+// TaskRun is a task for an agent (id, slug or name) from Source ("cli").
+type TaskRun struct {
+	Agent  string `json:"agent"`
+	Task   string `json:"task"`
+	Source string `json:"source"`
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
 // DataOps are the owner's operations on the plugin library, the agents'
@@ -30,6 +31,17 @@ type DataOps interface {
 	// ImagePlan describes what provisioning the image of a manifest
 	// fetches, asking its servers for sizes.
 	ImagePlan(ctx context.Context, req control.ImagePlanRequest) (control.ImagePlan, error)
+
+	// Tasks lists the agent runner's tasks, newest first.
+	Tasks(ctx context.Context, q control.TaskQuery) ([]runner.Task, error)
+	// Task reads one task.
+	Task(ctx context.Context, id string) (runner.Task, error)
+	// CancelTask asks the task's runner to stop it.
+	CancelTask(ctx context.Context, id string) (runner.Task, error)
+	// RunTask works a task in the owner, with its tools and limits,
+	// calling onUpdate at each change. When ctx ends first the task is
+	// interrupted; CancelTask cancels it.
+	RunTask(ctx context.Context, req control.TaskRun, onUpdate func(runner.Task)) (runner.Task, error)
 }
 
 // EventLog is the owner's event log as a follower reads it

@@ -6,6 +6,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
 // ownerError is a failure of the owner's data operation with the owner's
@@ -107,4 +108,38 @@ func (c *Client) ImagePlan(ctx context.Context, req control.ImagePlanRequest) (c
 	var r control.ImagePlan
 	err := c.dataCall(ctx, control.OpImagePlan, req, &r, true)
 	return r, err
+}
+
+// Tasks lists the owner's tasks.
+func (c *Client) Tasks(ctx context.Context, q control.TaskQuery) ([]runner.Task, error) {
+	r := []runner.Task{}
+	err := c.dataCall(ctx, control.OpTaskList, q, &r, true)
+	return r, err
+}
+
+// Task reads one of the owner's tasks.
+func (c *Client) Task(ctx context.Context, id string) (runner.Task, error) {
+	var r runner.Task
+	err := c.dataCall(ctx, control.OpTaskGet, control.TaskRef{ID: id}, &r, true)
+	return r, err
+}
+
+// CancelTask asks the owner to stop a task.
+func (c *Client) CancelTask(ctx context.Context, id string) (runner.Task, error) {
+	var r runner.Task
+	err := c.dataCall(ctx, control.OpTaskCancel, control.TaskRef{ID: id}, &r, true)
+	return r, err
+}
+
+// RunTask works a task in the owner; ending ctx (or this process) leaves
+// it interrupted there, CancelTask cancels it.
+func (c *Client) RunTask(ctx context.Context, req control.TaskRun, onUpdate func(runner.Task)) (runner.Task, error) {
+	var r runner.Task
+	err := c.call(ctx, control.OpTaskRun, req, &r, func(raw json.RawMessage) {
+		var t runner.Task
+		if json.Unmarshal(raw, &t) == nil && onUpdate != nil {
+			onUpdate(t)
+		}
+	}, false)
+	return r, plain(err)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
 // dataOps registers the handlers of api.DataOps.
@@ -54,4 +55,27 @@ func (s *Server) dataOps(m *agentproto.Mux) {
 		r, err := s.Ctl.ImagePlan(ctx, *req)
 		return &r, err
 	}))
+	m.Handle(control.OpTaskList, agentproto.Unary(func(ctx context.Context, req *control.TaskQuery) (*[]runner.Task, error) {
+		r, err := s.Ctl.Tasks(ctx, *req)
+		return &r, err
+	}))
+	m.Handle(control.OpTaskGet, agentproto.Unary(func(ctx context.Context, req *control.TaskRef) (*runner.Task, error) {
+		r, err := s.Ctl.Task(ctx, req.ID)
+		return &r, err
+	}))
+	m.Handle(control.OpTaskCancel, agentproto.Unary(func(ctx context.Context, req *control.TaskRef) (*runner.Task, error) {
+		r, err := s.Ctl.CancelTask(ctx, req.ID)
+		return &r, err
+	}))
+	m.Handle(control.OpTaskRun, func(ctx context.Context, c *agentproto.Call) error {
+		var req control.TaskRun
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		t, err := s.Ctl.RunTask(ctx, req, func(t runner.Task) { c.Emit(t) })
+		if err != nil {
+			return err
+		}
+		return c.Respond(t)
+	})
 }
