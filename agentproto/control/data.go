@@ -178,3 +178,14 @@ type TaskRun struct {
 	Task   string `json:"task"`
 	Source string `json:"source"`
 }
+
+// The plugin library's writes: the front ends fetch, review and ask for
+// consent; the owner saves (api.PluginSaveRequest and the like).
+const (
+	OpPluginSave      = "ctl.plugin_save"      // api.PluginSaveRequest → api.PluginSaved
+	OpPluginDuplicate = "ctl.plugin_duplicate" // PluginRequest → api.PluginSaved
+	// OpPluginRemove uninstalls a plugin from every agent (each as an
+	// event: a report line), then deletes it from the library.
+	OpPluginRemove = "ctl.plugin_remove" // PluginRequest → api.PluginRemoved
+	OpPluginRepair = "ctl.plugin_repair" // Empty → api.PluginRepairs
+)

@@ -42,6 +42,9 @@ type DataOps interface {
 	// calling onUpdate at each change. When ctx ends first the task is
 	// interrupted; CancelTask cancels it.
 	RunTask(ctx context.Context, req control.TaskRun, onUpdate func(runner.Task)) (runner.Task, error)
+
+	// PluginLibraryOps write the plugin library and install records.
+	PluginLibraryOps
 }
 
 // EventLog is the owner's event log as a follower reads it

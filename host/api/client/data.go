@@ -6,6 +6,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -142,4 +143,37 @@ func (c *Client) RunTask(ctx context.Context, req control.TaskRun, onUpdate func
 		}
 	}, false)
 	return r, plain(err)
+}
+
+// SavePlugin has the owner save a recipe in the library.
+func (c *Client) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.PluginSaved, error) {
+	var r api.PluginSaved
+	err := c.dataCall(ctx, control.OpPluginSave, req, &r, false)
+	return r, err
+}
+
+// DuplicatePlugin has the owner copy a plugin.
+func (c *Client) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved, error) {
+	var r api.PluginSaved
+	err := c.dataCall(ctx, control.OpPluginDuplicate, control.PluginRequest{Plugin: id}, &r, false)
+	return r, err
+}
+
+// RemovePlugin has the owner uninstall a plugin everywhere and delete it.
+func (c *Client) RemovePlugin(ctx context.Context, id string, report func(string)) (api.PluginRemoved, error) {
+	var r api.PluginRemoved
+	err := c.call(ctx, control.OpPluginRemove, control.PluginRequest{Plugin: id}, &r, func(raw json.RawMessage) {
+		var line string
+		if json.Unmarshal(raw, &line) == nil && report != nil {
+			report(line)
+		}
+	}, false)
+	return r, plain(err)
+}
+
+// RepairPlugins has the owner repair the install records.
+func (c *Client) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
+	var r api.PluginRepairs
+	err := c.dataCall(ctx, control.OpPluginRepair, agentproto.Empty{}, &r, false)
+	return r, err
 }

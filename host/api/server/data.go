@@ -5,6 +5,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -78,4 +79,27 @@ func (s *Server) dataOps(m *agentproto.Mux) {
 		}
 		return c.Respond(t)
 	})
+	m.Handle(control.OpPluginSave, agentproto.Unary(func(ctx context.Context, req *api.PluginSaveRequest) (*api.PluginSaved, error) {
+		r, err := s.Ctl.SavePlugin(ctx, *req)
+		return &r, err
+	}))
+	m.Handle(control.OpPluginDuplicate, agentproto.Unary(func(ctx context.Context, req *control.PluginRequest) (*api.PluginSaved, error) {
+		r, err := s.Ctl.DuplicatePlugin(ctx, req.Plugin)
+		return &r, err
+	}))
+	m.Handle(control.OpPluginRemove, func(ctx context.Context, c *agentproto.Call) error {
+		var req control.PluginRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		r, err := s.Ctl.RemovePlugin(ctx, req.Plugin, func(line string) { c.Emit(line) })
+		if err != nil {
+			return err
+		}
+		return c.Respond(r)
+	})
+	m.Handle(control.OpPluginRepair, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*api.PluginRepairs, error) {
+		r, err := s.Ctl.RepairPlugins(ctx)
+		return &r, err
+	}))
 }
