@@ -19,6 +19,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
 )
 
@@ -165,7 +166,7 @@ func (f *firstRun) load() {
 		f.Accel.SetSelected(accelLabels["auto"])
 	}
 	switch m := cfg.ImageManifest; {
-	case m == "" || strings.HasPrefix(m, config.BuiltinImagePrefix):
+	case m == "" || strings.HasPrefix(m, builtinimage.Prefix):
 		f.Image.SetSelected(imageBuiltin)
 	case strings.HasPrefix(m, "file://"):
 		f.URL.SetText(strings.TrimPrefix(m, "file://"))
@@ -235,7 +236,7 @@ func (f *firstRun) replan() {
 	}
 	u := m
 	if u == "" {
-		u = config.DefaultImageManifest()
+		u = builtinimage.Default()
 	}
 	f.mu.Lock()
 	f.planID++
