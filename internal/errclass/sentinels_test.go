@@ -8,6 +8,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/inference"
 	"github.com/osaurus/osaurus-sandbox/internal/filelock"
@@ -61,6 +62,8 @@ var sentinels = []sentinel{
 	{"config.ErrInvalid", config.ErrInvalid, errdefs.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},
+	{"host.ErrNoMemory", host.ErrNoMemory, errdefs.ErrUnavailable},
+	{"host.ErrNoEventLog", host.ErrNoEventLog, errdefs.ErrUnavailable},
 	{"host/api.ErrOwnerGone", api.ErrOwnerGone, errdefs.ErrUnavailable},
 	{"inference.ErrNotConfigured", inference.ErrNotConfigured, errdefs.ErrUnsupported},
 	{"inference.ErrUpstream", inference.ErrUpstream, errdefs.ErrUpstream},
@@ -101,9 +104,9 @@ var sentinels = []sentinel{
 	{"provision/kmod.ErrNotFound", kmod.ErrNotFound, errdefs.ErrNotFound},
 	{"provision/squashfs.ErrFormat", squashfs.ErrFormat, errdefs.ErrInvalid},
 	{"provision/squashfs.ErrUnsupported", squashfs.ErrUnsupported, errdefs.ErrUnsupported},
-	{"control.ErrBusy", control.ErrBusy, errdefs.ErrBusy},
+	{"agentproto/control.ErrBusy", control.ErrBusy, errdefs.ErrBusy},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
-	{"control.ErrNotRunning", control.ErrNotRunning, errdefs.ErrUnavailable},
+	{"agentproto/control.ErrNotRunning", control.ErrNotRunning, errdefs.ErrUnavailable},
 	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
 	{"sandbox.ErrUnresponsive", sandbox.ErrUnresponsive, errdefs.ErrUnavailable},
 	{"sandboxpath.ErrRejected", sandboxpath.ErrRejected, errdefs.ErrInvalid},
