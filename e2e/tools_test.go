@@ -27,6 +27,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/vm"
@@ -142,6 +144,7 @@ func trustHostCAs(t testing.TB, g *agentproto.Client) {
 // share one VM and don't use it).
 type e2eOwner struct {
 	*host.ToolHost
+	*host.DataOwner // the CLI's memory, events, tasks and library writes
 	noLifecycle
 }
 
@@ -168,12 +171,23 @@ func serveOwner(t testing.TB, p config.Paths, m *vm.Machine, th *host.ToolHost) 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// The owner's stores, as host.Host opens them: the CLI's data
+	// commands go through this owner.
+	mem, err := memory.Open(ctx, p.MemoryDB(), memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.Open(ctx, p.EventsDB(), events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := &host.DataOwner{Paths: p, MemoryDB: mem, EventLog: ev, Tools: th, Secrets: secrets.NewAt(p.SecretRemovals()), Logf: t.Logf}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&server.Server{Ctl: e2eOwner{ToolHost: th}, Guest: th.Running, Shell: th.Terminal}).Serve(ctx, ln)
+		(&server.Server{Ctl: e2eOwner{ToolHost: th, DataOwner: data}, Guest: th.Running, Shell: th.Terminal}).Serve(ctx, ln)
 	}()
-	t.Cleanup(func() { cancel(); ln.Close(); <-done })
+	t.Cleanup(func() { cancel(); ln.Close(); <-done; mem.Close(); ev.Close() })
 }
 
 func (te *toolsEnv) addAgent(t testing.TB, name string, fn func(*agents.AutonomousExec)) agents.Agent {

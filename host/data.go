@@ -2,16 +2,22 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/provision"
 	"github.com/osaurus/osaurus-sandbox/provision/ext4"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -21,18 +27,51 @@ var ErrNoMemory = agentproto.Class(agentproto.ErrUnavailable, "agent memory is n
 // ErrNoEventLog: the owner could not open the event log (events.db).
 var ErrNoEventLog = agentproto.Class(agentproto.ErrUnavailable, "the event log is not available")
 
-func (h *Host) memoryStore() (*memory.Store, error) {
-	if h.mem == nil {
-		return nil, fmt.Errorf("%w: the owner could not open %s (its log says why)", ErrNoMemory, h.paths.MemoryDB())
+// DataOwner is the owner's side of api.DataOps: the agents' memory, the
+// event log, the bridge's config and logs, the tasks and the plugin
+// library's writes, each with this one writer. The Host has one over its
+// stores and ToolHost.
+type DataOwner struct {
+	Paths    config.Paths
+	MemoryDB *memory.Store // nil: memory is unavailable
+	EventLog *events.Store // nil: no event log
+	// Tools runs tasks' tools (as a stdio session's run), knows the
+	// agents and uninstalls plugins.
+	Tools *ToolHost
+	// Secrets holds the model server's key for tasks; nil: none.
+	Secrets *secrets.Store
+	Logf    func(string, ...any)
+}
+
+func (d *DataOwner) logf(f string, a ...any) {
+	if d.Logf != nil {
+		d.Logf(f, a...)
 	}
-	return h.mem, nil
+}
+
+// toolHostInvoker runs a task's tools through the ToolHost, as a stdio
+// session's calls run (ToolHost.RunTool: the registry as it is now, the
+// activity log, the VM started when stopped).
+type toolHostInvoker struct{ th *ToolHost }
+
+func (i toolHostInvoker) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
+	return i.th.RunTool(ctx, a.ID, name, args)
+}
+
+func (i toolHostInvoker) EndTurn(ctx context.Context, agentID string) { i.th.EndTurn(ctx, agentID) }
+
+func (d *DataOwner) memoryStore() (*memory.Store, error) {
+	if d.MemoryDB == nil {
+		return nil, fmt.Errorf("%w: the owner could not open %s (its log says why)", ErrNoMemory, d.Paths.MemoryDB())
+	}
+	return d.MemoryDB, nil
 }
 
 // Memories lists an agent's memories, newest first, or the best matches
 // of a search.
-func (h *Host) Memories(ctx context.Context, q control.MemoryQuery) (control.MemoryList, error) {
+func (d *DataOwner) Memories(ctx context.Context, q control.MemoryQuery) (control.MemoryList, error) {
 	var l control.MemoryList
-	mem, err := h.memoryStore()
+	mem, err := d.memoryStore()
 	if err != nil {
 		return l, err
 	}
@@ -52,8 +91,8 @@ func (h *Host) Memories(ctx context.Context, q control.MemoryQuery) (control.Mem
 }
 
 // RemoveMemory forgets one entry of an agent, or every one.
-func (h *Host) RemoveMemory(ctx context.Context, req control.MemoryRemove) (control.MemoryRemoved, error) {
-	mem, err := h.memoryStore()
+func (d *DataOwner) RemoveMemory(ctx context.Context, req control.MemoryRemove) (control.MemoryRemoved, error) {
+	mem, err := d.memoryStore()
 	if err != nil {
 		return control.MemoryRemoved{}, err
 	}
@@ -67,84 +106,84 @@ func (h *Host) RemoveMemory(ctx context.Context, req control.MemoryRemove) (cont
 	return control.MemoryRemoved{Removed: 1}, nil
 }
 
-func (h *Host) eventLog() error {
-	if h.events == nil {
-		return fmt.Errorf("%w: the owner could not open %s (its log says why)", ErrNoEventLog, h.paths.EventsDB())
+func (d *DataOwner) eventLog() error {
+	if d.EventLog == nil {
+		return fmt.Errorf("%w: the owner could not open %s (its log says why)", ErrNoEventLog, d.Paths.EventsDB())
 	}
 	return nil
 }
 
 // Events lists the events f selects, oldest first.
-func (h *Host) Events(ctx context.Context, f control.EventFilter) ([]control.Event, error) {
-	if err := h.eventLog(); err != nil {
+func (d *DataOwner) Events(ctx context.Context, f control.EventFilter) ([]control.Event, error) {
+	if err := d.eventLog(); err != nil {
 		return nil, err
 	}
-	return h.events.List(ctx, f)
+	return d.EventLog.List(ctx, f)
 }
 
 // FollowEvents calls fn with what f selects, then each new event.
-func (h *Host) FollowEvents(ctx context.Context, f control.EventFilter, fn func(control.Event) error) error {
-	if err := h.eventLog(); err != nil {
+func (d *DataOwner) FollowEvents(ctx context.Context, f control.EventFilter, fn func(control.Event) error) error {
+	if err := d.eventLog(); err != nil {
 		return err
 	}
-	return h.events.Follow(ctx, f, fn)
+	return d.EventLog.Follow(ctx, f, fn)
 }
 
 // LastEventID is the id of the newest event.
-func (h *Host) LastEventID(ctx context.Context) (int64, error) {
-	if err := h.eventLog(); err != nil {
+func (d *DataOwner) LastEventID(ctx context.Context) (int64, error) {
+	if err := d.eventLog(); err != nil {
 		return 0, err
 	}
-	return h.events.LastID(ctx)
+	return d.EventLog.LastID(ctx)
 }
 
 // EmitEvent adds an event of an agent, as the host (no plugin).
-func (h *Host) EmitEvent(ctx context.Context, req control.EventEmit) (control.Event, error) {
-	if err := h.eventLog(); err != nil {
+func (d *DataOwner) EmitEvent(ctx context.Context, req control.EventEmit) (control.Event, error) {
+	if err := d.eventLog(); err != nil {
 		return control.Event{}, err
 	}
-	return h.events.Emit(ctx, req.Agent, req.Type, req.Payload)
+	return d.EventLog.Emit(ctx, req.Agent, req.Type, req.Payload)
 }
 
 // AgentLog is an agent's log buffer.
-func (h *Host) AgentLog(ctx context.Context, agent string) (string, error) {
-	return (&bridge.LogStore{Dir: h.paths.AgentLogDir()}).Read(agent)
+func (d *DataOwner) AgentLog(ctx context.Context, agent string) (string, error) {
+	return (&bridge.LogStore{Dir: d.Paths.AgentLogDir()}).Read(agent)
 }
 
 // AgentStores is what an agent keeps in the host-side stores, beside each
 // store's bound. A store that can't be read is -1 and named in Problems.
-func (h *Host) AgentStores(ctx context.Context, agent string) (control.AgentStores, error) {
+func (d *DataOwner) AgentStores(ctx context.Context, agent string) (control.AgentStores, error) {
 	s := control.AgentStores{MaxConfigKeys: bridge.MaxConfigKeys, MaxConfigBytes: bridge.MaxConfigBytes, MaxTasks: runner.MaxTasksPerAgent,
 		MaxCreatedPlugins: tools.MaxAgentPlugins}
-	a, err := h.reg.Get(agent)
+	a, err := d.Tools.Registry.Get(agent)
 	if err != nil {
 		return s, err
 	}
 	problem := func(what string, err error) {
 		s.Problems = append(s.Problems, fmt.Sprintf("%s: %v", what, err))
 	}
-	if s.ConfigKeys, s.ConfigBytes, err = (&bridge.ConfigStore{Dir: h.paths.BridgeConfigDir()}).Usage(a.Slug); err != nil {
+	if s.ConfigKeys, s.ConfigBytes, err = (&bridge.ConfigStore{Dir: d.Paths.BridgeConfigDir()}).Usage(a.Slug); err != nil {
 		s.ConfigKeys, s.ConfigBytes = -1, -1
 		problem("config", err)
 	}
-	logs := &bridge.LogStore{Dir: h.paths.AgentLogDir()}
+	logs := &bridge.LogStore{Dir: d.Paths.AgentLogDir()}
 	s.MaxLogBytes = logs.Max()
 	if s.LogBytes, err = logs.Size(a.Slug); err != nil {
 		s.LogBytes = -1
 		problem("log", err)
 	}
 	s.Events = -1
-	if err := h.eventLog(); err != nil {
+	if err := d.eventLog(); err != nil {
 		problem("events", err)
 	} else {
-		s.MaxEvents = h.events.MaxPerAgent()
-		if s.Events, err = h.events.Count(ctx, a.Slug); err != nil {
+		s.MaxEvents = d.EventLog.MaxPerAgent()
+		if s.Events, err = d.EventLog.Count(ctx, a.Slug); err != nil {
 			s.Events = -1
 			problem("events", err)
 		}
 	}
 	s.Memories = -1
-	if mem, err := h.memoryStore(); err != nil {
+	if mem, err := d.memoryStore(); err != nil {
 		problem("memory", err)
 	} else {
 		s.MaxMemories = mem.MaxPerAgent()
@@ -153,17 +192,17 @@ func (h *Host) AgentStores(ctx context.Context, agent string) (control.AgentStor
 			problem("memory", err)
 		}
 	}
-	if ts, err := datadir.TaskStore(h.paths).List(a.Slug); err != nil {
+	if ts, err := datadir.TaskStore(d.Paths).List(a.Slug); err != nil {
 		s.Tasks = -1
 		problem("tasks", err)
 	} else {
 		s.Tasks = len(ts)
 	}
-	if h.lib == nil || h.lib.Library == nil {
+	if lib, err := d.library(); err != nil {
 		s.CreatedPlugins = -1
-		problem("plugins", fmt.Errorf("the plugin library %s could not be opened", h.paths.PluginsDir()))
+		problem("plugins", err)
 	} else {
-		s.CreatedPlugins = tools.CreatedPlugins(h.lib.Library, a.ID)
+		s.CreatedPlugins = tools.CreatedPlugins(lib, a.ID)
 	}
 	return s, nil
 }
@@ -171,7 +210,7 @@ func (h *Host) AgentStores(ctx context.Context, agent string) (control.AgentStor
 // ImagePlan describes what provisioning the manifest's image fetches
 // (the built-in image's when none is named), asking its servers for the
 // sizes.
-func (h *Host) ImagePlan(ctx context.Context, req control.ImagePlanRequest) (control.ImagePlan, error) {
+func (d *DataOwner) ImagePlan(ctx context.Context, req control.ImagePlanRequest) (control.ImagePlan, error) {
 	u := req.Manifest
 	if u == "" {
 		u = provision.DefaultManifestURL()

@@ -87,6 +87,7 @@ type Host struct {
 	env         *tools.Env
 	bridge      *bridge.Server
 	*ToolHost   // agents' tools, commands, plugins, removal: over env
+	*DataOwner  // memory, events, bridge logs, tasks, the library's writes
 	m           *sandbox.Manager
 	// mcpURL or mcpErr: set once by serveMCP, before New returns.
 	mcpURL, mcpErr string
@@ -159,6 +160,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
+	h.DataOwner = &DataOwner{Paths: o.Paths, MemoryDB: h.mem, EventLog: h.events, Tools: h.ToolHost, Secrets: h.secrets, Logf: h.logf}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, Logf: h.logf})
 	h.m = sandbox.New(sandbox.Options{
 		Paths:  o.Paths,

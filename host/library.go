@@ -12,18 +12,18 @@ import (
 
 // library is the plugin library, opened for this call: a Remove's
 // uninstaller is the call's own.
-func (h *Host) library() (*plugins.Library, error) {
-	lib, err := plugins.OpenLibrary(h.paths.PluginsDir())
+func (d *DataOwner) library() (*plugins.Library, error) {
+	lib, err := plugins.OpenLibrary(d.Paths.PluginsDir())
 	if err != nil {
-		return nil, fmt.Errorf("%w: the plugin library %s: %w", agentproto.ErrUnsupported, h.paths.PluginsDir(), err)
+		return nil, fmt.Errorf("%w: the plugin library %s: %w", agentproto.ErrUnsupported, d.Paths.PluginsDir(), err)
 	}
 	return lib, nil
 }
 
 // SavePlugin saves a recipe a front end fetched and the user accepted as
 // a new version of its id.
-func (h *Host) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.PluginSaved, error) {
-	lib, err := h.library()
+func (d *DataOwner) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.PluginSaved, error) {
+	lib, err := d.library()
 	if err != nil {
 		return api.PluginSaved{}, err
 	}
@@ -39,8 +39,8 @@ func (h *Host) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.P
 }
 
 // DuplicatePlugin copies a plugin under a new name and id.
-func (h *Host) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved, error) {
-	lib, err := h.library()
+func (d *DataOwner) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved, error) {
+	lib, err := d.library()
 	if err != nil {
 		return api.PluginSaved{}, err
 	}
@@ -53,22 +53,22 @@ func (h *Host) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved,
 
 // everywhere is the plugins.Uninstaller of one RemovePlugin call.
 type everywhere struct {
-	h      *Host
+	th     *ToolHost
 	report func(string)
 }
 
 func (u everywhere) UninstallEverywhere(ctx context.Context, pluginID string) error {
-	return u.h.UninstallPluginEverywhere(ctx, pluginID, u.report)
+	return u.th.UninstallPluginEverywhere(ctx, pluginID, u.report)
 }
 
 // RemovePlugin uninstalls a plugin from every agent, then deletes it; a
 // damaged entry is kept aside, and Damaged says where.
-func (h *Host) RemovePlugin(ctx context.Context, id string, report func(string)) (api.PluginRemoved, error) {
-	lib, err := h.library()
+func (d *DataOwner) RemovePlugin(ctx context.Context, id string, report func(string)) (api.PluginRemoved, error) {
+	lib, err := d.library()
 	if err != nil {
 		return api.PluginRemoved{}, err
 	}
-	lib.Uninstaller = everywhere{h, report}
+	lib.Uninstaller = everywhere{d.Tools, report}
 	var r api.PluginRemoved
 	_, gerr := lib.Get(id)
 	var damaged *plugins.DamagedError
@@ -79,8 +79,8 @@ func (h *Host) RemovePlugin(ctx context.Context, id string, report func(string))
 }
 
 // RepairPlugins rewrites damaged install records with what is readable.
-func (h *Host) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
-	rs, err := plugins.NewInstalled(h.paths.AgentStateDir()).Repair(ctx)
+func (d *DataOwner) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
+	rs, err := plugins.NewInstalled(d.Paths.AgentStateDir()).Repair(ctx)
 	if rs == nil {
 		rs = []plugins.InstalledRepair{}
 	}
