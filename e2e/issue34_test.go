@@ -108,7 +108,7 @@ func TestEventsInTheGuest(t *testing.T) {
 	h := sharedHost(t, nil)
 	g := ownerAgent(t, h)
 	ctx := context.Background()
-	reg, env, ev := h.Registry(), h.Tools(), h.Events()
+	reg, env, ev := h.Registry(), h.Tools(), h.DataOwner.EventLog
 	add := func(name string) agents.Agent {
 		a, err := reg.Add(name)
 		if err == nil {

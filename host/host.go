@@ -92,6 +92,7 @@ type Host struct {
 	env         *tools.Env
 	bridge      *bridge.Server
 	*ToolHost   // agents' tools, commands, plugins, removal: over env
+	*DataOwner  // memory, events, bridge logs, tasks, the library's writes
 	m           *sandbox.Manager
 	// mcpURL or mcpErr: set once by serveMCP, before New returns.
 	mcpURL, mcpErr string
@@ -173,6 +174,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	h.activity = &ActivityLog{Path: o.Paths.AgentActivity()}
 	h.onClose(h.activity.Wait)
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
+	h.DataOwner = &DataOwner{Paths: o.Paths, MemoryDB: h.mem, EventLog: h.events, Tools: h.ToolHost, Secrets: h.secrets, Logf: h.logf}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, RateLimits: rates, Logf: h.logf})
 	if o.Driver == nil {
 		o.Driver = newDriver(o.Paths)
@@ -291,11 +293,8 @@ func (h *Host) Prompts() *secretprompt.Broker { return h.prompts }
 // Memory is the agents' memory store (nil when it can't open).
 func (h *Host) Memory() *memory.Store { return h.mem }
 
-// Events is the event log (nil when it can't open).
-func (h *Host) Events() *events.Store { return h.events }
-
-// AgentLog is where agents' bridge log lines are kept.
-func (h *Host) AgentLog() *bridge.LogStore { return bridgeLog(h.paths) }
+// EventStore is the event log (nil when it can't open).
+func (h *Host) EventStore() *events.Store { return h.events }
 
 func bridgeLog(p config.Paths) *bridge.LogStore { return &bridge.LogStore{Dir: p.AgentLogDir()} }
 

@@ -27,7 +27,11 @@ func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	h.mcpURL = "http://" + addr + mcpserver.Path
-	hd := mcpserver.NewHTTPHandler(mcpserver.Config{Env: h.env, Invoker: recordingInvoker{h.env, h.activity, "http"}, Registry: h.reg, Version: h.version, Events: h.events})
+	mc := mcpserver.Config{Env: h.env, Invoker: recordingInvoker{h.env, h.activity, "http"}, Registry: h.reg, Version: h.version}
+	if h.events != nil { // a nil store in the interface would not read as none
+		mc.Events = h.events
+	}
+	hd := mcpserver.NewHTTPHandler(mc)
 	ctx, cancel := context.WithCancel(ctx)
 	// Installs made elsewhere (the CLI, the bridge's plugin create) reach
 	// this server's sessions as tools/list_changed.

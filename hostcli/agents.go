@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -18,7 +19,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
-	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -399,11 +399,6 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	prompts := &secretprompt.Broker{Store: c.sec, Pages: &secretprompt.Pages{Store: c.sec}}
 	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths),
 		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts})
-	// Without the event log, sessions just get no event notifications.
-	ev, err := events.Open(ctx, c.paths.EventsDB(), events.Options{})
-	if err == nil {
-		defer ev.Close()
-	}
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
@@ -413,7 +408,8 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Events:   ev,
+		// The owner's event log, through the control socket.
+		Events: ownerEvents{paths: c.paths, poll: time.Second},
 	}
 	in, out := c.in, c.out
 	// A line that isn't a message gets a JSON-RPC error, and the session

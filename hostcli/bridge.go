@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
@@ -131,7 +130,7 @@ func (c *cli) readSecret(agent, key string) (string, error) {
 }
 
 // agentLogs prints an agent's bridge log buffer (osaurus-host log).
-func (c *cli) agentLogs(name string) int {
+func (c *cli) agentLogs(ctx context.Context, name string) int {
 	reg, err := c.openAgents()
 	if err != nil {
 		return c.fail(err)
@@ -140,7 +139,12 @@ func (c *cli) agentLogs(name string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	s, err := (&bridge.LogStore{Dir: c.paths.AgentLogDir()}).Read(a.Slug)
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer ctl.Close()
+	s, err := ctl.AgentLog(ctx, a.Slug)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -736,7 +736,7 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 		return ExitUsage
 	}
 	if *agent != "" {
-		return c.agentLogs(*agent)
+		return c.agentLogs(ctx, *agent)
 	}
 	f, err := os.Open(c.paths.ConsoleLog())
 	for errors.Is(err, os.ErrNotExist) {

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
-	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // parseAnywhere parses flags that may come after positional arguments
@@ -63,30 +62,35 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	store, err := memory.Open(ctx, c.paths.MemoryDB(), memory.Options{})
+	// The owner is the one writer of memory.db: this process never opens it.
+	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
-	defer store.Close()
-	var es []memory.Entry
+	defer ctl.Close()
+	var es []control.MemoryEntry
 	switch {
 	case sub == "list" && len(pos) == 0:
-		es, err = store.List(ctx, a.Slug, *limit)
+		var l control.MemoryList
+		l, err = ctl.Memories(ctx, control.MemoryQuery{Agent: a.Slug, Limit: *limit})
+		es = l.Entries
 	case sub == "search" && len(pos) > 0:
-		es, err = store.Query(ctx, a.Slug, strings.Join(pos, " "), memory.TopN)
+		var l control.MemoryList
+		l, err = ctl.Memories(ctx, control.MemoryQuery{Agent: a.Slug, Search: strings.Join(pos, " ")})
+		es = l.Entries
 	case sub == "remove" && *all && len(pos) == 0:
-		n, err := store.RemoveAll(ctx, a.Slug)
+		r, err := ctl.RemoveMemory(ctx, control.MemoryRemove{Agent: a.Slug, All: true})
 		if err != nil {
 			return c.fail(err)
 		}
-		fmt.Fprintf(c.out, "removed %d entries of %s\n", n, a.Slug)
+		fmt.Fprintf(c.out, "removed %d entries of %s\n", r.Removed, a.Slug)
 		return ExitOK
 	case sub == "remove" && len(pos) == 1:
 		id, perr := strconv.ParseInt(pos[0], 10, 64)
 		if perr != nil {
 			return c.fail(fmt.Errorf("ID %q is not a number; `osaurus-sandbox memory list --agent %s` shows the ids", pos[0], a.Slug))
 		}
-		if err := store.Remove(ctx, a.Slug, id); err != nil {
+		if _, err := ctl.RemoveMemory(ctx, control.MemoryRemove{Agent: a.Slug, ID: id}); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "removed entry %d of %s\n", id, a.Slug)
@@ -124,7 +128,7 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 }
 
 // escapeLine keeps an entry on its row. Stored content has no control
-// characters other than newline and tab (memory.CheckContent).
+// characters other than newline and tab (store/memory.CheckContent).
 func escapeLine(s string) string { return termsafe.Line(s) }
 
 const eventsUsage = `usage: osaurus-sandbox events [--follow] [--agent NAME] [--last N] [--json]`
@@ -142,7 +146,7 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, eventsUsage)
 		return ExitUsage
 	}
-	f := events.Filter{Last: *last}
+	f := control.EventFilter{Last: *last}
 	if *agent != "" {
 		reg, err := c.openAgents()
 		if err != nil {
@@ -154,23 +158,24 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		}
 		f.Agent = a.Slug
 	}
-	store, err := events.Open(ctx, c.paths.EventsDB(), events.Options{})
+	// The owner is the one writer of events.db: this process never opens it.
+	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
-	defer store.Close()
+	defer ctl.Close()
 	enc := json.NewEncoder(c.out)
-	print := func(e events.Event) error {
+	print := func(e control.Event) error {
 		if *asJSON {
 			return enc.Encode(e)
 		}
 		// The payload is compact JSON, so control characters in it are
-		// escaped; the type is checked against events.CheckType.
+		// escaped; the type is checked by the event log.
 		_, err := fmt.Fprintf(c.out, "%s  %s  %s  %s\n", e.Time.Local().Format(time.DateTime), e.Agent, termsafe.Line(e.Type), termsafe.Line(string(e.Payload)))
 		return err
 	}
 	if !*follow {
-		es, err := store.List(ctx, f)
+		es, err := ctl.Events(ctx, f)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -182,7 +187,7 @@ func (c *cli) events(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	}
-	if err := store.Follow(ctx, f, print); err != nil && ctx.Err() == nil {
+	if err := ctl.FollowEvents(ctx, f, print); err != nil && ctx.Err() == nil {
 		return c.fail(err)
 	}
 	return ExitOK

@@ -92,7 +92,28 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	lib.Uninstaller = pluginUninstaller{c}
+	// The library is read here; the owner writes it.
+	save := func(p *plugins.Plugin, origin plugins.Origin) int {
+		b, err := p.Encode()
+		if err != nil {
+			return c.fail(err)
+		}
+		ctl, err := c.owner(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer ctl.Close()
+		r, err := ctl.SavePlugin(ctx, api.PluginSaveRequest{Recipe: b, Origin: origin})
+		if err != nil {
+			return c.fail(err)
+		}
+		e, err := lib.Get(r.ID)
+		if err != nil {
+			return c.fail(err)
+		}
+		c.printSaved(e, r.Changed)
+		return ExitOK
+	}
 	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
 	if err != nil {
 		return c.fail(err)
@@ -119,19 +140,14 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if code := c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "imported"); code != ExitOK {
 			return code
 		}
-		e, changed, err := lib.Save(ctx, p, origin)
-		if err != nil {
-			return c.fail(err)
-		}
-		c.printSaved(e, changed)
-		return ExitOK
+		return save(p, origin)
 	case sub == "update" && len(pos) == 1:
 		code := ExitOK
 		var origin plugins.Origin
 		if e, err := lib.Get(pos[0]); err == nil {
 			origin = e.Current().Origin
 		}
-		e, changed, err := im.Reimport(ctx, lib, pos[0], func(p *plugins.Plugin) error {
+		p, fetched, err := im.Refetch(ctx, lib, pos[0], func(p *plugins.Plugin) error {
 			if code = c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "updated"); code != ExitOK {
 				return errDeclined
 			}
@@ -143,8 +159,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		c.printSaved(e, changed)
-		return ExitOK
+		return save(p, fetched)
 	case sub == "list" && len(pos) == 0:
 		return c.pluginList(lib, flags["json"])
 	case sub == "show" && len(pos) == 1:
@@ -164,7 +179,16 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.out, "exported %s to %s\n", pos[0], pos[1])
 		return ExitOK
 	case sub == "duplicate" && len(pos) == 1:
-		e, err := lib.Duplicate(ctx, pos[0])
+		ctl, err := c.owner(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer ctl.Close()
+		r, err := ctl.DuplicatePlugin(ctx, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		e, err := lib.Get(r.ID)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -175,15 +199,19 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 	case sub == "repair" && len(pos) == 0:
 		return c.pluginRepair(ctx)
 	case sub == "remove" && len(pos) == 1:
-		_, err := lib.Get(pos[0])
-		var damaged *plugins.DamagedError
-		errors.As(err, &damaged)
-		if err := lib.Remove(ctx, pos[0]); err != nil {
+		// The owner uninstalls it from every agent first, then deletes it.
+		ctl, err := c.owner(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer ctl.Close()
+		r, err := ctl.RemovePlugin(ctx, pos[0], func(line string) { fmt.Fprintln(c.out, line) })
+		if err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "removed %s\n", pos[0])
-		if damaged != nil {
-			fmt.Fprintf(c.out, "the damaged file is kept aside as %s.damaged-TIME\n", damaged.Path)
+		if r.Damaged != "" {
+			fmt.Fprintf(c.out, "the damaged file is kept aside as %s.damaged-TIME\n", r.Damaged)
 		}
 		return ExitOK
 	}
@@ -372,32 +400,6 @@ var errDeclined = errors.New("declined")
 // installed is the per-agent install records of the data dir.
 func (c *cli) installed() *plugins.Installed { return plugins.NewInstalled(c.paths.AgentStateDir()) }
 
-// pluginUninstaller removes a plugin from every agent before the library
-// deletes it: through the owner, or without one (so without a VM) by
-// dropping the records, the folders staying in the homes until the next
-// install.
-type pluginUninstaller struct{ c *cli }
-
-func (u pluginUninstaller) UninstallEverywhere(ctx context.Context, pluginID string) error {
-	c := u.c
-	cl, err := client.Dial(ctx, c.paths)
-	if err != nil {
-		store := c.installed()
-		ids, err := store.Agents(pluginID)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if err := store.Forget(ctx, id, pluginID); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	defer cl.Close()
-	return cl.UninstallPluginEverywhere(ctx, pluginID, func(line string) { fmt.Fprintln(c.out, line) })
-}
-
 // termPrompter asks for a plugin's missing secret on the terminal and
 // stores it for the agent.
 type termPrompter struct{ c *cli }
@@ -434,14 +436,15 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 				return c.fail(fmt.Errorf("plugin %s is not installed for %s; nothing was changed (`osaurus-sandbox agent show %s` lists its plugins)", id, a.Name, a.Slug))
 			}
 		}
-		var deferred error
 		if vmErr != nil {
-			// The record can go without the VM (and without an owner).
-			err = c.installed().Forget(ctx, a.ID, id)
-			deferred = vmErr
-		} else {
-			deferred, err = ctl.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: a.ID, Plugin: id, IfRunning: true})
+			// The record can go without the VM: the owner drops it
+			// (this process, for the command, when none runs).
+			if ctl, err = c.owner(ctx); err != nil {
+				return c.fail(err)
+			}
+			defer ctl.Close()
 		}
+		deferred, err := ctl.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: a.ID, Plugin: id, IfRunning: true})
 		if err != nil {
 			return c.fail(err)
 		}
@@ -537,10 +540,16 @@ func unjoin(err error) []error {
 // pluginRepair rewrites each agent's damaged installed.json with the
 // installations it can still read, keeping the damaged file aside.
 func (c *cli) pluginRepair(ctx context.Context) int {
-	rs, err := c.installed().Repair(ctx)
+	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
+	defer ctl.Close()
+	r, err := ctl.RepairPlugins(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	rs := r.Repairs
 	if len(rs) == 0 {
 		fmt.Fprintln(c.out, "every agent's install record is fine; nothing to repair")
 		return ExitOK

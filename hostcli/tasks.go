@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
-	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -29,7 +29,6 @@ func (c *cli) task(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, taskUsage)
 		return ExitUsage
 	}
-	st := datadir.TaskStore(c.paths)
 	fs := c.flags("task " + args[0])
 	asJSON := fs.Bool("json", false, "print JSON")
 	agent := ""
@@ -39,6 +38,18 @@ func (c *cli) task(ctx context.Context, args []string) int {
 	if fs.Parse(reorder(args[1:])) != nil {
 		return ExitUsage
 	}
+	known := (args[0] == "list" && fs.NArg() == 0) || ((args[0] == "show" || args[0] == "cancel") && fs.NArg() == 1)
+	if !known {
+		fmt.Fprintln(c.err, taskUsage)
+		return ExitUsage
+	}
+	// The owner keeps the task records (reading one may mark it
+	// interrupted): this process never writes them.
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer ctl.Close()
 	switch {
 	case args[0] == "list" && fs.NArg() == 0:
 		slug := ""
@@ -53,7 +64,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 			}
 			slug = a.Slug
 		}
-		ts, err := st.List(slug)
+		ts, err := ctl.Tasks(ctx, control.TaskQuery{Agent: slug})
 		if err != nil {
 			return c.fail(err)
 		}
@@ -72,7 +83,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	case args[0] == "show" && fs.NArg() == 1:
-		t, err := st.Get(fs.Arg(0))
+		t, err := ctl.Task(ctx, fs.Arg(0))
 		if err != nil {
 			return c.fail(err)
 		}
@@ -83,7 +94,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 		io.WriteString(c.out, t.Text())
 		return ExitOK
 	case args[0] == "cancel" && fs.NArg() == 1:
-		t, err := st.RequestCancel(fs.Arg(0))
+		t, err := ctl.CancelTask(ctx, fs.Arg(0))
 		if err != nil {
 			return c.fail(err)
 		}
@@ -105,7 +116,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 				return ExitOK
 			case <-tk.C:
 			}
-			if t, err = st.Get(t.ID); err != nil {
+			if t, err = ctl.Task(ctx, t.ID); err != nil {
 				return c.fail(err)
 			}
 		}
@@ -150,16 +161,46 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	// The tools run in the owner (started when none runs, and it starts
-	// the VM), under the limits every transport shares; they are listed
-	// here, as the stdio MCP server lists them.
-	ctl := client.NewLazy(c.paths)
+	if _, err := reg.Get(*ref); err != nil {
+		return c.fail(err)
+	}
+	// Said before an owner starts for a task that can't run.
+	if err := datadir.CheckInference(c.paths); err != nil {
+		return c.fail(err)
+	}
+	// The owner works the task (one is started when none runs, and it
+	// starts the VM), with its tools under the limits every transport
+	// shares, and keeps its record.
+	c.noteBackgroundOwner(ctx, "this task")
+	ctl, err := client.Connect(ctx, c.paths)
+	if err != nil {
+		return c.fail(err)
+	}
 	defer ctl.Close()
-	list := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths)})
-	r := datadir.NewRunner(c.paths, c.sec, reg, list, api.ToolInvoker{Ctl: ctl}, nil, func(f string, a ...any) { fmt.Fprintf(c.err, f+"\n", a...) })
-	defer r.Close()
 	p := &stepPrinter{w: c.out}
-	t, err := r.Run(ctx, *ref, fs.Arg(0), "cli", p.update)
+	// Ctrl-C cancels the task in the owner; the call ends when the task
+	// does. Only this process dying (the call cut off) interrupts it.
+	var (
+		mu sync.Mutex
+		id string
+	)
+	callCtx, cutOff := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutOff()
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		tid := id
+		mu.Unlock()
+		if tid == "" || func() error { _, err := ctl.CancelTask(context.Background(), tid); return err }() != nil {
+			cutOff() // not started yet, or not cancellable: it is interrupted
+		}
+	})
+	defer stop()
+	t, err := ctl.RunTask(callCtx, control.TaskRun{Agent: *ref, Task: fs.Arg(0), Source: "cli"}, func(t runner.Task) {
+		mu.Lock()
+		id = t.ID
+		mu.Unlock()
+		p.update(t)
+	})
 	if err != nil {
 		return c.fail(err)
 	}

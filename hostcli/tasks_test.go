@@ -4,21 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
-	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/scriptedmodel"
 	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
-	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -78,51 +72,14 @@ func TestTaskCommands(t *testing.T) {
 	}
 }
 
-// toolOwner stands in for the VM's owner process: it answers tool calls
-// and turn ends itself, over the real control protocol.
-type toolOwner struct {
-	api.Controller // other methods are not called
-	mu             sync.Mutex
-	calls, turns   []string
-}
-
-func (o *toolOwner) Status(context.Context) (api.Status, error) {
-	return api.Status{Status: control.Status{State: control.Running}, Owner: "test"}, nil
-}
-
-func (o *toolOwner) RunTool(_ context.Context, agentID, tool string, _ json.RawMessage) envelope.Envelope {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.calls = append(o.calls, agentID+" "+tool)
-	return envelope.OK(tool, map[string]any{"ran": "in the owner"})
-}
-
-func (o *toolOwner) EndTurn(_ context.Context, agentID string) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.turns = append(o.turns, agentID)
-	return nil
-}
-
-// `run` works its task with the owner's tools: every call and the turn
-// it starts count against the limits every transport shares, not against
-// fresh ones of its own.
-func TestRunUsesTheOwnersTools(t *testing.T) {
+// `run` works its task in the owner: its runner calls the owner's tools
+// (so every call counts against the limits every transport shares) and
+// the owner keeps the task's record. The owner here is the real Host of
+// a data folder with nothing provisioned, so the tool's answer is the
+// owner's own: the VM can't start.
+func TestRunWorksTheTaskInTheOwner(t *testing.T) {
 	testkeyring.Start(t)
-	home := t.TempDir()
-	t.Setenv(config.HomeEnv, home)
-	paths := config.Paths{Root: home}
-	if _, _, code := run(t, "agent", "add", "alice"); code != ExitOK {
-		t.Fatal("agent add")
-	}
-	reg, err := agents.Open(paths.AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice, err := reg.Get("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _ := runningOwner(t)
 	model := scriptedmodel.Start(t, "127.0.0.1:0",
 		scriptedmodel.Turn{Calls: []scriptedmodel.Call{{Name: "sandbox_list_directory", Args: `{}`}}},
 		scriptedmodel.Turn{Content: "all done"})
@@ -131,22 +88,12 @@ func TestRunUsesTheOwnersTools(t *testing.T) {
 			t.Fatalf("config set %s: %s", kv[0], errOut)
 		}
 	}
-	ln, err := server.Listen(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	o := &toolOwner{}
-	go (&server.Server{Ctl: o}).Serve(ctx, ln)
-
 	out, errOut, code := run(t, "run", "--agent", "alice", "look around")
-	if code != ExitOK || !strings.Contains(out, "in the owner") {
+	if code != ExitOK || !strings.Contains(out, "not provisioned") || !strings.Contains(out, "answer: all done") {
 		t.Fatalf("run: %d %q %q", code, out, errOut)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !slices.Equal(o.calls, []string{alice.ID + " sandbox_list_directory"}) || !slices.Equal(o.turns, []string{alice.ID}) {
-		t.Errorf("the owner ran %q and ended turns %q", o.calls, o.turns)
+	ts, err := h.Tasks(context.Background(), control.TaskQuery{Agent: "alice"})
+	if err != nil || len(ts) != 1 || ts[0].State != runner.Done || ts[0].PID != os.Getpid() {
+		t.Errorf("the owner's task records: %+v %v", ts, err)
 	}
 }

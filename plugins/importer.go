@@ -126,29 +126,39 @@ func (im *Importer) Import(ctx context.Context, source string) (*Plugin, Origin,
 // came from and saves the result as a new version. accept, when set, sees
 // the fetched recipe first and can refuse it (the CLI's allowlist warning).
 func (im *Importer) Reimport(ctx context.Context, lib *Library, id string, accept func(*Plugin) error) (*Entry, bool, error) {
-	e, err := lib.Get(id)
+	p, no, err := im.Refetch(ctx, lib, id, accept)
 	if err != nil {
 		return nil, false, err
+	}
+	return lib.Save(ctx, p, no)
+}
+
+// Refetch is Reimport without the save: the recipe fetched again and its
+// origin, for a process that has the library's owner save it.
+func (im *Importer) Refetch(ctx context.Context, lib *Library, id string, accept func(*Plugin) error) (*Plugin, Origin, error) {
+	e, err := lib.Get(id)
+	if err != nil {
+		return nil, Origin{}, err
 	}
 	o := e.Current().Origin
 	switch o.Kind {
 	case OriginFile, OriginURL, OriginGitHub:
 	default:
-		return nil, false, importErr("%q was %s, not imported; there is nothing to fetch it from again", id, describeOrigin(o))
+		return nil, Origin{}, importErr("%q was %s, not imported; there is nothing to fetch it from again", id, describeOrigin(o))
 	}
 	p, no, err := im.Import(ctx, o.Location)
 	if err != nil {
-		return nil, false, err
+		return nil, Origin{}, err
 	}
 	if p.ID() != id {
-		return nil, false, importErr("%s now holds the plugin %q, not %q; import it as a new plugin with `plugin import`", o.Location, p.ID(), id)
+		return nil, Origin{}, importErr("%s now holds the plugin %q, not %q; import it as a new plugin with `plugin import`", o.Location, p.ID(), id)
 	}
 	if accept != nil {
 		if err := accept(p); err != nil {
-			return nil, false, err
+			return nil, Origin{}, err
 		}
 	}
-	return lib.Save(ctx, p, no)
+	return p, no, nil
 }
 
 func describeOrigin(o Origin) string {

@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 )
 
 // Built-in images: manifests compiled into the app, named by a
 // "builtin:<name>" URL. "builtin:alpine" is the default on amd64 and arm64.
 const (
-	BuiltinPrefix = "builtin:"
-	BuiltinAlpine = BuiltinPrefix + "alpine"
+	BuiltinPrefix = builtinimage.Prefix
+	BuiltinAlpine = builtinimage.Alpine
 )
 
 // AlpineRelease is the Alpine Linux release the built-in image comes from:
@@ -35,12 +36,7 @@ var alpineArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 
 // DefaultManifestURL is the built-in image for this machine's
 // architecture, or "" when there is none.
-func DefaultManifestURL() string {
-	if _, ok := alpineArch[runtime.GOARCH]; ok {
-		return BuiltinAlpine
-	}
-	return ""
-}
+func DefaultManifestURL() string { return builtinimage.Default() }
 
 // BuiltinManifest resolves a "builtin:" URL for this machine's
 // architecture. ok is false when url is not a "builtin:" URL (fetch it

@@ -20,8 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
-	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
@@ -162,8 +161,9 @@ type Options struct {
 	AgentLog func(slug string) (string, error)
 	// Memory and Events show agents' memories (Agents tab) and events
 	// (Events tab); nil shows them as unavailable.
-	Memory *memory.Store
-	Events *events.Store
+	// Both are the owner's, through its Controller.
+	Memory api.DataOps
+	Events api.DataOps
 }
 
 // The window opens at defaultSize the first time: it fits a 1024×600

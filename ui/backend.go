@@ -163,3 +163,9 @@ func (c *Controlled) Remove(ctx context.Context) error    { return c.lifecycle(c
 func (c *Controlled) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
 	return c.ctl.Diagnostics(ctx, "", onResult)
 }
+
+// ImagePlan asks the owner what provisioning the image of manifestURL
+// fetches.
+func (c *Controlled) ImagePlan(ctx context.Context, manifestURL string) (control.ImagePlan, error) {
+	return c.ctl.ImagePlan(ctx, control.ImagePlanRequest{Manifest: manifestURL})
+}

@@ -22,9 +22,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
-	"github.com/osaurus/osaurus-sandbox/provision"
 )
 
 // What Reset and Remove delete and keep, shown before either runs.
@@ -127,7 +127,7 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Network = widget.NewSelect([]string{"outbound", "none"}, nil)
 	t.Accel = widget.NewSelect([]string{"auto", "kvm", "tcg"}, nil)
 	t.Image = widget.NewEntry()
-	t.Image.SetPlaceHolder("built-in image (" + provision.DefaultManifestURL() + ")")
+	t.Image.SetPlaceHolder("built-in image (" + builtinimage.Default() + ")")
 	t.AutoStart = widget.NewCheck("Start the VM when the app starts", nil)
 	t.Save = widget.NewButton("Save", t.onSave)
 	t.Saved = widget.NewLabel("")

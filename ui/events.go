@@ -9,8 +9,9 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
-	"github.com/osaurus/osaurus-sandbox/store/events"
 )
 
 // eventsShown bounds the Events view; older ones stay in the log
@@ -27,9 +28,9 @@ type eventsView struct {
 	Agent  *widget.Entry
 	Status *widget.Label
 
-	all []events.Event
+	all []control.Event
 	// shown is all filtered by Agent.
-	shown []events.Event
+	shown []control.Event
 }
 
 func newEventsView(do func(func())) *eventsView {
@@ -52,8 +53,10 @@ func (v *eventsView) content() fyne.CanvasObject {
 	return container.NewBorder(container.NewVBox(v.Agent, v.Status), nil, nil, nil, v.List)
 }
 
-// start follows store until close.
-func (v *eventsView) start(store *events.Store) {
+// start follows the owner's event log (this process's Host, or the
+// owner's over the control socket) until close; nil shows it as
+// unavailable.
+func (v *eventsView) start(store api.DataOps) {
 	if store == nil {
 		return
 	}
@@ -61,7 +64,7 @@ func (v *eventsView) start(store *events.Store) {
 	v.cancel = cancel
 	v.Status.SetText("Events agents emit with `osaurus-host events emit TYPE [PAYLOAD]` appear here as they happen.")
 	go func() {
-		err := store.Follow(ctx, events.Filter{Last: eventsShown}, func(e events.Event) error {
+		err := store.FollowEvents(ctx, control.EventFilter{Last: eventsShown}, func(e control.Event) error {
 			v.do(func() { v.add(e) })
 			return nil
 		})
@@ -77,7 +80,7 @@ func (v *eventsView) close() {
 	}
 }
 
-func (v *eventsView) add(e events.Event) {
+func (v *eventsView) add(e control.Event) {
 	v.all = append(v.all, e)
 	if len(v.all) > eventsShown {
 		v.all = v.all[len(v.all)-eventsShown:]

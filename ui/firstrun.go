@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -16,10 +17,10 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
-	"github.com/osaurus/osaurus-sandbox/provision"
-	"github.com/osaurus/osaurus-sandbox/provision/ext4"
 )
 
 // Image choices of the first-run view.
@@ -45,27 +46,29 @@ func accelValue(label string) string {
 	return "auto"
 }
 
-// imagePlan is what provisioning an image will fetch.
-type imagePlan struct {
-	Distro, Arch string
-	Downloads    []provision.Download
-	Packages     []string // installed at the first boot, from the distro's mirror
+// imagePlan is what provisioning an image will fetch; the owner asks the
+// image's servers (the window links no provisioning code).
+type imagePlan = control.ImagePlan
+
+// planFunc describes the image at a manifest URL through b; tests replace
+// it.
+type planFunc func(ctx context.Context, b Backend, manifestURL string) (imagePlan, error)
+
+// defaultPlan is ownerPlan; ui tests replace it, as they must not reach
+// the image's servers.
+var defaultPlan planFunc = ownerPlan
+
+// imagePlanner is a Backend whose owner describes images (Controlled).
+type imagePlanner interface {
+	ImagePlan(ctx context.Context, manifestURL string) (imagePlan, error)
 }
 
-// planFunc describes the image at a manifest URL; tests replace it (the
-// real one asks the image's servers for sizes).
-type planFunc func(ctx context.Context, manifestURL string) (imagePlan, error)
-
-// defaultPlan is realPlan; ui tests replace it, as they must not reach
-// the image's servers.
-var defaultPlan planFunc = realPlan
-
-func realPlan(ctx context.Context, manifestURL string) (imagePlan, error) {
-	m, err := provision.ResolveManifest(ctx, nil, manifestURL)
-	if err != nil {
-		return imagePlan{}, err
+func ownerPlan(ctx context.Context, b Backend, manifestURL string) (imagePlan, error) {
+	p, ok := b.(imagePlanner)
+	if !ok {
+		return imagePlan{}, errors.New("this window can't ask the owner what the image downloads")
 	}
-	return imagePlan{Distro: m.Distro, Arch: m.Arch, Downloads: provision.Downloads(ctx, nil, m), Packages: m.Packages}, nil
+	return p.ImagePlan(ctx, manifestURL)
 }
 
 // firstRun is the view a data folder with nothing provisioned shows: what
@@ -74,7 +77,7 @@ func realPlan(ctx context.Context, manifestURL string) (imagePlan, error) {
 // starts before the user presses it.
 type firstRun struct {
 	t    *containerTab
-	plan planFunc
+	plan func(ctx context.Context, manifestURL string) (imagePlan, error)
 
 	Box    *fyne.Container
 	Intro  *widget.Label
@@ -112,7 +115,10 @@ func (f *firstRun) shown() {
 }
 
 func newFirstRun(t *containerTab) *firstRun {
-	f := &firstRun{t: t, plan: defaultPlan}
+	f := &firstRun{t: t}
+	if plan := defaultPlan; plan != nil {
+		f.plan = func(ctx context.Context, u string) (imagePlan, error) { return plan(ctx, t.b, u) }
+	}
 	f.Intro = widget.NewLabel("Agents work in a Linux virtual machine on this computer. To make it, the app downloads Linux once, builds the machine's disk from it and starts it; this takes a few minutes, and it is kept for next time. Nothing else on your computer changes.")
 	f.Intro.Wrapping = fyne.TextWrapWord
 	f.Image = widget.NewRadioGroup([]string{imageBuiltin, imageURL, imageFile}, func(string) { f.onImage() })
@@ -160,7 +166,7 @@ func (f *firstRun) load() {
 		f.Accel.SetSelected(accelLabels["auto"])
 	}
 	switch m := cfg.ImageManifest; {
-	case m == "" || strings.HasPrefix(m, provision.BuiltinPrefix):
+	case m == "" || strings.HasPrefix(m, builtinimage.Prefix):
 		f.Image.SetSelected(imageBuiltin)
 	case strings.HasPrefix(m, "file://"):
 		f.URL.SetText(strings.TrimPrefix(m, "file://"))
@@ -230,7 +236,7 @@ func (f *firstRun) replan() {
 	}
 	u := m
 	if u == "" {
-		u = provision.DefaultManifestURL()
+		u = builtinimage.Default()
 	}
 	f.mu.Lock()
 	f.planID++
@@ -284,7 +290,7 @@ func planText(p imagePlan, root string) string {
 	if len(p.Packages) > 0 {
 		fmt.Fprintf(&b, "Then, at the first boot, installs %d packages the tools use from the distribution's mirror (%s); they are cached for later resets.\n", len(p.Packages), strings.Join(p.Packages, ", "))
 	}
-	fmt.Fprintf(&b, "Kept in %s (downloads are cached there for later resets); the VM's disk grows there up to %s.\n", filepath.Join(root, "container"), sizeText(ext4.DefaultSize))
+	fmt.Fprintf(&b, "Kept in %s (downloads are cached there for later resets); the VM's disk grows there up to %s.\n", filepath.Join(root, "container"), sizeText(p.DiskSize))
 	fmt.Fprintf(&b, "Your agents' files go in %s.", filepath.Join(root, "workspace"))
 	return b.String()
 }

@@ -26,11 +26,11 @@ func withPlan(t *testing.T) {
 	t.Cleanup(func() { defaultPlan = nil })
 }
 
-func fakePlan(_ context.Context, u string) (imagePlan, error) {
+func fakePlan(_ context.Context, _ Backend, u string) (imagePlan, error) {
 	if strings.Contains(u, "broken") {
 		return imagePlan{}, errors.New(`Get "https://broken.example/m.json": dial tcp: lookup broken.example on 127.0.0.53:53: no such host`)
 	}
-	return imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{
+	return imagePlan{Distro: "alpine", Arch: "amd64", DiskSize: 8 << 30, Downloads: []control.Download{
 		{URL: "https://dl.example.org/alpine-netboot-3.24.2-x86_64.tar.gz", Size: 40 << 20},
 		{URL: "https://dl.example.org/alpine-minirootfs-3.24.2-x86_64.tar.gz", Size: 4 << 20},
 	}, Packages: provision.AlpineToolset}, nil
@@ -187,7 +187,7 @@ func TestFirstRunIsOneStep(t *testing.T) {
 			t.Errorf("empty Agents tab: first steps shown %v, editor shown %v", a.Empty.Visible(), a.editor.Visible())
 		}
 	})
-	if text := planText(imagePlan{Distro: "alpine", Arch: "amd64", Downloads: []provision.Download{{URL: "https://dl.example.org/a.tar.gz", Size: -1}}}, "/data"); strings.Contains(text, "size unknown") || !strings.Contains(text, "can't reach the server") || !strings.Contains(text, "network connection") {
+	if text := planText(imagePlan{Distro: "alpine", Arch: "amd64", DiskSize: 8 << 30, Downloads: []control.Download{{URL: "https://dl.example.org/a.tar.gz", Size: -1}}}, "/data"); strings.Contains(text, "size unknown") || !strings.Contains(text, "can't reach the server") || !strings.Contains(text, "network connection") {
 		t.Errorf("offline plan: %s", text)
 	}
 

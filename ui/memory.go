@@ -11,15 +11,18 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // memoryPanel shows the selected agent's memory (what it stored with
 // osaurus-host agent memory store): newest first, or the best matches of
 // a search; the user can forget an entry.
 type memoryPanel struct {
-	store *memory.Store
+	// store is the owner's memory (this process's Host, or the owner's
+	// over the control socket); nil shows memory as unavailable.
+	store api.DataOps
 	win   fyne.Window
 	agent string
 
@@ -29,7 +32,7 @@ type memoryPanel struct {
 	Refresh *widget.Button
 	Summary *widget.Label
 
-	entries  []memory.Entry
+	entries  []control.MemoryEntry
 	selected int
 }
 
@@ -88,21 +91,12 @@ func (p *memoryPanel) load() {
 	case p.agent == "":
 		p.Summary.SetText("")
 	default:
-		var es []memory.Entry
-		var err error
-		ctx := context.Background()
 		q := strings.TrimSpace(p.Search.Text)
-		if q != "" {
-			es, err = p.store.Query(ctx, p.agent, q, memory.TopN)
-		} else {
-			es, err = p.store.List(ctx, p.agent, 200)
-		}
-		n, cerr := p.store.Count(ctx, p.agent)
+		l, err := p.store.Memories(context.Background(), control.MemoryQuery{Agent: p.agent, Search: q, Limit: 200})
+		es, n := l.Entries, l.Count
 		switch {
 		case err != nil:
 			p.Summary.SetText("Memory: " + err.Error())
-		case cerr != nil:
-			p.Summary.SetText("Memory: " + cerr.Error())
 		case q != "":
 			p.Summary.SetText(fmt.Sprintf("%d best matches of %d entries", len(es), n))
 		case n == 0:
@@ -124,7 +118,7 @@ func (p *memoryPanel) onRemove() {
 		if !ok {
 			return
 		}
-		if err := p.store.Remove(context.Background(), p.agent, e.ID); err != nil {
+		if _, err := p.store.RemoveMemory(context.Background(), control.MemoryRemove{Agent: p.agent, ID: e.ID}); err != nil {
 			showError(p.win, "Forgetting the entry failed", err)
 		}
 		p.load()

@@ -34,8 +34,6 @@ type PluginInstaller interface {
 	// Uninstall removes the tools; deferred says why the folder waits
 	// for the VM.
 	Uninstall(ctx context.Context, a agents.Agent, pluginID string) (deferred, err error)
-	// UninstallEverywhere runs before the library removes a plugin.
-	UninstallEverywhere(ctx context.Context, pluginID string) error
 }
 
 // PluginSource is what the Plugins tab works on.
@@ -43,6 +41,9 @@ type PluginSource struct {
 	Library   *plugins.Library
 	Installed *plugins.Installed
 	Installer PluginInstaller
+	// Writer saves, duplicates and removes library plugins: the owner.
+	// The tab reads the library and writes it only through Writer.
+	Writer api.PluginLibraryOps
 	// HTTPClient makes imports' requests; nil means the importer's.
 	HTTPClient *http.Client
 	// Changes, when set, calls fn (from any goroutine) after a plugin is
@@ -67,7 +68,7 @@ func (c *Controlled) Plugins() (PluginSource, error) {
 		return PluginSource{}, err
 	}
 	return PluginSource{Library: lib, Installed: plugins.NewInstalled(c.paths.AgentStateDir()),
-		Installer: controllerPlugins{c.ctl, c.paths}, Changes: c.PluginChanges}, nil
+		Installer: controllerPlugins{c.ctl, c.paths}, Writer: c.ctl, Changes: c.PluginChanges}, nil
 }
 
 // controllerPlugins is the PluginInstaller of a Controller.
@@ -88,10 +89,6 @@ func (p controllerPlugins) Install(ctx context.Context, a agents.Agent, v plugin
 
 func (p controllerPlugins) Uninstall(ctx context.Context, a agents.Agent, pluginID string) (deferred, err error) {
 	return p.ctl.UninstallPlugin(ctx, api.PluginUninstallRequest{Agent: a.ID, Plugin: pluginID})
-}
-
-func (p controllerPlugins) UninstallEverywhere(ctx context.Context, pluginID string) error {
-	return p.ctl.UninstallPluginEverywhere(ctx, pluginID, nil)
 }
 
 // pluginFollowInterval is how often the tab re-reads the library where
@@ -139,9 +136,6 @@ type pluginsTab struct {
 
 func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.Window, do func(func())) *pluginsTab {
 	t := &pluginsTab{b: b, reg: reg, win: win, do: do, src: src, known: map[string]int{}, installedFor: map[string][]string{}}
-	if src.Library.Uninstaller == nil && src.Installer != nil {
-		src.Library.Uninstaller = src.Installer
-	}
 	t.Status = wrapped("")
 	t.ImportFile = widget.NewButton("Import file…", t.onImportFile)
 	t.URL = widget.NewEntry()
@@ -619,12 +613,22 @@ func (t *pluginsTab) confirmLines(title, head string, lines []string, accept str
 func (t *pluginsTab) save(p *plugins.Plugin, o plugins.Origin) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, changed, err := t.src.Library.Save(ctx, p, o)
+	b, err := p.Encode()
 	if err != nil {
 		t.Status.SetText(err.Error())
 		return
 	}
-	cur := e.Current()
+	r, err := t.src.Writer.SavePlugin(ctx, api.PluginSaveRequest{Recipe: b, Origin: o})
+	if err != nil {
+		t.Status.SetText(err.Error())
+		return
+	}
+	e, err := t.src.Library.Get(r.ID)
+	if err != nil {
+		t.Status.SetText(err.Error())
+		return
+	}
+	changed, cur := r.Changed, e.Current()
 	switch {
 	case !changed:
 		t.Status.SetText(fmt.Sprintf("%s is unchanged (library version %d).", e.ID, cur.Number))
@@ -934,7 +938,12 @@ func (t *pluginsTab) onDuplicate() {
 func (t *pluginsTab) duplicate(e *plugins.Entry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := t.src.Library.Duplicate(ctx, e.ID)
+	r, err := t.src.Writer.DuplicatePlugin(ctx, e.ID)
+	if err != nil {
+		t.Status.SetText(err.Error())
+		return
+	}
+	d, err := t.src.Library.Get(r.ID)
 	if err != nil {
 		t.Status.SetText(err.Error())
 		return
@@ -981,7 +990,7 @@ func (t *pluginsTab) remove(id string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		err := t.src.Library.Remove(ctx, id)
+		_, err := t.src.Writer.RemovePlugin(ctx, id, nil)
 		t.do(func() {
 			if err != nil {
 				t.Status.SetText(err.Error())

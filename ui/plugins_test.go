@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/tools"
 )
@@ -51,7 +52,44 @@ func (b *pluginBackend) Plugins() (PluginSource, error) {
 	if b.review {
 		inst = reviewingInstaller{b.inst}
 	}
-	return PluginSource{Library: lib, Installed: b.inst.installed, Installer: inst, HTTPClient: b.client}, nil
+	w, err := plugins.OpenLibrary(b.paths.PluginsDir())
+	if err != nil {
+		return PluginSource{}, err
+	}
+	w.Uninstaller = b.inst
+	return PluginSource{Library: lib, Installed: b.inst.installed, Installer: inst, Writer: libWriter{w}, HTTPClient: b.client}, nil
+}
+
+// libWriter writes the library as the owner does (host.Host's
+// PluginLibraryOps), uninstalling through the fake installer first.
+type libWriter struct{ lib *plugins.Library }
+
+func (w libWriter) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.PluginSaved, error) {
+	p, err := plugins.DecodeBytes(req.Recipe)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	e, changed, err := w.lib.Save(ctx, p, req.Origin)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	return api.PluginSaved{ID: e.ID, Changed: changed}, nil
+}
+
+func (w libWriter) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved, error) {
+	e, err := w.lib.Duplicate(ctx, id)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	return api.PluginSaved{ID: e.ID, Changed: true}, nil
+}
+
+func (w libWriter) RemovePlugin(ctx context.Context, id string, _ func(string)) (api.PluginRemoved, error) {
+	return api.PluginRemoved{}, w.lib.Remove(ctx, id)
+}
+
+func (w libWriter) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
+	return api.PluginRepairs{}, nil
 }
 
 // fakeInstaller reports the real install's steps, each held until the

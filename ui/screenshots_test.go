@@ -64,8 +64,8 @@ func TestWindowScreenshots(t *testing.T) {
 	// What a user would see: the default data folder, the installed
 	// binary, the real image host.
 	const userData, userExe, userHome = "/home/you/.local/share/osaurus-sandbox", "/home/you/.local/bin/osaurus-sandbox", "/home/you"
-	defaultPlan = func(context.Context, string) (imagePlan, error) {
-		return imagePlan{Distro: "alpine", Arch: "x86_64", Downloads: []provision.Download{
+	defaultPlan = func(context.Context, Backend, string) (imagePlan, error) {
+		return imagePlan{Distro: "alpine", Arch: "x86_64", DiskSize: 8 << 30, Downloads: []control.Download{
 			{URL: "https://dl-cdn.alpinelinux.org/alpine/v3.22/releases/x86_64/netboot/vmlinuz-virt", Size: 12 << 20},
 			{URL: "https://dl-cdn.alpinelinux.org/alpine/v3.22/releases/x86_64/alpine-minirootfs-3.22.2-x86_64.tar.gz", Size: 3 << 20},
 		}, Packages: provision.AlpineToolset}, nil

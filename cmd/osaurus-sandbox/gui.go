@@ -12,15 +12,12 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/bridge"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/hostcli"
 	"github.com/osaurus/osaurus-sandbox/secrets"
-	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 	"github.com/osaurus/osaurus-sandbox/ui"
 )
@@ -35,7 +32,7 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
 	// The window reads the agents; it changes them, and the projects,
 	// through ctl, whose owner is their one writer.
-	o := ui.Options{AgentLog: (&bridge.LogStore{Dir: p.AgentLogDir()}).Read}
+	o := ui.Options{}
 	var ctl api.Controller
 	var pluginChanges func(func()) func()
 	h, err := host.New(ctx, host.Options{Paths: p, Kind: "app", Logf: logf, Version: hostcli.Version})
@@ -52,28 +49,25 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 		}
 		sec := secrets.NewAt(p.SecretRemovals())
 		o.Secrets, o.Prompts = sec, &secretprompt.Broker{Store: sec, Pages: &secretprompt.Pages{Store: sec}}
-		o.Memory, _ = memory.Open(ctx, p.MemoryDB(), memory.Options{}) // nil shows memory as unavailable
-		if ev, err := events.Open(ctx, p.EventsDB(), events.Options{}); err == nil {
-			o.Events = ev
-		} else {
-			logf("mcp: no event notifications: %v", err)
-		}
 	case err != nil:
 		return err
 	default:
 		defer h.Close()
 		ctl = h
 		o.Registry = h.Registry()
-		// The owner's keychain, prompts and stores: a secret typed in the
-		// window is one its redaction knows, an event emitted through the
-		// bridge shows at once.
-		o.Secrets, o.Prompts, o.Memory, o.Events = h.Secrets(), h.Prompts(), h.Memory(), h.Events()
+		// The owner's keychain and prompts: a secret typed in the window
+		// is one its redaction knows.
+		o.Secrets, o.Prompts = h.Secrets(), h.Prompts()
 		pluginChanges = h.Tools().SubscribePlugins
 		o.Quit = func(ctx context.Context) error { return h.Manager().Close(ctx, true) }
 		if cfg, err := config.LoadSandbox(p.SandboxJSON()); err == nil {
 			o.AutoStart = cfg.AutoStart
 		}
 	}
+	// The memory, the event log and the agents' logs are the owner's:
+	// this process's Host, or the owner's over the control socket.
+	o.Memory, o.Events = ctl, ctl
+	o.AgentLog = func(slug string) (string, error) { return ctl.AgentLog(ctx, slug) }
 	o.AgentUsage = func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return agentUsage(ctx, ctl, a) }
 	b, err := ui.NewBackend(ctx, ctl, p)
 	if err != nil {

@@ -110,3 +110,7 @@ func PluginImporter(cfg config.Sandbox, client *http.Client) *plugins.Importer {
 func OutsideAllowlist(p *plugins.Plugin, cfg config.Sandbox) []plugins.Problem {
 	return plugins.CheckHosts(p, plugins.NewAllowlist(cfg.SetupAllowlist()))
 }
+
+// CheckInference says why the runner can't use the model server (not
+// configured), before anything starts an owner for a task.
+func CheckInference(p config.Paths) error { return inferenceReady(p)() }

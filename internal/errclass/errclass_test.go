@@ -176,7 +176,9 @@ func TestListIsComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name := range listed {
-		if !seen[name] {
+		// The control protocol's sentinels are listed for their class;
+		// the agentproto tree is not walked.
+		if !seen[name] && !strings.HasPrefix(name, "agentproto/") {
 			t.Errorf("sentinels lists %s, which the source no longer has", name)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/inference"
@@ -66,6 +67,8 @@ var sentinels = []sentinel{
 	{"config.ErrInvalid", config.ErrInvalid, errdefs.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},
+	{"host.ErrNoMemory", host.ErrNoMemory, errdefs.ErrUnavailable},
+	{"host.ErrNoEventLog", host.ErrNoEventLog, errdefs.ErrUnavailable},
 	{"host/api.ErrOwnerGone", api.ErrOwnerGone, errdefs.ErrUnavailable},
 	{"host/api/client.ErrLinkLost", client.ErrLinkLost, errdefs.ErrUnavailable},
 	{"host/api/client.ErrUnreachable", client.ErrUnreachable, errdefs.ErrUnavailable},

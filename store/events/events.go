@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
@@ -57,17 +58,9 @@ func (e *InvalidError) Is(target error) bool {
 	return target == ErrInvalid || errors.Is(ErrInvalid, target)
 }
 
-// Event is one emitted event. Payload is compact JSON, or null.
-type Event struct {
-	ID      int64           `json:"id"`
-	Agent   string          `json:"agent"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload"`
-	Time    time.Time       `json:"time"`
-	// Plugin is the plugin (id) of Agent whose command emitted the event;
-	// empty for the agent's own commands and the host.
-	Plugin string `json:"plugin,omitempty"`
-}
+// Event is one emitted event. Payload is compact JSON, or null; the
+// control socket carries it as is.
+type Event = control.Event
 
 const schema = `
 CREATE TABLE IF NOT EXISTS events (
@@ -218,13 +211,7 @@ func (s *Store) EmitFrom(ctx context.Context, agent, plugin, typ string, payload
 // keeps events of that type family (InFamily); Plugin, when set, keeps
 // only what that plugin may see: the events it emitted and those of its
 // own type family (its id).
-type Filter struct {
-	Agent  string
-	After  int64
-	Last   int
-	Type   string
-	Plugin string
-}
+type Filter = control.EventFilter
 
 // InFamily reports whether typ is in the type family of family: the type
 // itself, or family followed by '.', ':' or '/' and more ("build" has

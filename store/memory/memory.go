@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/internal/sqlitedb"
 )
@@ -67,14 +68,8 @@ func checkAgent(agent string) error {
 	return nil
 }
 
-// Entry is one memory.
-type Entry struct {
-	ID        int64     `json:"id"`
-	Agent     string    `json:"agent"`
-	Content   string    `json:"content"`
-	Salience  float64   `json:"salience"`
-	CreatedAt time.Time `json:"created_at"`
-}
+// Entry is one memory; the control socket carries it as is.
+type Entry = control.MemoryEntry
 
 const schema = `
 CREATE TABLE IF NOT EXISTS memories (

@@ -7,7 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 )
 
 // EventLogger is the logger name of event notifications, so a client
@@ -18,7 +18,7 @@ const EventLogger = "osaurus-events"
 // connected session as a log notification (level info), until ctx ends.
 // A session sees them once its client has set a log level
 // (logging/setLevel), as the protocol asks.
-func (s *AgentServer) startEvents(ctx context.Context, store *events.Store, slug string) {
+func (s *AgentServer) startEvents(ctx context.Context, store EventLog, slug string) {
 	// Where "now" is, taken before returning so no event emitted after
 	// the server exists is missed.
 	last, err := store.LastID(ctx)
@@ -29,8 +29,8 @@ func (s *AgentServer) startEvents(ctx context.Context, store *events.Store, slug
 	go s.followEvents(ctx, store, slug, last)
 }
 
-func (s *AgentServer) followEvents(ctx context.Context, store *events.Store, slug string, last int64) {
-	err := store.Follow(ctx, events.Filter{Agent: slug, After: last}, func(e events.Event) error {
+func (s *AgentServer) followEvents(ctx context.Context, store EventLog, slug string, last int64) {
+	err := store.Follow(ctx, control.EventFilter{Agent: slug, After: last}, func(e control.Event) error {
 		data := map[string]any{"id": e.ID, "type": e.Type, "payload": json.RawMessage(e.Payload), "time": e.Time}
 		for ss := range s.srv.Sessions() {
 			//lint:ignore SA1019 logging is deprecated from protocol 2026-07-28 but is how MCP clients receive server notices today.

@@ -27,9 +27,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
-	"github.com/osaurus/osaurus-sandbox/store/events"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
@@ -45,8 +45,19 @@ type Config struct {
 	// Logger gets the SDK's messages; nil discards them.
 	Logger *slog.Logger
 	// Events, when set, are delivered to the agent's sessions as log
-	// notifications (see startEvents).
-	Events *events.Store
+	// notifications (see startEvents): the owner's event log, or the
+	// owner's through the control socket in any other process.
+	Events EventLog
+}
+
+// EventLog is the event log as the sessions follow it (store/events'
+// Store in the owner).
+type EventLog interface {
+	// LastID is the id of the newest event (0 when there is none).
+	LastID(ctx context.Context) (int64, error)
+	// Follow calls fn with every event f selects, then each new one,
+	// until ctx ends or fn fails.
+	Follow(ctx context.Context, f control.EventFilter, fn func(control.Event) error) error
 }
 
 // AgentServer is the MCP server of one agent, kept in step with the

@@ -1,0 +1,88 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+)
+
+// library is the plugin library, opened for this call: a Remove's
+// uninstaller is the call's own.
+func (d *DataOwner) library() (*plugins.Library, error) {
+	lib, err := plugins.OpenLibrary(d.Paths.PluginsDir())
+	if err != nil {
+		return nil, fmt.Errorf("%w: the plugin library %s: %w", agentproto.ErrUnsupported, d.Paths.PluginsDir(), err)
+	}
+	return lib, nil
+}
+
+// SavePlugin saves a recipe a front end fetched and the user accepted as
+// a new version of its id.
+func (d *DataOwner) SavePlugin(ctx context.Context, req api.PluginSaveRequest) (api.PluginSaved, error) {
+	lib, err := d.library()
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	p, err := plugins.DecodeBytes(req.Recipe)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	e, changed, err := lib.Save(ctx, p, req.Origin)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	return api.PluginSaved{ID: e.ID, Changed: changed}, nil
+}
+
+// DuplicatePlugin copies a plugin under a new name and id.
+func (d *DataOwner) DuplicatePlugin(ctx context.Context, id string) (api.PluginSaved, error) {
+	lib, err := d.library()
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	e, err := lib.Duplicate(ctx, id)
+	if err != nil {
+		return api.PluginSaved{}, err
+	}
+	return api.PluginSaved{ID: e.ID, Changed: true}, nil
+}
+
+// everywhere is the plugins.Uninstaller of one RemovePlugin call.
+type everywhere struct {
+	th     *ToolHost
+	report func(string)
+}
+
+func (u everywhere) UninstallEverywhere(ctx context.Context, pluginID string) error {
+	return u.th.UninstallPluginEverywhere(ctx, pluginID, u.report)
+}
+
+// RemovePlugin uninstalls a plugin from every agent, then deletes it; a
+// damaged entry is kept aside, and Damaged says where.
+func (d *DataOwner) RemovePlugin(ctx context.Context, id string, report func(string)) (api.PluginRemoved, error) {
+	lib, err := d.library()
+	if err != nil {
+		return api.PluginRemoved{}, err
+	}
+	lib.Uninstaller = everywhere{d.Tools, report}
+	var r api.PluginRemoved
+	_, gerr := lib.Get(id)
+	var damaged *plugins.DamagedError
+	if errors.As(gerr, &damaged) {
+		r.Damaged = damaged.Path
+	}
+	return r, lib.Remove(ctx, id)
+}
+
+// RepairPlugins rewrites damaged install records with what is readable.
+func (d *DataOwner) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
+	rs, err := plugins.NewInstalled(d.Paths.AgentStateDir()).Repair(ctx)
+	if rs == nil {
+		rs = []plugins.InstalledRepair{}
+	}
+	return api.PluginRepairs{Repairs: rs}, err
+}
