@@ -375,6 +375,9 @@ func (t *tmpTable) Drop(name string) {
 }
 
 func (t *tmpTable) dropLocked(name string) {
+	// The threads that start its processes hold the namespace (and with
+	// it the area's memory): they go with it.
+	retireForkers(name)
 	if n := t.ns[name]; n != nil {
 		unix.Close(n.fd)
 		delete(t.ns, name)
@@ -421,11 +424,12 @@ func enterAgent(a *Account) error {
 	return nil
 }
 
-// ForkAsAgent runs fork on a thread of its own that entered a's state
-// (enterAgent) and ns, when set, so the child starts there. check, when
-// set, runs first on the same thread with a's file-system identity, as
-// under RunAs; the thread takes root's back for the fork, which needs it
-// to give the child its credentials. One thread does both: under
+// ForkAsAgent runs fork on a thread in a's state (enterAgent) and in
+// ns, when set, under the agents' seccomp filter, so the child starts
+// there: a's prepared thread (forker_linux.go), made on first use. check,
+// when set, runs first on the same thread with a's file-system identity,
+// as under RunAs; the thread takes root's back for the fork, which needs
+// it to give the child its credentials. One thread does both: under
 // emulation a thread and a namespace switch cost more than the checks.
 func ForkAsAgent(a *Account, ns netns.NsHandle, check func() error, fork func() (int, error)) (int, error) {
 	if a.UID == 0 {
@@ -436,29 +440,5 @@ func ForkAsAgent(a *Account, ns netns.NsHandle, check func() error, fork func() 
 		}
 		return network.SpawnIn(ns, fork)()
 	}
-	return osthread.Throwaway(func() (int, error) {
-		if unix.Gettid() == unix.Getpid() {
-			return 0, fmt.Errorf("%w: refusing to fork as %s on the process's main thread", agentproto.ErrInternal, a.Name)
-		}
-		if err := enterAgent(a); err != nil {
-			return 0, err
-		}
-		if check != nil {
-			if err := setThreadFSCreds(a); err != nil {
-				return 0, err
-			}
-			if err := check(); err != nil {
-				return 0, err
-			}
-			if err := restoreThreadRootCreds(); err != nil {
-				return 0, err
-			}
-		}
-		// The thread dies after the fork: namespace and filter are
-		// the child's.
-		if err := network.PrepareFork(ns); err != nil {
-			return 0, err
-		}
-		return fork()
-	})
+	return forkOnPrepared(a, ns, check, fork)
 }
