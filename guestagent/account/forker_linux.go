@@ -36,6 +36,25 @@ import (
 // of the user pushes it out, or after any step of a start failed in a way
 // that leaves the thread's state in doubt.
 
+// ForkAsAgent runs fork on a thread in a's state (enterAgent) and in
+// ns, when set, under the agents' seccomp filter, so the child starts
+// there: a's prepared thread (forker_linux.go), made on first use. check,
+// when set, runs first on the same thread with a's file-system identity,
+// as under RunAs; the thread takes root's back for the fork, which needs
+// it to give the child its credentials. One thread does both: under
+// emulation a thread and a namespace switch cost more than the checks.
+func ForkAsAgent(a *Account, ns netns.NsHandle, check func() error, fork func() (int, error)) (int, error) {
+	if a.UID == 0 {
+		if check != nil {
+			if err := check(); err != nil {
+				return 0, err
+			}
+		}
+		return network.SpawnIn(ns, fork)()
+	}
+	return forkOnPrepared(a, ns, check, fork)
+}
+
 // forkerKey names a forker: the user and the network namespace it joined.
 type forkerKey struct {
 	user string
