@@ -12,11 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/guestagent/network"
 	"github.com/osaurus/osaurus-sandbox/guestagent/osthread"
 )
 
@@ -375,6 +373,9 @@ func (t *tmpTable) Drop(name string) {
 }
 
 func (t *tmpTable) dropLocked(name string) {
+	// The threads that start its processes hold the namespace (and with
+	// it the area's memory): they go with it.
+	retireForkers(name)
 	if n := t.ns[name]; n != nil {
 		unix.Close(n.fd)
 		delete(t.ns, name)
@@ -419,46 +420,4 @@ func enterAgent(a *Account) error {
 		return fmt.Errorf("%w: join %s's mount namespace: %v", agentproto.ErrInternal, a.Name, err)
 	}
 	return nil
-}
-
-// ForkAsAgent runs fork on a thread of its own that entered a's state
-// (enterAgent) and ns, when set, so the child starts there. check, when
-// set, runs first on the same thread with a's file-system identity, as
-// under RunAs; the thread takes root's back for the fork, which needs it
-// to give the child its credentials. One thread does both: under
-// emulation a thread and a namespace switch cost more than the checks.
-func ForkAsAgent(a *Account, ns netns.NsHandle, check func() error, fork func() (int, error)) (int, error) {
-	if a.UID == 0 {
-		if check != nil {
-			if err := check(); err != nil {
-				return 0, err
-			}
-		}
-		return network.SpawnIn(ns, fork)()
-	}
-	return osthread.Throwaway(func() (int, error) {
-		if unix.Gettid() == unix.Getpid() {
-			return 0, fmt.Errorf("%w: refusing to fork as %s on the process's main thread", agentproto.ErrInternal, a.Name)
-		}
-		if err := enterAgent(a); err != nil {
-			return 0, err
-		}
-		if check != nil {
-			if err := setThreadFSCreds(a); err != nil {
-				return 0, err
-			}
-			if err := check(); err != nil {
-				return 0, err
-			}
-			if err := restoreThreadRootCreds(); err != nil {
-				return 0, err
-			}
-		}
-		// The thread dies after the fork: namespace and filter are
-		// the child's.
-		if err := network.PrepareFork(ns); err != nil {
-			return 0, err
-		}
-		return fork()
-	})
 }

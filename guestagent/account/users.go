@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
@@ -75,11 +76,80 @@ func ValidUserName(name string) bool {
 
 // Lookup finds a user and its groups. The empty name is root; a root-less
 // passwd file still yields uid 0 so a broken image stays manageable.
+//
+// Every call reads what the files say now, but a lookup whose files are
+// the same as at the last one (the same file, size and modification
+// time: the agent replaces them by rename, which makes a new file) answers
+// from memory: under emulation reading and parsing them was a good part
+// of a short call's cost.
 func (db UserDB) Lookup(name string) (Account, error) {
 	db = db.WithDefaults()
 	if name == "" {
 		name = "root"
 	}
+	key := lookupKey{db.Passwd, db.Group, name}
+	pwSt, pwErr := os.Stat(db.Passwd)
+	grSt, grErr := os.Stat(db.Group)
+	if pwErr == nil && grErr == nil {
+		if a, ok := lookups.get(key, pwSt, grSt); ok {
+			return a, nil
+		}
+	}
+	a, err := db.lookup(name)
+	if err == nil && pwErr == nil && grErr == nil {
+		lookups.put(key, pwSt, grSt, a)
+	}
+	return a, err
+}
+
+// lookups remembers the accounts found, with the files they were found in.
+var lookups = lookupCache{m: map[lookupKey]cachedAccount{}}
+
+type lookupKey struct{ passwd, group, name string }
+
+type cachedAccount struct {
+	a           Account
+	passwd, grp fs.FileInfo
+}
+
+type lookupCache struct {
+	mu sync.Mutex
+	m  map[lookupKey]cachedAccount
+}
+
+// maxLookups bounds the cache: a name that was never a user is not kept
+// (lookups of unknown names fail and are not cached), so this only
+// bounds the users that came and went.
+const maxLookups = 1024
+
+func sameFile(a, b fs.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+func (c *lookupCache) get(k lookupKey, pw, gr fs.FileInfo) (Account, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !sameFile(e.passwd, pw) || !sameFile(e.grp, gr) {
+		return Account{}, false
+	}
+	a := e.a
+	a.Groups = slices.Clone(a.Groups)
+	return a, true
+}
+
+func (c *lookupCache) put(k lookupKey, pw, gr fs.FileInfo, a Account) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxLookups {
+		clear(c.m)
+	}
+	a.Groups = slices.Clone(a.Groups)
+	c.m[k] = cachedAccount{a: a, passwd: pw, grp: gr}
+}
+
+// lookup reads the files.
+func (db UserDB) lookup(name string) (Account, error) {
 	pw, err := ReadAccountFile(db.Passwd)
 	if err != nil {
 		return Account{}, err

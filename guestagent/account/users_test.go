@@ -92,3 +92,45 @@ func TestAccountFileEditsKeepOtherLines(t *testing.T) {
 		t.Fatalf("ids = %v", ids)
 	}
 }
+
+// Lookups are remembered, but never past a change of the files: a user
+// removed (the file replaced by rename, as the agent writes it) no longer
+// resolves, and a group added in place is seen.
+func TestLookupSeesChangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	db := UserDB{Passwd: filepath.Join(dir, "passwd"), Group: filepath.Join(dir, "group")}
+	write := func(path, data string) {
+		t.Helper()
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(db.Passwd, "root:x:0:0::/root:/bin/sh\nagent:x:2001:2001::/home/agent:/bin/sh\n")
+	write(db.Group, "agent:x:2001:\n")
+	for range 2 { // the second from memory
+		a, err := db.Lookup("agent")
+		if err != nil || a.UID != 2001 || !slices.Equal(a.Groups, []int{2001}) {
+			t.Fatalf("Lookup = %+v, %v", a, err)
+		}
+		a.Groups[0] = 0 // a caller's change stays its own
+	}
+	// A member added in place (same file, new size).
+	f, err := os.OpenFile(db.Group, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("wheel:x:10:agent\n")
+	f.Close()
+	if a, err := db.Lookup("agent"); err != nil || !slices.Equal(a.Groups, []int{2001, 10}) {
+		t.Fatalf("after the group's change: Lookup = %+v, %v; want groups [2001 10]", a, err)
+	}
+	// The same size, by rename: the user is gone.
+	write(db.Passwd, "root:x:0:0::/root:/bin/sh\nagenx:x:2001:2001::/home/agent:/bin/sh\n")
+	if a, err := db.Lookup("agent"); !errors.Is(err, agentproto.ErrNoSuchUser) {
+		t.Fatalf("after the user's removal: Lookup = %+v, %v; want ErrNoSuchUser", a, err)
+	}
+}

@@ -19,9 +19,10 @@ import (
 // call) and every system call of another ABI (i386, x32), whose numbers
 // the filter does not check.
 //
-// The filter is installed on the throwaway thread that forks the agent's
-// process (ForkInNetns); the thread ends right after, so no thread of
-// PID 1 keeps it.
+// The filter is installed on the thread that forks the agent's process:
+// a throwaway one (ForkInNetns), or the agent's prepared thread
+// (account.ForkAsAgent), which does nothing but fork that agent's
+// processes. No other thread of PID 1 has it.
 
 // BPF opcodes (linux/bpf_common.h).
 const (
