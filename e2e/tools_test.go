@@ -319,8 +319,10 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 22 {
-		t.Fatalf("%d tools listed, want all 22", got)
+	// All of them, sandbox_expose_port with the owner's previews among
+	// them (sandbox_request_review needs a project).
+	if names := s.tools(t); len(names) != 23 || !slices.Contains(names, "sandbox_expose_port") {
+		t.Fatalf("%d tools listed, want all 23: %v", len(names), names)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -599,8 +601,8 @@ func gating(t *testing.T, te *toolsEnv) {
 		set(true)
 		// Background processes follow autonomous exec (a new agent's
 		// backgroundProcesses is on), as the seed documents.
-		if got := len(s.tools(t)); got != 22 {
-			t.Fatalf("%s: %d tools after enabling, want 22", s.name, got)
+		if names := s.tools(t); len(names) != 23 {
+			t.Fatalf("%s: %d tools after enabling, want 23: %v", s.name, len(names), names)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)
