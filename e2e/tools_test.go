@@ -319,8 +319,11 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 23 {
-		t.Fatalf("%d tools listed, want all 23", got)
+	// All of them, sandbox_expose_port and sandbox_checkpoint with the
+	// owner's previews and checkpoints among them (sandbox_request_review
+	// needs a project).
+	if names := s.tools(t); len(names) != 24 || !slices.Contains(names, "sandbox_expose_port") || !slices.Contains(names, "sandbox_checkpoint") {
+		t.Fatalf("%d tools listed, want all 24: %v", len(names), names)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
@@ -599,8 +602,8 @@ func gating(t *testing.T, te *toolsEnv) {
 		set(true)
 		// Background processes follow autonomous exec (a new agent's
 		// backgroundProcesses is on), as the seed documents.
-		if got := len(s.tools(t)); got != 22 {
-			t.Fatalf("%s: %d tools after enabling, want 22", s.name, got)
+		if names := s.tools(t); len(names) != 24 {
+			t.Fatalf("%s: %d tools after enabling, want 24: %v", s.name, len(names), names)
 		}
 		if r := s.ok(t, "sandbox_exec", map[string]any{"command": "whoami"}); r["stdout"] != "agent-carol\n" {
 			t.Fatalf("exec: %v", r)
@@ -608,8 +611,8 @@ func gating(t *testing.T, te *toolsEnv) {
 		s.ok(t, "sandbox_exec_background", map[string]any{"command": "true"})
 		// The setting still takes them away for users who want them off.
 		update(func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = false })
-		if got := len(s.tools(t)); got != 20 {
-			t.Fatalf("%s: %d tools with backgroundProcesses off, want 20", s.name, got)
+		if names := s.tools(t); len(names) != 22 || slices.Contains(names, "sandbox_exec_background") || slices.Contains(names, "sandbox_process") {
+			t.Fatalf("%s: %d tools with backgroundProcesses off, want 22 (without sandbox_exec_background and sandbox_process): %v", s.name, len(names), names)
 		}
 		s.fails(t, "sandbox_exec_background", map[string]any{"command": "sleep 1"}, envelope.ToolNotFound)
 		update(func(ae *agents.AutonomousExec) { ae.BackgroundProcesses = true })

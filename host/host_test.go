@@ -56,7 +56,10 @@ func (k *memKeychain) Delete(service, user string) error {
 
 // testHost is an owner of a fresh data dir whose VM is not provisioned,
 // serving nothing.
-func testHost(t *testing.T) *Host {
+func testHost(t *testing.T) *Host { return testHostWith(t, nil) }
+
+// testHostWith is testHost with settings: fn's changes to the defaults.
+func testHostWith(t *testing.T, fn func(*config.Sandbox)) *Host {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "host") // short: the control socket is in it
 	if err != nil {
@@ -66,6 +69,13 @@ func testHost(t *testing.T) *Host {
 	p := config.Paths{Root: dir}
 	if err := os.MkdirAll(filepath.Dir(p.AgentsJSON()), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if fn != nil {
+		cfg := config.Defaults()
+		fn(&cfg)
+		if err := config.SaveSandbox(p.SandboxJSON(), cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h, err := open(context.Background(), Options{Paths: p, Kind: "test", Logf: t.Logf, Secrets: &secrets.Store{B: &memKeychain{m: map[string]string{}}}})
 	if err != nil {
@@ -143,6 +153,32 @@ func TestOneToolsEnvironment(t *testing.T) {
 	useUp("sandbox_plugin_register", `{"plugin_id":"made"}`)
 	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", `{"name":"Made","description":"d"}`); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("after its registrations ran out through MCP, the bridge's plugin create: %d %s (want 429)", w.Code, w.Body)
+	}
+}
+
+// The rateLimits setting reaches the owner's limiters, the tools' and
+// the bridge's.
+func TestRateLimitsSetting(t *testing.T) {
+	h := testHostWith(t, func(c *config.Sandbox) { c.RateLimits = "bridge=2,sandbox.read=3" })
+	a, err := h.Registry().Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		w := bridgeCall(h, a.Slug, "GET", "/api/ping", "")
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < 2]; w.Code != want {
+			t.Fatalf("bridge call %d: %d %s, want %d", i+1, w.Code, w.Body, want)
+		}
+	}
+	// No VM: an admitted call is charged, then fails as unavailable.
+	for i := range 4 {
+		e, err := envelope.Parse(h.Tools().Toolset(a).Call(context.Background(), "sandbox_list_directory", []byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]envelope.Kind{true: envelope.Unavailable, false: envelope.Rejected}[i < 3]; e.Kind != want {
+			t.Fatalf("read %d: %+v, want %s", i+1, e, want)
+		}
 	}
 }
 
