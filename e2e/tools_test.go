@@ -363,8 +363,11 @@ func everyTool(t *testing.T, s *session, slug, pkg string, idx *pkgIndex) {
 	home := "/workspace/agents/" + slug
 	const script = "import sys\nprint('hello', *sys.argv[1:])\n"
 
-	if got := len(s.tools(t)); got != 23 {
-		t.Fatalf("%d tools listed, want all 23", got)
+	// All but sandbox_checkpoint: it needs the owner's checkpoints (a
+	// host.Host), which this harness's tools environment has not, so its
+	// gate hides it (TestSandboxCheckpointTool, host, covers it).
+	if got := len(s.tools(t)); got != 22 {
+		t.Fatalf("%d tools listed, want all 22", got)
 	}
 	r := s.ok(t, "sandbox_write_file", map[string]any{"path": "proj/hello.py", "content": script})
 	if r["path"] != home+"/proj/hello.py" || num(r["size"]) != len(script) {
