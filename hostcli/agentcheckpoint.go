@@ -3,10 +3,12 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 )
 
@@ -201,6 +203,9 @@ func (c *cli) checkpointBefore(ctx context.Context, op string) int {
 		return ExitOK // an owner without checkpoints: nothing to take
 	}
 	m, err := cp.CreateCheckpoint(ctx, api.CheckpointRequest{Before: op})
+	if errors.Is(err, agentproto.ErrUnsupported) {
+		return ExitOK // an owner that keeps no checkpoints (an older one)
+	}
 	if err != nil {
 		return c.fail(err)
 	}

@@ -208,16 +208,12 @@ func TestConfigRepairOnRealBinary(t *testing.T) {
 	path := config.Paths{Root: b.home}.SandboxJSON()
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	os.WriteFile(path, []byte("{\n  \"cpus\": 4,\n  \"colour\": \"red\",\n  \"memoryGB\": 64\n}\n"), 0o644)
-	longestKey := 0 // `config get` aligns the values after the longest key
-	for _, kd := range config.KeyDocs() {
-		longestKey = max(longestKey, len(kd[0]))
-	}
 	steps := []struct {
 		args     []string
 		code     int
 		out, err string
 	}{
-		{[]string{"config", "get"}, ExitError, "cpus" + strings.Repeat(" ", longestKey-len("cpus")+1) + "4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
+		{[]string{"config", "get"}, ExitError, "cpus" + strings.Repeat(" ", longestKey()-len("cpus")+1) + "4", `sandbox.json line 3: invalid setting: unknown key "colour"|remove it with ` + "`osaurus-sandbox config reset colour`"},
 		{[]string{"config", "get", "cpus"}, ExitError, "4\n", "sandbox.json line 4: invalid setting: memoryGB: 64, allowed 1–8"},
 		{[]string{"config", "set", "memoryGB", "4"}, ExitError, "saved", "line 3"},
 		{[]string{"config", "reset", "colour"}, ExitOK, "saved", ""},
@@ -444,4 +440,14 @@ func TestMCPStdioOnRealBinary(t *testing.T) {
 	if m := next("tools/call with params a string"); m["error"] == nil {
 		t.Errorf("tools/call with bad params: %v", m)
 	}
+}
+
+// longestKey is the length of the longest setting's name (config get's
+// first column).
+func longestKey() int {
+	n := 0
+	for _, k := range config.KeyDocs() {
+		n = max(n, len(k[0]))
+	}
+	return n
 }
