@@ -439,7 +439,18 @@ func TestRemoteContextMCP(t *testing.T) {
 		t.Fatalf("the call cut off: %+v, %v; want an error saying the connection was lost", r.res, r.err)
 	}
 	t.Logf("the call cut off: %v", r.err)
-	waitFor(t, "the relay and the far side's mcp to end", 30*time.Second, func() bool {
+	defer func() {
+		if t.Failed() { // which one stayed, and in what state
+			for _, pid := range pidsNaming("mcp\x00--agent\x00alice") {
+				cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				t.Logf("left: pid %d %q\n%s", pid, cl, st)
+			}
+		}
+	}()
+	// Generous: the far side's mcp ends once its cut-off call is
+	// cancelled, which takes long on a loaded machine.
+	waitFor(t, "the relay and the far side's mcp to end", 90*time.Second, func() bool {
 		return procsNaming("mcp\x00--agent\x00alice") == 0
 	})
 	waitFor(t, "the cut-off command to end in the VM", time.Minute, func() bool { return !inVM() })
