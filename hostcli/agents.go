@@ -398,7 +398,8 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	// The secret prompts of this process: the MCP client's URL elicitation.
 	prompts := &secretprompt.Broker{Store: c.sec, Pages: &secretprompt.Pages{Store: c.sec}}
 	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths),
-		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts})
+		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts,
+		Exposer: inOwner{}, Checkpointer: inOwner{}, Reviewer: inOwner{}})
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
