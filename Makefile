@@ -19,7 +19,7 @@ TEST_KERNEL := $(TEST_GUEST)-kernel
 # like the test guest; the script rebuilds it only when its inputs change.
 KERNEL_CACHE ?= $(HOME)/.cache/osaurus-sandbox/kernel
 KERNEL_ARCH  ?= $(shell $(GO) env GOARCH)
-GOTEST_FLAGS ?= -race -timeout 75m
+GOTEST_FLAGS ?= -race -timeout 85m
 STATICCHECK := v0.8.2
 # `make install` copies the app to $(BINDIR): ~/.local/bin by default, a
 # folder the user owns (no sudo); PREFIX=/usr/local for every user.
