@@ -195,12 +195,9 @@ func TestBridgePluginCreator(t *testing.T) {
 	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", recipe); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "autonomous") {
 		t.Fatalf("autonomous exec off: %d %s (want 403)", w.Code, w.Body)
 	}
-	// Turned on by another process (the CLI): read at the next call.
-	other, err := agents.Open(h.Paths().AgentsJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
+	// Turned on through the owner (the CLI's `agent set` is an AgentOps
+	// call): it holds from the next call.
+	if _, err := h.Registry().Update(a.ID, func(a *agents.Agent) error { a.AutonomousExec.Enabled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if w := bridgeCall(h, a.Slug, "POST", "/api/plugin/create", recipe); w.Code != http.StatusServiceUnavailable {
