@@ -100,8 +100,9 @@ func (s Sandbox) BackgroundIdle() time.Duration {
 
 // RateServices are the services RateLimits may set: the tools' file
 // reads and writes, commands, package installs, secrets and plugin
-// registrations, and the bridge's calls, inference and dispatched tasks.
-var RateServices = []string{"sandbox.read", "sandbox.write", "exec", "install", "secrets", "http", "bridge", "inference", "dispatch"}
+// registrations, and the bridge's calls, inference, dispatched tasks,
+// memory and events.
+var RateServices = []string{"sandbox.read", "sandbox.write", "exec", "install", "secrets", "http", "bridge", "inference", "dispatch", "memory", "events"}
 
 // MaxRateLimit bounds one service's quota per minute.
 const MaxRateLimit = 1_000_000_000
@@ -434,7 +435,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
 	{"idleSuspendMinutes", "minutes without tool calls, shells, previews or agent processes before the VM is paused (default 15; 0 never; fractions allowed)"},
 	{"safetyCheckpoints", "automatic checkpoints kept, taken before a reset, an apply or a restore, 0–50 (default 3; 0 takes none before a reset or an apply)"},
-	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch; restart required)"},
+	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch, memory, events; restart required)"},
 	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},
 	{"backgroundIdleMinutes", "minutes a background owner (started by a command or a stdio MCP client) lingers with no client, MCP request or awake VM before it stops the VM and exits (default 10; 0 never; fractions allowed)"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},

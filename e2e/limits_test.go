@@ -254,8 +254,8 @@ func TestResourceLimits(t *testing.T) {
 		if c := str(r["content"]); len(c) != tools.DefaultMaxChars || strings.Trim(c, "\n") != "" || r["truncated"] != true {
 			t.Fatalf("huge tail: %d characters, truncated %v; want the file's last %d newlines, marked truncated", len(c), r["truncated"], tools.DefaultMaxChars)
 		}
-		// The ring of line starts is capped at 8 MiB; allow the read
-		// buffers and the Go runtime's slack on top, far below 256 MB.
+		// The scan holds one 64 KiB block and the answer; allow the Go
+		// runtime's slack on top, far below 256 MB.
 		if grew > 48<<10 {
 			t.Errorf("the guest agent's peak resident size grew by %d KiB for one read: it allocates in proportion to tail_lines", grew)
 		}

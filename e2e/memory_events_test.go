@@ -17,12 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/assets"
-	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/store/events"
-	"github.com/osaurus/osaurus-sandbox/store/memory"
-	"github.com/osaurus/osaurus-sandbox/tools/limit"
 )
 
 // TestMemoryAndEvents is agent memory and the event log on the real
@@ -31,27 +28,13 @@ import (
 // followed) and alice's MCP session as log notifications; every route
 // answers the documented status codes.
 func TestMemoryAndEvents(t *testing.T) {
-	m := sharedGuest(t)
+	// The owner's bridge, with a small events quota so 429 is reachable
+	// in a few calls.
+	h := sharedHost(t, func(c *config.Sandbox) { c.RateLimits = "events=8" })
+	te := toolsEnvOf(t, h)
 	ctx := context.Background()
-	home := t.TempDir()
-	paths := config.Paths{Root: home}
-	reg := openAgents(t, paths.AgentsJSON())
-	// The stores the app opens, in the data dir the CLI reads.
-	mem, err := memory.Open(ctx, paths.MemoryDB(), memory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := events.Open(ctx, paths.EventsDB(), events.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A small events quota so 429 is reachable in a few calls.
-	rate := limit.NewRateLimiter(limit.RateOptions{Limits: map[string]int{bridge.ServiceEvents: 8}})
-	br := bridge.New(bridge.Options{Memory: mem, Events: ev, Rate: rate, HostCLI: assets.HostCLI})
-	t.Cleanup(func() { br.Close() })
-	attachBridge(t, m, br)
-	g := m.Agent()
-	te := &toolsEnv{m: m, home: home, reg: reg, bin: buildCLI(t)}
+	home, reg := te.home, te.reg
+	g := ownerAgent(t, h)
 	te.addAgent(t, "alice", autonomous(100, false))
 	te.addAgent(t, "bob", autonomous(100, false))
 	for _, name := range []string{"alice", "bob"} {
@@ -141,8 +124,8 @@ func TestMemoryAndEvents(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "payload") || !strings.Contains(errOut, "over the limit") {
 			t.Errorf("a 70 kB payload: %d %q %q", code, out, errOut)
 		}
-		if n, err := mem.Count(ctx, "alice"); err != nil || n != 3 {
-			t.Errorf("alice has %d memories (%v), want 3", n, err)
+		if l, err := h.Memories(ctx, control.MemoryQuery{Agent: "alice"}); err != nil || l.Count != 3 {
+			t.Errorf("alice has %d memories (%v), want 3", l.Count, err)
 		}
 	})
 

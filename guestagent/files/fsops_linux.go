@@ -3,7 +3,7 @@
 package files
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -297,9 +297,6 @@ func runFileOp[T any](ctx context.Context, s *Ops, op fileOp, fn func(ctx contex
 // response must still fit one frame.
 const maxRead = agentproto.MaxFrame / 2
 
-// maxTailLines bounds the line-offset ring of a tail read (8 MiB).
-const maxTailLines = 1 << 20
-
 // Scans bound the work one call buys in PID 1, which runs outside every
 // agent's cgroup: a line selection (start_line, line_count, tail_lines)
 // reads the whole file, and a listing reads every directory it enters. A
@@ -410,63 +407,51 @@ func readBytes(f *os.File, off, length, limit int64, resp *agentproto.ReadFileRe
 	return nil
 }
 
-// readLines scans the whole file once, noting where lines start, then
-// reads the selected span. The scan also gives TotalLines. A last line
-// without a newline still counts.
+// readLines counts the file's newlines a 64 KiB block at a time (no work
+// per line, which under TCG was most of a long file's scan), noting where
+// the selected span starts and ends as it passes them; a tail finds its
+// start afterwards by counting back from the end, at most limit bytes. A
+// last line without a newline still counts.
 func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest, limit int64, resp *agentproto.ReadFileResponse) error {
-	first, count := req.StartLine, req.LineCount
-	if first == 0 {
-		first = 1
+	first := max(req.StartLine, 1)
+	// start is just past newline number first-1, end just past newline
+	// number first+count-1; -1 while not seen.
+	startNL, endNL := int64(first-1), int64(-1)
+	if req.LineCount > 0 {
+		endNL = int64(first + req.LineCount - 1)
 	}
-	// The ring below holds one offset per wanted line, so its size must not
-	// follow the caller's number: more than limit+1 lines can't fit in limit
-	// bytes anyway (the same span comes out), and past maxTailLines the
-	// answer is cut and marked truncated.
-	tail := min(req.TailLines, int(min(limit+1, maxTailLines)))
-	tailCut := req.TailLines > tail && tail == maxTailLines
 	var (
-		off        int64   // bytes scanned
-		total      int     // complete lines seen
-		start, end int64   = -1, -1
-		ring       []int64 // starts of the last tail lines, for TailLines
+		off        int64 // bytes scanned
+		newlines   int64
+		start, end int64 = -1, -1
+		lastByte   byte
+		buf        = make([]byte, 64<<10)
 	)
-	lineStarts := func(n int, at int64) { // line n (1-based) starts at at
-		if tail > 0 {
-			if len(ring) < tail {
-				ring = append(ring, at)
-			} else {
-				ring[(n-1)%tail] = at
-			}
-			return
-		}
-		if n == first {
-			start = at
-		}
-		if count > 0 && n == first+count {
-			end = at
-		}
+	if startNL == 0 {
+		start = 0
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
-	lineOpen := false // bytes of a line not yet ended by '\n'
 	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(chunk) > 0 && !lineOpen {
-			lineStarts(total+1, off)
-			lineOpen = true
-		}
-		off += int64(len(chunk))
-		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
-			total++
-			lineOpen = false
-		}
-		if off > lineScanLimit { // the file grew meanwhile
-			return errLineScan(req.Path, off)
-		}
-		if off>>20 != (off-int64(len(chunk)))>>20 && ctx.Err() != nil { // once a MiB
-			return scanErr(ctx, "the line scan", "select lines with sandbox_exec (tail -n, sed -n) instead")
-		}
-		if err == bufio.ErrBufferFull {
-			continue
+		n, err := f.Read(buf)
+		if n > 0 {
+			block := buf[:n]
+			c := int64(bytes.Count(block, newline))
+			if req.TailLines == 0 {
+				if start < 0 && startNL <= newlines+c {
+					start = off + int64(nthNewline(block, startNL-newlines)) + 1
+				}
+				if end < 0 && endNL > 0 && endNL <= newlines+c {
+					end = off + int64(nthNewline(block, endNL-newlines)) + 1
+				}
+			}
+			newlines += c
+			off += int64(n)
+			lastByte = block[n-1]
+			if off > lineScanLimit { // the file grew meanwhile
+				return errLineScan(req.Path, off)
+			}
+			if ctx.Err() != nil {
+				return scanErr(ctx, "the line scan", "select lines with sandbox_exec (tail -n, sed -n) instead")
+			}
 		}
 		if err == io.EOF {
 			break
@@ -475,26 +460,26 @@ func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest,
 			return err
 		}
 	}
-	if lineOpen {
+	total := newlines
+	if off > 0 && lastByte != '\n' {
 		total++
 	}
-	resp.TotalLines = total
-	if tail > 0 {
-		if total == 0 {
-			return nil
+	resp.TotalLines = int(total)
+	if total == 0 {
+		return nil
+	}
+	if req.TailLines > 0 {
+		k := total - min(int64(req.TailLines), total) + 1 // the first wanted line
+		var err error
+		if start, err = tailStart(f, off, newlines, k-1, limit); err != nil {
+			return err
 		}
-		n := min(tail, total)
-		// The first wanted line is total-n+1; its start sits in the ring
-		// at index (total-n) % tail.
-		start, end = ring[(total-n)%tail], off
-		if end-start > limit {
+		end = off
+		if start < 0 || end-start > limit {
 			start, resp.Truncated = end-limit, true // keep the end of a tail
 		}
-		if tailCut && total > tail {
-			resp.Truncated = true
-		}
 	} else {
-		if start < 0 {
+		if int64(first) > total {
 			return nil // starts past the end
 		}
 		if end < 0 {
@@ -505,11 +490,54 @@ func readLines(ctx context.Context, f *os.File, req *agentproto.ReadFileRequest,
 		}
 	}
 	resp.Data = make([]byte, end-start)
-	_, err := f.ReadAt(resp.Data, start)
+	n, err := f.ReadAt(resp.Data, start)
 	if errors.Is(err, io.EOF) {
-		err = nil // the file shrank meanwhile; return what is there
+		resp.Data, err = resp.Data[:n], nil // the file shrank meanwhile; return what is there
 	}
 	return err
+}
+
+var newline = []byte{'\n'}
+
+// nthNewline is the index of the nth (1-based) newline in b; b holds at
+// least n.
+func nthNewline(b []byte, n int64) int {
+	at := -1
+	for ; n > 0; n-- {
+		at += 1 + bytes.IndexByte(b[at+1:], '\n')
+	}
+	return at
+}
+
+// tailStart is the offset just past newline number j of a file of size
+// bytes holding newlines newlines, found counting back from the end; 0
+// when j is 0, and -1 when it lies more than limit bytes back.
+func tailStart(f *os.File, size, newlines, j, limit int64) (int64, error) {
+	if j == 0 {
+		return 0, nil
+	}
+	buf := make([]byte, 64<<10)
+	after := newlines - j // newlines past the one wanted
+	for pos := size; pos > 0 && size-pos <= limit; {
+		m := min(pos, int64(len(buf)))
+		block := buf[:m]
+		if _, err := f.ReadAt(block, pos-m); errors.Is(err, io.EOF) {
+			return -1, nil // the file shrank meanwhile: cut at the limit
+		} else if err != nil {
+			return -1, err
+		}
+		c := int64(bytes.Count(block, newline))
+		if c > after {
+			at := len(block)
+			for ; after >= 0; after-- {
+				at = bytes.LastIndexByte(block[:at], '\n')
+			}
+			return pos - m + int64(at) + 1, nil
+		}
+		after -= c
+		pos -= m
+	}
+	return -1, nil
 }
 
 // checkMode refuses a mode with bits beyond the permission and special

@@ -5,6 +5,8 @@ package files
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +89,73 @@ func TestReadLinesSelections(t *testing.T) {
 				t.Errorf("got %q truncated=%v total=%d; want %q truncated=%v total=4", resp.Data, resp.Truncated, resp.TotalLines, tc.want, tc.truncated)
 			}
 		})
+	}
+}
+
+// readLines agrees with a plain split of the file for files that cross
+// its 64 KiB blocks, empty lines, a last line with and without a newline,
+// and limits that cut the span.
+func TestReadLinesAgreesWithSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	dir := t.TempDir()
+	for i := range 60 {
+		var b strings.Builder
+		for range rng.IntN(40000) {
+			b.WriteString(strings.Repeat("x", rng.IntN(12)))
+			b.WriteByte('\n')
+		}
+		if rng.IntN(2) == 0 {
+			b.WriteString("last")
+		}
+		content := b.String()
+		lines := strings.SplitAfter(content, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		p := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pick := func() int { return rng.IntN(len(lines) + 3) }
+		limit := int64(len(content) + 1)
+		if rng.IntN(3) == 0 {
+			limit = int64(rng.IntN(len(content)+2) + 1)
+		}
+		reqs := []agentproto.ReadFileRequest{
+			{StartLine: pick()}, {StartLine: pick(), LineCount: pick()}, {TailLines: pick() + 1}, {TailLines: 1 << 53},
+		}
+		for _, req := range reqs {
+			var want string
+			if req.TailLines > 0 {
+				want = strings.Join(lines[len(lines)-min(req.TailLines, len(lines)):], "")
+			} else if first := max(req.StartLine, 1); first <= len(lines) {
+				last := len(lines)
+				if req.LineCount > 0 {
+					last = min(first-1+req.LineCount, last)
+				}
+				want = strings.Join(lines[first-1:last], "")
+			}
+			truncated := int64(len(want)) > limit
+			if truncated && req.TailLines > 0 {
+				want = want[int64(len(want))-limit:]
+			} else if truncated {
+				want = want[:limit]
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var resp agentproto.ReadFileResponse
+			err = readLines(context.Background(), f, &req, limit, &resp)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(resp.Data) != want || resp.Truncated != truncated || resp.TotalLines != len(lines) {
+				t.Fatalf("file %d (%d bytes, %d lines) %+v limit %d: got %d bytes truncated=%v total=%d; want %d bytes truncated=%v",
+					i, len(content), len(lines), req, limit, len(resp.Data), resp.Truncated, resp.TotalLines, len(want), truncated)
+			}
+		}
 	}
 }
 

@@ -142,6 +142,17 @@ func TestRateLimiterQuotas(t *testing.T) {
 	}
 }
 
+// A setting that names some services (rateLimits "events=8") leaves the
+// others at Osaurus's quotas, as docs/settings.md says.
+func TestRateLimiterSettingKeepsOtherQuotas(t *testing.T) {
+	r := NewRateLimiter(RateOptions{Limits: map[string]int{"events": 8, ServiceInference: 5}})
+	for service, want := range map[string]int{"events": 8, ServiceInference: 5, ServiceDispatch: 10, ServiceHTTP: 120, "exec": 120} {
+		if got := r.Limit(service); got != want {
+			t.Errorf("%s: quota %d, want %d", service, got, want)
+		}
+	}
+}
+
 func TestRateLimiterSlidingWindow(t *testing.T) {
 	c := newClock()
 	r := NewRateLimiter(RateOptions{Now: c.Now})

@@ -47,7 +47,7 @@ type rateKey struct{ agent, service string }
 // on the wall clock.
 type RateOptions struct {
 	Window  time.Duration    // default DefaultWindow
-	Limits  map[string]int   // per service; default DefaultLimits()
+	Limits  map[string]int   // per service, over DefaultLimits()
 	Default int              // services not in Limits; default DefaultLimit
 	Now     func() time.Time // default time.Now
 }
@@ -57,15 +57,16 @@ func NewRateLimiter(o RateOptions) *RateLimiter {
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}
-	if o.Limits == nil {
-		o.Limits = DefaultLimits()
-	}
+	// A setting names the services it changes; the rest keep Osaurus's
+	// quotas.
+	limits := DefaultLimits()
+	maps.Copy(limits, o.Limits)
 	if o.Default <= 0 {
 		o.Default = DefaultLimit
 	}
 	return &RateLimiter{
 		window: o.Window,
-		limits: maps.Clone(o.Limits),
+		limits: limits,
 		def:    o.Default,
 		now:    clock(o.Now),
 		hits:   make(map[rateKey][]time.Time),
