@@ -5,10 +5,12 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,15 +25,28 @@ import (
 // buildCLI compiles the app binary once per test run.
 func buildCLI(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "osaurus-sandbox")
-	// Built as a test's child: its keychain entries use the test service
-	// name, as this test binary's do.
-	cmd := exec.Command("go", "build", "-ldflags="+secrets.TestBuildLDFlag, "-o", bin, "../cmd/osaurus-sandbox")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	cliBuild.once.Do(func() {
+		cliBuild.bin = filepath.Join(env.dataDir, "bin", "osaurus-sandbox")
+		// Built as a test's child: its keychain entries use the test
+		// service name, as this test binary's do.
+		cmd := exec.Command("go", "build", "-ldflags="+secrets.TestBuildLDFlag, "-o", cliBuild.bin, "../cmd/osaurus-sandbox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cliBuild.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if cliBuild.err != nil {
+		t.Fatal(cliBuild.err)
 	}
-	return bin
+	return cliBuild.bin
+}
+
+// cliBuild is the CLI binary every test runs, built once per run (a link
+// takes seconds on a loaded 2-core machine, and most tests run it).
+var cliBuild struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 type cliRun struct {

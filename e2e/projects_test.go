@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host"
@@ -68,7 +69,7 @@ func write(t *testing.T, p, s string) {
 func TestProjects(t *testing.T) {
 	// The owner's data folder is the VM's: the projects' views are in its
 	// workspace, as the app's are.
-	te := newToolsEnvCAs(t, false)
+	te := toolsEnvOf(t, sharedHost(t, func(c *config.Sandbox) { c.SafetyCheckpoints = config.DefaultSafetyCheckpoints }))
 	paths := config.Paths{Root: te.home}
 	cli := cliRun{t: t, bin: te.bin, home: te.home}
 
@@ -165,6 +166,15 @@ func TestProjects(t *testing.T) {
 	if code != ExitErrorCode {
 		t.Fatalf("apply with a conflict and a link: exit %d\n%s%s", code, out, errOut)
 	}
+	// The owner saved the sandbox first, and says why.
+	var cps []checkpoint.Meta
+	if err := json.Unmarshal([]byte(cli.ok("checkpoint", "list", "--json")), &cps); err != nil {
+		t.Fatal(err)
+	}
+	if len(cps) != 1 || cps[0].Reason != "before apply of "+alice.Slug+"'s changes to web" || !strings.Contains(errOut, "saved the sandbox first as checkpoint "+cps[0].Name) {
+		t.Fatalf("the checkpoint before the apply: %+v; apply said %q", cps, errOut)
+	}
+	cli.ok("checkpoint", "remove", cps[0].Name)
 	for _, line := range []string{"applied README.md", "applied src/util.py", "conflict src/app.py", "refused evil"} {
 		if !strings.Contains(out, line+"\n") && !strings.Contains(out, line+":") {
 			t.Errorf("apply output lacks %q:\n%s", line, out)

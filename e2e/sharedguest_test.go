@@ -229,6 +229,9 @@ func ownerLog(t testing.TB) (logf func(string, ...any), stop func()) {
 func sharedConfig(t testing.TB) config.Sandbox {
 	cfg := testConfig(t)
 	cfg.CPUs, cfg.MemoryGB, cfg.Network, cfg.AutoStart = 2, 1, vm.NetworkOutbound, false
+	// An apply's automatic checkpoint copies the shared guest's disk;
+	// TestProjects turns it on and checks it.
+	cfg.SafetyCheckpoints = 0
 	if a := os.Getenv("OSAURUS_TEST_ACCEL"); a != "" {
 		cfg.Accel = a
 	}

@@ -184,13 +184,23 @@ func (h *Host) ViewChanges(ctx context.Context, req api.ViewRequest) (*projects.
 	return projects.Views{Paths: h.paths}.Changes(ctx, a, p)
 }
 
-// ApplyChanges writes a review's changes into the user's folder.
+// ApplyChanges writes a review's changes into the user's folder, after
+// the automatic checkpoint of the sandbox (safetyCheckpoints) that every
+// front end's apply gets.
 func (h *Host) ApplyChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
 	a, p, err := h.view(req)
 	if err != nil {
 		return nil, err
 	}
-	return projects.Views{Paths: h.paths}.Apply(ctx, a, p, req.Apply)
+	m, err := h.safetyCheckpoint(ctx, fmt.Sprintf("apply of %s's changes to %s", a.Slug, p.Name))
+	if err != nil {
+		return nil, err
+	}
+	r, err := projects.Views{Paths: h.paths}.Apply(ctx, a, p, req.Apply)
+	if r != nil {
+		r.Checkpoint = m.Name
+	}
+	return r, err
 }
 
 // DiscardChanges throws the agent's changes to req.Paths away.

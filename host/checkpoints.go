@@ -28,9 +28,6 @@ func vmWord(running bool) string {
 // CreateCheckpoint takes a sandbox checkpoint, the VM held still for the
 // copy (paused after a sync when it runs).
 func (h *Host) CreateCheckpoint(ctx context.Context, req api.CheckpointRequest) (checkpoint.Meta, error) {
-	if req.Before != "" {
-		return h.safetyCheckpointMeta(ctx, req.Before)
-	}
 	name := req.Name
 	if name == "" {
 		name = checkpoint.AutoName("", time.Now())
@@ -93,16 +90,10 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest)
 	return r, err
 }
 
-// safetyCheckpoint saves the sandbox before op changes it (reset), when
-// safetyCheckpoints is not 0, and prunes the automatic ones to it.
-func (h *Host) safetyCheckpoint(ctx context.Context, op string) error {
-	_, err := h.safetyCheckpointMeta(ctx, op)
-	return err
-}
-
-// safetyCheckpointMeta is safetyCheckpoint, returning what it took (an
-// empty Meta when it took none).
-func (h *Host) safetyCheckpointMeta(ctx context.Context, op string) (checkpoint.Meta, error) {
+// safetyCheckpoint saves the sandbox before op changes it (a reset or an
+// apply), when safetyCheckpoints is not 0, and prunes the automatic ones
+// to it. It returns what it took (an empty Meta when it took none).
+func (h *Host) safetyCheckpoint(ctx context.Context, op string) (checkpoint.Meta, error) {
 	var m checkpoint.Meta
 	cfg, _ := config.LoadSandbox(h.paths.SandboxJSON()) // defaults on error
 	if cfg.SafetyCheckpoints == 0 {

@@ -41,7 +41,7 @@ func (h *Host) Lifecycle(ctx context.Context, op api.Op, onStatus func(control.S
 		defer h.m.Subscribe(onStatus)()
 	}
 	if op == api.OpReset {
-		if err := h.safetyCheckpoint(ctx, "reset"); err != nil {
+		if _, err := h.safetyCheckpoint(ctx, "reset"); err != nil {
 			return h.m.Status(), err
 		}
 	}

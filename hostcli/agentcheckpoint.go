@@ -3,12 +3,10 @@ package hostcli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 )
 
@@ -183,34 +181,5 @@ func (c *cli) agentFork(ctx context.Context, args []string) int {
 	a := r.Agent
 	fmt.Fprintf(c.out, "forked %s to %s: Linux user %s (uid %d), home %s; %s copied in %.2fs\nits plugins' secrets are not copied: set them with `osaurus-sandbox secret set %s KEY`; connect a client with `osaurus-sandbox agent connect %s --client ID`\n",
 		args[0], a.Name, a.User(), a.UID, a.Home(), size(r.Bytes), r.Seconds, a.Slug, a.Slug)
-	return ExitOK
-}
-
-// checkpointBefore has the owner take the automatic safety checkpoint
-// before op (safetyCheckpoints; shown in `checkpoint list` with its
-// reason). A failure stops op.
-func (c *cli) checkpointBefore(ctx context.Context, op string) int {
-	ctl, err := c.owner(ctx)
-	if err != nil && c.own.OpenData == nil {
-		return ExitOK // no owner, and this build can't be one (the CLI's own tests)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	defer ctl.Close()
-	cp, ok := ctl.(api.Checkpointer)
-	if !ok {
-		return ExitOK // an owner without checkpoints: nothing to take
-	}
-	m, err := cp.CreateCheckpoint(ctx, api.CheckpointRequest{Before: op})
-	if errors.Is(err, agentproto.ErrUnsupported) {
-		return ExitOK // an owner that keeps no checkpoints (an older one)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	if m.Name != "" {
-		fmt.Fprintf(c.err, "saved the sandbox first as checkpoint %s (%s)\n", m.Name, m.Reason)
-	}
 	return ExitOK
 }

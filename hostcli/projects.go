@@ -351,11 +351,6 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 		var r *projects.Result
 		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: paths, Apply: projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
 			AllowHostExec: *allowExec, AllowLarge: *allowLarge}}
-		if !discard {
-			if code := c.checkpointBefore(ctx, fmt.Sprintf("apply of %s's changes to %s", a.Slug, p.Name)); code != ExitOK {
-				return code
-			}
-		}
 		// The owner writes the views, the reviews and your folder; it is
 		// asked after the confirmation, so none is held while you answer.
 		err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
@@ -366,6 +361,9 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			}
 			return err
 		})
+		if r != nil && r.Checkpoint != "" {
+			fmt.Fprintf(c.err, "saved the sandbox first as checkpoint %s\n", r.Checkpoint)
+		}
 		if r != nil {
 			verb := "applied"
 			if discard {

@@ -307,6 +307,9 @@ type Result struct {
 	// Changed are paths the agent changed, added or removed since the
 	// review: never applied from an old review.
 	Changed []Skipped `json:"changed"`
+	// Checkpoint is the automatic checkpoint the owner took of the
+	// sandbox before applying (safetyCheckpoints), if any.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // ChangedReason is Result.Changed's reason for a reviewed path.

@@ -323,6 +323,9 @@ func applyResultText(r *projects.Result, err error, discard bool) string {
 	}
 	var b strings.Builder
 	if r != nil {
+		if r.Checkpoint != "" {
+			fmt.Fprintf(&b, "Saved the sandbox first as checkpoint %s. ", r.Checkpoint)
+		}
 		if len(r.Done) > 0 {
 			fmt.Fprintf(&b, "%s: %s.", verb, strings.ReplaceAll(pathList(r.Done), "\n", ", "))
 		}

@@ -146,10 +146,12 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 	return w, reg
 }
 
-// eventually polls cond, letting fyne.Do callbacks run.
+// eventually polls cond, letting fyne.Do callbacks run. The bound is
+// generous: the window polls files, and CI runs packages side by side on
+// two cores.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	testwait.Eventually(t, what, 5*time.Second, 10*time.Millisecond, func() (ok bool) {
+	testwait.Eventually(t, what, 30*time.Second, 10*time.Millisecond, func() (ok bool) {
 		lockedDo(func() { ok = cond() })
 		return ok
 	})

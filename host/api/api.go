@@ -101,12 +101,6 @@ type PortCloser interface {
 // from the time).
 type CheckpointRequest struct {
 	Name string `json:"name,omitempty"`
-	// Before asks for an automatic safety checkpoint before this
-	// operation (e.g. "apply of alice's changes to web"), as a reset takes
-	// one: none when safetyCheckpoints is 0 or nothing is provisioned
-	// (the Meta is then empty); the automatic ones are pruned to the
-	// setting.
-	Before string `json:"before,omitempty"`
 }
 
 // CheckpointList is every sandbox checkpoint, oldest first.
