@@ -91,17 +91,19 @@ func (t *workTabs) follow(ctx context.Context) {
 	}
 	w := filewatch.Watch(ctx, time.Second, filewatch.File(t.Projects.paths.ProjectsJSON()), filewatch.File(t.Ports.file))
 	defer w.Close()
+	// Read first: a change made after the tabs were built but before the
+	// watch was set sends no signal.
 	for {
+		list, err := readPreviews(t.Ports.file)
+		if sig := t.signature(list, err); sig != t.shown {
+			t.shown = sig
+			t.Changes.do(func() { t.Projects.reload(); t.Ports.show(list, err) })
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.C():
 		case <-wake:
-		}
-		list, err := readPreviews(t.Ports.file)
-		if sig := t.signature(list, err); sig != t.shown {
-			t.shown = sig
-			t.Changes.do(func() { t.Projects.reload(); t.Ports.show(list, err) })
 		}
 	}
 }
