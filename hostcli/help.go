@@ -85,7 +85,7 @@ var helps = []cmdHelp{
 			"network: none, outbound, or a comma-separated domain list (\"example.com,*.example.com\"); projects: comma-separated project names, or none; dispatchTo: comma-separated agents this one may dispatch tasks to, or none.",
 			"Limits (diskGB, maxProcesses, memoryMB, cpuWeight): 0 restores the default."},
 		example: []string{"osaurus-sandbox agent set alice network outbound"}},
-	{name: "agent remove", summary: "remove an agent, its Linux user and its secrets",
+	{name: "agent remove", summary: "remove an agent, its Linux user, its checkpoints and its secrets",
 		usage:   []string{"agent remove NAME [--purge] [--yes]"},
 		flags:   [][2]string{{"--purge", "also delete the agent's home directory and everything in it"}, {"--yes", "don't ask (to purge, or to remove its entries from MCP clients' config files)"}},
 		example: []string{"osaurus-sandbox agent remove alice"}},
