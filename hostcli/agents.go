@@ -299,8 +299,8 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
 	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
-	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
-		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
+	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  they keep VM awake:   %s (backgroundKeepsAwake)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
+		onOff(ae.BackgroundProcesses), onOff(a.BackgroundKeepsAwake()), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
 	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(reg, a))
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
