@@ -339,8 +339,9 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 }
 
 // agentRemove has the owner remove the agent with id ref: its registry
-// entry, views, checkpoints, memories, bridge config and, while the VM runs, its Linux
-// user. Its keychain entries go from here (the keychain is the user's).
+// entry, views, checkpoints, memories, bridge config and, while the VM
+// runs, its Linux user. Its keychain entries go from here (the keychain
+// is the user's).
 func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 	var r api.RemoveAgentResult
 	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
