@@ -77,6 +77,11 @@ type AutonomousExec struct {
 	// processes follow autonomous exec as the Osaurus documentation has
 	// it; a user who wants them off sets it to false.
 	BackgroundProcesses bool `json:"backgroundProcesses"`
+	// BackgroundKeepsAwakeOff: the agent's processes left running (its
+	// background jobs, servers) don't keep the VM from sleeping when idle
+	// (the setting backgroundKeepsAwake false). They keep it awake by
+	// default, so the stored form is the negation.
+	BackgroundKeepsAwakeOff bool `json:"backgroundKeepsAwakeOff,omitempty"`
 	// Network is the agent's network policy: "none", "outbound" or a
 	// comma-separated domain list (see package netpolicy). The old
 	// boolean form is read as outbound/none.
@@ -101,6 +106,10 @@ func DefaultAutonomousExec() AutonomousExec {
 		Network:             netpolicy.SettingOutbound,
 	}
 }
+
+// BackgroundKeepsAwake reports whether the agent's running processes
+// count as activity for idle suspend (the backgroundKeepsAwake setting).
+func (a Agent) BackgroundKeepsAwake() bool { return !a.AutonomousExec.BackgroundKeepsAwakeOff }
 
 // User is the agent's Linux user in the VM.
 func (a Agent) User() string { return "agent-" + a.Slug }

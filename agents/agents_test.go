@@ -501,3 +501,56 @@ func TestFindRefusesAmbiguousRefs(t *testing.T) {
 		t.Errorf("an ambiguous remove removed something: %v", r.List())
 	}
 }
+
+// backgroundKeepsAwake: on for a new agent and for one stored before the
+// setting existed; set by `agent set` spellings, kept across a reopen; a
+// value that isn't a boolean is refused naming the key and what it wants.
+func TestBackgroundKeepsAwakeSetting(t *testing.T) {
+	r := openTemp(t)
+	a, err := r.Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.BackgroundKeepsAwake() {
+		t.Fatal("a new agent's background processes don't keep the VM awake")
+	}
+	var old Agent
+	if err := json.Unmarshal([]byte(`{"id":"x","name":"old","slug":"old","autonomousExec":{"backgroundProcesses":true}}`), &old); err != nil || !old.BackgroundKeepsAwake() {
+		t.Fatalf("an agent stored before the setting: keeps awake %v, %v", old.BackgroundKeepsAwake(), err)
+	}
+	for _, tc := range []struct {
+		key, value string
+		want       bool
+		err        string
+	}{
+		{"backgroundKeepsAwake", "false", false, ""},
+		{"backgroundKeepsAwake", "on", true, ""},
+		{"autonomousExec.backgroundKeepsAwake", "no", false, ""},
+		{"backgroundKeepsAwake", "1", true, ""},
+		{"backgroundKeepsAwake", "maybe", true, `backgroundKeepsAwake: "maybe", want true or false`},
+		{"backgroundKeepsAwake", "", true, `backgroundKeepsAwake: "", want true or false`},
+	} {
+		x := a
+		err := x.Set(tc.key, tc.value)
+		if got := x.BackgroundKeepsAwake(); got != tc.want || (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("set %s %q: keeps awake %v, %v; want %v, %q", tc.key, tc.value, got, err, tc.want, tc.err)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("set %s %q: %v is not ErrInvalid", tc.key, tc.value, err)
+		}
+	}
+	if _, err := r.Update(a.ID, func(x *Agent) error { return x.Set("backgroundKeepsAwake", "false") }); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r2.Get("alice"); err != nil || got.BackgroundKeepsAwake() {
+		t.Fatalf("after a reopen: keeps awake %v, %v", got.BackgroundKeepsAwake(), err)
+	}
+	var unknown *ValidationError
+	if err := a.Set("backgroundKeepAwake", "false"); !errors.As(err, &unknown) || !strings.Contains(err.Error(), "backgroundKeepsAwake") {
+		t.Errorf("a misspelt key: %v, want the keys listed", err)
+	}
+}

@@ -8,6 +8,11 @@ import (
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
 )
 
+// SettingKeys are the keys of `osaurus-sandbox agent set` (the CLI's
+// help and docs/agents.md list each; a test holds them to it).
+var SettingKeys = []string{"name", "enabled", "maxCommandsPerTurn", "pluginCreate", "pluginCreatorSkill", "backgroundProcesses",
+	"backgroundKeepsAwake", "dispatchTo", "network", "projects", "diskGB", "maxProcesses", "memoryMB", "cpuWeight"}
+
 // Set changes one setting by the name `osaurus-sandbox agent set` takes
 // (an "autonomousExec." prefix is allowed); the registry validates the
 // result when it stores it. dispatchTo and projects are not set here: they
@@ -21,6 +26,9 @@ func (a *Agent) Set(key, value string) error {
 	skillOn := !ae.PluginCreatorSkillOff
 	flag["pluginCreatorSkill"] = &skillOn
 	defer func() { ae.PluginCreatorSkillOff = !skillOn }()
+	awake := !ae.BackgroundKeepsAwakeOff
+	flag["backgroundKeepsAwake"] = &awake
+	defer func() { ae.BackgroundKeepsAwakeOff = !awake }()
 	key = strings.TrimPrefix(key, "autonomousExec.")
 	switch {
 	case key == "name":
@@ -56,8 +64,7 @@ func (a *Agent) Set(key, value string) error {
 		}
 		*flag[key] = b
 	default:
-		return &ValidationError{Field: "key", Got: strconv.Quote(key),
-			Want: "one of name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, diskGB, maxProcesses, memoryMB, cpuWeight"}
+		return &ValidationError{Field: "key", Got: strconv.Quote(key), Want: "one of " + strings.Join(SettingKeys, ", ")}
 	}
 	return nil
 }

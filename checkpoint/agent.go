@@ -196,12 +196,22 @@ func (s AgentStore) RemoveAgent(a agents.Agent, label string) error {
 	return os.RemoveAll(trash)
 }
 
-// RemoveAllAgent deletes every checkpoint of a (a removed agent's).
-func (s AgentStore) RemoveAllAgent(a agents.Agent) error {
+// RemoveAllAgent deletes every checkpoint of a (a removed agent's: they
+// hold copies of its home and views), saying how many there were and
+// what they took on disk. Half-written ones go too.
+func (s AgentStore) RemoveAllAgent(a agents.Agent) (n int, disk int64, err error) {
 	if !agentIDRE.MatchString(a.ID) {
-		return fmt.Errorf("%w: agent id %q", ErrName, a.ID)
+		return 0, 0, fmt.Errorf("%w: agent id %q", ErrName, a.ID)
 	}
-	return os.RemoveAll(s.Dir(a))
+	// A count it can't read still leaves the folder to delete.
+	n, disk, uerr := s.AgentUsage(a)
+	if err := os.RemoveAll(s.Dir(a)); err != nil {
+		return n, disk, fmt.Errorf("deleting the checkpoints of %s in %s: %w", a.Slug, s.Dir(a), err)
+	}
+	if uerr != nil {
+		return n, disk, fmt.Errorf("the checkpoints of %s are deleted, but their count may be short: %w", a.Slug, uerr)
+	}
+	return n, disk, nil
 }
 
 // AgentUsage is what a's checkpoints take on disk.

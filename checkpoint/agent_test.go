@@ -160,3 +160,51 @@ func TestAgentFork(t *testing.T) {
 		t.Errorf("a second fork into the same agent: %v", err)
 	}
 }
+
+// RemoveAllAgent deletes one agent's checkpoints, half-written ones too,
+// says how many and how much disk went, and leaves another agent's alone.
+func TestRemoveAllAgent(t *testing.T) {
+	s := dataDir(t)
+	as := AgentStore{Paths: s.Paths}
+	ctx := context.Background()
+	var want int64
+	for _, l := range []string{"c1", "c2"} {
+		m, err := as.CreateAgent(ctx, alice, l, "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += m.DiskBytes
+	}
+	if _, err := as.CreateAgent(ctx, bob, "b1", "user"); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint interrupted while written.
+	os.MkdirAll(filepath.Join(as.Dir(alice), ".new-c3-123", "data", "home"), 0o700)
+	write(t, filepath.Join(as.Dir(alice), ".new-c3-123", "data", "home", "notes.txt"), "alice's notes")
+	if want == 0 {
+		t.Fatal("the checkpoints take no disk: the count below proves nothing")
+	}
+	for _, tc := range []struct {
+		name  string
+		agent agents.Agent
+		n     int
+		disk  int64
+		err   bool
+	}{
+		{"alice's", alice, 2, want, false},
+		{"again: none left", alice, 0, 0, false},
+		{"an agent that never had any", agents.Agent{ID: "d4", Slug: "dave"}, 0, 0, false},
+		{"an id that could leave the folder", agents.Agent{ID: "../b2", Slug: "bob"}, 0, 0, true},
+	} {
+		n, disk, err := as.RemoveAllAgent(tc.agent)
+		if n != tc.n || disk != tc.disk || (err != nil) != tc.err {
+			t.Errorf("%s: %d checkpoints, %d bytes, %v; want %d, %d, error %v", tc.name, n, disk, err, tc.n, tc.disk, tc.err)
+		}
+	}
+	if _, err := os.Lstat(as.Dir(alice)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("alice's checkpoint folder after RemoveAllAgent: %v", err)
+	}
+	if l, err := as.ListAgent(bob); err != nil || len(l) != 1 || l[0].Label != "b1" {
+		t.Errorf("bob's checkpoints after alice's went: %+v %v", l, err)
+	}
+}

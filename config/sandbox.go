@@ -433,7 +433,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"inferenceModel", "model to use when a request names none"},
 	{"runnerMaxSteps", "model calls one agent-runner task may make, 1–200"},
 	{"runnerTimeoutSeconds", "wall time of one agent-runner task in seconds, 10–86400"},
-	{"idleSuspendMinutes", "minutes without tool calls, shells, previews or agent processes before the VM is paused (default 15; 0 never; fractions allowed)"},
+	{"idleSuspendMinutes", "minutes without tool calls, shells, previews or agent processes (but those of agents with backgroundKeepsAwake false) before the VM is paused (default 15; 0 never; fractions allowed)"},
 	{"safetyCheckpoints", "automatic checkpoints kept, taken before a reset, an apply or a restore, 0–50 (default 3; 0 takes none before a reset or an apply)"},
 	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch, memory, events; restart required)"},
 	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},

@@ -57,7 +57,11 @@ func (h *Host) agentCheckpoint(ctx context.Context, a agents.Agent, label, reaso
 	}
 	var m checkpoint.AgentMeta
 	err := h.m.Hold(ctx, "agent checkpoint", func(bool) error {
-		var err error
+		unlock, err := h.lockLiveAgent(a)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		m, err = h.agentCheckpoints().CreateAgent(ctx, a, label, reason)
 		return err
 	})
@@ -65,6 +69,18 @@ func (h *Host) agentCheckpoint(ctx context.Context, a agents.Agent, label, reaso
 		h.logf("agent %s: checkpoint %s (%s): %d KB on disk in %.2fs", a.Slug, m.Label, reason, m.DiskBytes>>10, m.Seconds)
 	}
 	return m, err
+}
+
+// lockLiveAgent holds off a's removal from deleting its checkpoints
+// while one is written, and refuses an agent already removed: its
+// checkpoint would outlive it.
+func (h *Host) lockLiveAgent(a agents.Agent) (unlock func(), err error) {
+	h.checkpointsMu.Lock()
+	if _, err := h.reg.Get(a.ID); err != nil {
+		h.checkpointsMu.Unlock()
+		return nil, fmt.Errorf("agent %s: %w (removed meanwhile; its checkpoints went with it)", a.Slug, err)
+	}
+	return h.checkpointsMu.Unlock, nil
 }
 
 // ListAgentCheckpoints lists an agent's checkpoints, oldest first.
@@ -103,7 +119,11 @@ func (h *Host) RestoreAgentCheckpoint(ctx context.Context, req api.AgentCheckpoi
 	}
 	h.env.CloseSessions(a.ID)
 	err = h.m.Hold(ctx, "agent restore", func(bool) error {
-		var err error
+		unlock, err := h.lockLiveAgent(a)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		r.Saved, err = s.CreateAgent(ctx, a, checkpoint.AutoName("auto-", time.Now()), "before restoring "+req.Label)
 		if err != nil {
 			return fmt.Errorf("saving %s's current state first failed, so nothing was restored: %w", a.Slug, err)

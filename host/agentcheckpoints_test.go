@@ -132,3 +132,78 @@ func TestSandboxCheckpointTool(t *testing.T) {
 		t.Fatalf("the refused checkpoint was kept: %+v", l.Checkpoints)
 	}
 }
+
+// Removing an agent removes its checkpoints (copies of its home) and
+// says how many and how much disk; another agent's stay, a checkpoint of
+// the removed agent begun too late leaves nothing, and a new agent with
+// the same slug starts with none of the old ones.
+func TestRemoveAgentRemovesItsCheckpoints(t *testing.T) {
+	h := testHost(t)
+	ctx := context.Background()
+	p := h.Paths()
+	o := agents.AddOptions{Workspace: p.Workspace()}
+	alice, err := h.reg.AddWith("alice", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.reg.AddWith("bob", o); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"alice", "bob"} {
+		home := agents.HostHome(p.Workspace(), s)
+		os.MkdirAll(home, 0o700)
+		os.WriteFile(filepath.Join(home, "notes"), make([]byte, 64<<10), 0o600)
+	}
+	var disk int64
+	for _, l := range []string{"one", "two"} {
+		m, err := h.CreateAgentCheckpoint(ctx, api.AgentCheckpointRequest{Agent: "alice", Label: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		disk += m.DiskBytes
+	}
+	if _, err := h.CreateAgentCheckpoint(ctx, api.AgentCheckpointRequest{Agent: "bob", Label: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := h.agentCheckpoints().Dir(alice)
+	if _, err := os.Stat(filepath.Join(dir, "one", "data", "home", "notes")); err != nil || disk == 0 {
+		t.Fatalf("alice's checkpoint holds no copy of her home (%v, %d bytes): the test would prove nothing", err, disk)
+	}
+
+	r, err := h.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: "alice"})
+	if err != nil || r.Checkpoints != 2 || r.CheckpointBytes != disk || r.CheckpointsError != "" {
+		t.Fatalf("RemoveAgent: %d checkpoints, %d bytes (%q), %v; want 2, %d", r.Checkpoints, r.CheckpointBytes, r.CheckpointsError, err, disk)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("alice's checkpoint folder after her removal: %v", err)
+	}
+	if l, err := h.ListAgentCheckpoints(ctx, api.AgentCheckpointRequest{Agent: "bob"}); err != nil || len(l.Checkpoints) != 1 || l.Checkpoints[0].Label != "one" {
+		t.Errorf("bob's checkpoints after alice's removal: %+v %v", l.Checkpoints, err)
+	}
+	if _, err := h.RestoreAgentCheckpoint(ctx, api.AgentCheckpointRequest{Agent: "bob", Label: "one"}); err != nil {
+		t.Errorf("restoring bob's checkpoint after alice's removal: %v", err)
+	}
+
+	// A checkpoint that resolved alice before her removal and is written
+	// after it.
+	if _, err := h.agentCheckpoint(ctx, alice, "late", checkpoint.ReasonUser); !errors.Is(err, agents.ErrNotFound) {
+		t.Errorf("a checkpoint of the removed agent: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the late checkpoint left %s: %v", dir, err)
+	}
+
+	again, err := h.reg.AddWith("alice", agents.AddOptions{Workspace: p.Workspace(), Home: agents.HomeAdopt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Slug != alice.Slug || again.ID == alice.ID {
+		t.Fatalf("the new alice: slug %q id %q; the old: %q %q", again.Slug, again.ID, alice.Slug, alice.ID)
+	}
+	if l, err := h.ListAgentCheckpoints(ctx, api.AgentCheckpointRequest{Agent: "alice"}); err != nil || len(l.Checkpoints) != 0 {
+		t.Errorf("the new alice sees checkpoints: %+v %v", l.Checkpoints, err)
+	}
+	if _, err := h.RestoreAgentCheckpoint(ctx, api.AgentCheckpointRequest{Agent: "alice", Label: "one"}); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("the new alice restoring the old one's checkpoint: %v", err)
+	}
+}

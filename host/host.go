@@ -191,6 +191,9 @@ func open(ctx context.Context, o Options) (*Host, error) {
 			cfg, _ := config.LoadSandbox(o.Paths.SandboxJSON()) // defaults on error
 			return cfg.IdleSuspend()
 		},
+		// The registry in memory is the owner's truth: a changed
+		// backgroundKeepsAwake holds from the next idle check.
+		ProcessesKeepAwake: h.processesKeepAwake,
 		// The host API bridge serves the guest's calls and installs
 		// osaurus-host; the disk monitor gives a new session its blocks
 		// and caps before any tool can use it.

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/bridge"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -41,6 +43,12 @@ type ToolHost struct {
 	Ports *Ports
 	// Activity records each agent's last tool call (nil: not recorded).
 	Activity *ActivityLog
+
+	// checkpointsMu orders writing an agent's checkpoints with deleting
+	// them at its removal: a checkpoint begun before the removal would
+	// otherwise land after it, a copy of the removed agent's files that
+	// nothing lists.
+	checkpointsMu sync.Mutex
 }
 
 // Exec runs a command in the running VM.
@@ -123,7 +131,8 @@ func (h *ToolHost) EndTurn(ctx context.Context, agentID string) error {
 
 // RemoveAgent removes the agent from the registry (its token stops
 // working at once), then deletes what the host keeps for it: its project
-// views, its memories and bridge config under its slug and, while the VM
+// views, its agent checkpoints, its memories and bridge config under its
+// slug and, while the VM
 // runs, its Linux user; the tools environment forgets the user, so an
 // agent of the same name gets a fresh one. Without a VM, Purge deletes the
 // home's host folder.
@@ -143,6 +152,14 @@ func (h *ToolHost) RemoveAgent(ctx context.Context, req api.RemoveAgentRequest) 
 	}
 	if err := bridge.ForgetAgent(ctx, h.Memory, &bridge.ConfigStore{Dir: h.Paths.BridgeConfigDir()}, a.Slug); err != nil {
 		r.ForgetError = err.Error()
+	}
+	// Its checkpoints hold copies of its home and views: kept, they would
+	// leak disk and the files the user removed it to be rid of.
+	h.checkpointsMu.Lock()
+	r.Checkpoints, r.CheckpointBytes, err = checkpoint.AgentStore{Paths: h.Paths}.RemoveAllAgent(a)
+	h.checkpointsMu.Unlock()
+	if err != nil {
+		r.CheckpointsError = err.Error()
 	}
 	g, err := h.Running(ctx)
 	if err != nil {

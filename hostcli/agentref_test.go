@@ -73,3 +73,47 @@ func TestAgentRemoveAmbiguousAndPurge(t *testing.T) {
 		t.Fatalf("remove my-bot --purge --yes: %d %q %q", code, out, errOut)
 	}
 }
+
+// agent remove deletes the agent's checkpoints: the question before a
+// purge and the summary after say how many and how much disk; another
+// agent's stay, and a new agent of the same name has none.
+func TestAgentRemoveTakesItsCheckpoints(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv(config.HomeEnv, home)
+	ws := config.Paths{Root: home}.Workspace()
+	for _, n := range []string{"alice", "bob"} {
+		if _, errOut, code := run(t, "agent", "add", n); code != ExitOK {
+			t.Fatalf("add %s: %d %q", n, code, errOut)
+		}
+		os.MkdirAll(filepath.Join(ws, "agents", n), 0o700)
+		os.WriteFile(filepath.Join(ws, "agents", n, "notes"), []byte(n+"'s notes"), 0o600)
+	}
+	for _, c := range [][]string{{"alice", "one"}, {"alice", "two"}, {"bob", "one"}} {
+		if _, errOut, code := run(t, "agent", "checkpoint", c[0], c[1]); code != ExitOK {
+			t.Fatalf("checkpoint %v: %d %q", c, code, errOut)
+		}
+	}
+	_, errOut, code := runStdin(t, "no\n", "agent", "remove", "alice", "--purge")
+	if code != ExitDeclined || !strings.Contains(errOut, "with every file in it, and its 2 checkpoints (") {
+		t.Errorf("the question before a purge doesn't name the checkpoints: %d %q", code, errOut)
+	}
+	out, errOut, code := run(t, "agent", "remove", "alice")
+	if code != ExitOK || !strings.Contains(out, "deleted its 2 checkpoints (") || !strings.Contains(out, " on disk)") {
+		t.Fatalf("remove: %d %q %q", code, out, errOut)
+	}
+	if ents, err := os.ReadDir(filepath.Join(home, "agent-checkpoints")); err != nil || len(ents) != 1 {
+		t.Errorf("checkpoint folders after removing alice: %v %v, want bob's only", ents, err)
+	}
+	if out, _, code := run(t, "agent", "checkpoints", "bob"); code != ExitOK || !strings.Contains(out, "one") || strings.Contains(out, "no checkpoints") {
+		t.Errorf("bob's checkpoints: %d %q", code, out)
+	}
+	if _, errOut, code := run(t, "agent", "add", "alice", "--adopt-home"); code != ExitOK {
+		t.Fatalf("add alice again: %d %q", code, errOut)
+	}
+	if out, _, code := run(t, "agent", "checkpoints", "alice"); code != ExitOK || !strings.Contains(out, "alice has no checkpoints") {
+		t.Errorf("the new alice's checkpoints: %d %q", code, out)
+	}
+	if out, _, code := run(t, "agent", "remove", "alice"); code != ExitOK || strings.Contains(out, "checkpoint") {
+		t.Errorf("removing an agent without checkpoints: %d %q, want no line about them", code, out)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -173,7 +174,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it.", a.Name, a.Slug, a.ID, a.Home())) {
+		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it%s.", a.Name, a.Slug, a.ID, a.Home(), c.checkpointsGoing(a))) {
 			return ExitDeclined
 		}
 		code := c.agentRemove(ctx, a.ID, *purge)
@@ -298,8 +299,8 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
 	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
-	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
-		onOff(ae.BackgroundProcesses), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
+	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  they keep VM awake:   %s (backgroundKeepsAwake)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
+		onOff(ae.BackgroundProcesses), onOff(a.BackgroundKeepsAwake()), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
 	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(reg, a))
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
@@ -338,8 +339,9 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 }
 
 // agentRemove has the owner remove the agent with id ref: its registry
-// entry, views, memories, bridge config and, while the VM runs, its Linux
-// user. Its keychain entries go from here (the keychain is the user's).
+// entry, views, checkpoints, memories, bridge config and, while the VM
+// runs, its Linux user. Its keychain entries go from here (the keychain
+// is the user's).
 func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 	var r api.RemoveAgentResult
 	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
@@ -360,6 +362,12 @@ func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 	if r.ForgetError != "" {
 		fmt.Fprintf(c.err, "warning: not everything the host kept for it was deleted: %s\n", r.ForgetError)
 	}
+	if r.Checkpoints > 0 {
+		fmt.Fprintf(c.out, "deleted its %s (%s on disk)\n", checkpointCount(r.Checkpoints), diskquota.Human(r.CheckpointBytes))
+	}
+	if r.CheckpointsError != "" {
+		fmt.Fprintf(c.err, "warning: its checkpoints were not all deleted: %s\n", r.CheckpointsError)
+	}
 	if !r.UserRemoved {
 		if r.HomeDeleted {
 			fmt.Fprintf(c.out, "deleted its home %s\n", a.Home())
@@ -374,6 +382,25 @@ func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 		fmt.Fprintf(c.out, "kept its home %s (use --purge to delete it)\n", a.Home())
 	}
 	return ExitOK
+}
+
+// checkpointsGoing names a's checkpoints, which its removal deletes, for
+// the question before it ("" when it has none). Read from the files: the
+// owner may not run yet.
+func (c *cli) checkpointsGoing(a agents.Agent) string {
+	n, disk, err := checkpoint.AgentStore{Paths: c.paths}.AgentUsage(a)
+	if err != nil || n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", and its %s (%s)", checkpointCount(n), diskquota.Human(disk))
+}
+
+// checkpointCount is "1 checkpoint" or "N checkpoints".
+func checkpointCount(n int) string {
+	if n == 1 {
+		return "1 checkpoint"
+	}
+	return fmt.Sprintf("%d checkpoints", n)
 }
 
 // mcp serves an agent's tools over stdin and stdout. Nothing else may be

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,8 @@ func TestAgentCommands(t *testing.T) {
 		{"network", "Example.com, *.example.org", ExitOK, ""},
 		{"pluginCreatorSkill", "off", ExitOK, ""},
 		{"pluginCreatorSkill", "maybe", ExitError, "pluginCreatorSkill: \"maybe\", want true or false"},
+		{"backgroundKeepsAwake", "sometimes", ExitError, "backgroundKeepsAwake: \"sometimes\", want true or false"},
+		{"backgroundKeepsAwake", "false", ExitOK, ""},
 		{"dispatchTo", "nobody", ExitError, `dispatchTo: "nobody": agent not found`},
 		{"dispatchTo", "data analyst", ExitError, "dispatchTo: Data Analyst, want other agents"},
 		{"color", "blue", ExitError, "want one of name, enabled"},
@@ -65,7 +68,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
 		t.Fatalf("list --json: %q %v", out, err)
 	}
-	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 || ae.Network != "*.example.org,example.com" || !ae.PluginCreatorSkillOff {
+	if ae := list[0].AutonomousExec; !ae.Enabled || !ae.BackgroundProcesses || ae.MaxCommandsPerTurn != 25 || ae.Network != "*.example.org,example.com" || !ae.PluginCreatorSkillOff || !ae.BackgroundKeepsAwakeOff {
 		t.Fatalf("settings %+v", ae)
 	}
 	if out, _, _ = run(t, "agent", "list"); !strings.Contains(out, "Data Analyst  data-analyst  agent-data-analyst  on") {
@@ -78,6 +81,7 @@ func TestAgentCommands(t *testing.T) {
 	for _, want := range []string{
 		`"osaurus-sandbox-data-analyst": {`,
 		"network:              *.example.org,example.com (network)\n",
+		"they keep VM awake:   off (backgroundKeepsAwake)\n",
 		"network in force:     only *.example.org, example.com over HTTP and HTTPS, through the sandbox's proxy\n",
 		`"args": [` + "\n" + `        "mcp",`,
 		`"OSAURUS_SANDBOX_HOME": "` + home + `"`,
@@ -235,5 +239,32 @@ func TestWriteTableAlignsWideNames(t *testing.T) {
 	}
 	if cells("会計") != 4 || cells("🚀") != 2 || cells("ab") != 2 {
 		t.Errorf("cells: %d %d %d", cells("会計"), cells("🚀"), cells("ab"))
+	}
+}
+
+// Every key `agent set` takes is in its help and in docs/agents.md's
+// settings table, and a misspelt key's error lists them all.
+func TestAgentSettingKeysAreDocumented(t *testing.T) {
+	t.Setenv(config.HomeEnv, t.TempDir())
+	help, _, _ := run(t, "help", "agent", "set")
+	doc, err := os.ReadFile("../docs/agents.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "agent", "add", "alice")
+	_, errOut, code := run(t, "agent", "set", "alice", "colour", "blue")
+	if code != ExitError {
+		t.Fatalf("an unknown key: %d %q", code, errOut)
+	}
+	for _, k := range agents.SettingKeys {
+		if !regexp.MustCompile(`[ ,]` + k + `[,.]`).MatchString(help) {
+			t.Errorf("help agent set doesn't list %s:\n%s", k, help)
+		}
+		if !strings.Contains(string(doc), "| `"+k+"` |") {
+			t.Errorf("docs/agents.md's settings table has no row for %s", k)
+		}
+		if !strings.Contains(errOut, " "+k) {
+			t.Errorf("the unknown key's error doesn't list %s: %q", k, errOut)
+		}
 	}
 }

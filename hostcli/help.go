@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
 )
 
 // cmdHelp is one command's --help: what it does in a line, how to call it,
@@ -81,11 +83,12 @@ var helps = []cmdHelp{
 		usage: []string{"agent repair"}, example: []string{"osaurus-sandbox agent repair"}},
 	{name: "agent set", summary: "change a setting of an agent",
 		usage: []string{"agent set NAME KEY VALUE"},
-		notes: []string{"Keys: name, enabled, maxCommandsPerTurn, pluginCreate, pluginCreatorSkill, backgroundProcesses, dispatchTo, network, projects, diskGB, maxProcesses, memoryMB, cpuWeight.",
+		notes: []string{"Keys: " + strings.Join(agents.SettingKeys, ", ") + ".",
+			"backgroundKeepsAwake false: the agent's running processes (background jobs, servers) don't keep the VM from sleeping when idle (idleSuspendMinutes).",
 			"network: none, outbound, or a comma-separated domain list (\"example.com,*.example.com\"); projects: comma-separated project names, or none; dispatchTo: comma-separated agents this one may dispatch tasks to, or none.",
 			"Limits (diskGB, maxProcesses, memoryMB, cpuWeight): 0 restores the default."},
 		example: []string{"osaurus-sandbox agent set alice network outbound"}},
-	{name: "agent remove", summary: "remove an agent, its Linux user and its secrets",
+	{name: "agent remove", summary: "remove an agent, its Linux user, its checkpoints and its secrets",
 		usage:   []string{"agent remove NAME [--purge] [--yes]"},
 		flags:   [][2]string{{"--purge", "also delete the agent's home directory and everything in it"}, {"--yes", "don't ask (to purge, or to remove its entries from MCP clients' config files)"}},
 		example: []string{"osaurus-sandbox agent remove alice"}},

@@ -64,6 +64,11 @@ type Options struct {
 	// (0: never); read again on every check, so a changed setting
 	// applies without a restart. Nil means never.
 	IdleSuspend func() time.Duration
+	// ProcessesKeepAwake reports whether a guest user's running processes
+	// (an agent's background jobs, servers) keep the VM from idle
+	// suspend: false for an agent that opted out (its
+	// backgroundKeepsAwake setting). Nil: every user's do.
+	ProcessesKeepAwake func(user string) bool
 }
 
 // Manager owns the VM of one data dir. Its methods are safe for concurrent

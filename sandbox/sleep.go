@@ -124,8 +124,9 @@ func idleTick(d time.Duration) time.Duration {
 // idleWatch pauses mach once nothing has used it for the idle limit: no
 // guest operation handed out (Agent), no stream open on the session for
 // two looks in a row (a shell, a preview's connection, a call; one look
-// may just meet a watchdog ping), and no process left in any agent's
-// cgroup (background processes count as activity).
+// may just meet a watchdog ping), and no process left in the cgroup of an
+// agent whose processes keep it awake (ProcessesKeepAwake: background
+// processes count as activity unless the agent opted out).
 func (m *Manager) idleWatch(mach *vm.Machine) {
 	if m.o.IdleSuspend == nil {
 		return
@@ -197,9 +198,10 @@ func (m *Manager) idleFor(limit time.Duration) bool {
 	return time.Since(m.lastUse) >= limit
 }
 
-// agentsBusy reports whether any agent still has a process in the guest
-// (a background job, a server): one usage call. An answer it can't get
-// counts as busy, except from a guest too old to report usage.
+// agentsBusy reports whether an agent still has a process in the guest
+// (a background job, a server) that keeps it awake: one usage call. An
+// answer it can't get counts as busy, except from a guest too old to
+// report usage.
 func (m *Manager) agentsBusy(mach *vm.Machine) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -207,8 +209,15 @@ func (m *Manager) agentsBusy(mach *vm.Machine) bool {
 	if err != nil {
 		return !errors.Is(err, agentproto.ErrUnsupported)
 	}
-	for _, x := range u.Users {
-		if x.Processes > 0 {
+	return ProcessesKeepAwake(u.Users, m.o.ProcessesKeepAwake)
+}
+
+// ProcessesKeepAwake reports whether any of users has a running process
+// that keeps the VM awake: every user's does, unless keeps (nil: none
+// opted out) says its processes don't.
+func ProcessesKeepAwake(users []agentproto.UserUsage, keeps func(user string) bool) bool {
+	for _, x := range users {
+		if x.Processes > 0 && (keeps == nil || keeps(x.User)) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,30 @@ func TestIdleSuspendAndWake(t *testing.T) {
 	}
 	if p.hellos.Load() != hellos+1 {
 		t.Fatalf("hello (the clock) sent %d times on wake, want once", p.hellos.Load()-hellos)
+	}
+}
+
+// An agent that opted out (ProcessesKeepAwake false for its user) has a
+// process, and the idle VM is paused all the same; the manager asked whose
+// processes they were.
+func TestOptedOutProcessesDontKeepAwake(t *testing.T) {
+	d := &fakeDriver{pausable: true}
+	var asked atomic.Value
+	m := newManager(t, d, Options{
+		IdleSuspend:        func() time.Duration { return 200 * time.Millisecond },
+		ProcessesKeepAwake: func(user string) bool { asked.Store(user); return false },
+	})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := d.last()
+	p.agentProcs.Store(1)
+	waitFor(t, "idle suspend", func() bool { return m.Status().SleepingSince != nil })
+	if !p.paused.Load() || p.agentProcs.Load() != 1 {
+		t.Fatalf("paused %v with %d processes", p.paused.Load(), p.agentProcs.Load())
+	}
+	if u, _ := asked.Load().(string); u != "a" {
+		t.Errorf("asked about user %q, want the fake's %q", u, "a")
 	}
 }
 

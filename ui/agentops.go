@@ -3,8 +3,10 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 )
 
@@ -43,6 +45,16 @@ func removedText(a agents.Agent, r api.RemoveAgentResult) string {
 	}
 	if r.ViewsError != "" {
 		forgot += "; its project views were not all deleted: " + r.ViewsError
+	}
+	if n := r.Checkpoints; n > 0 {
+		what := "1 checkpoint"
+		if n != 1 {
+			what = fmt.Sprintf("%d checkpoints", n)
+		}
+		forgot += fmt.Sprintf("; deleted its %s (%s)", what, diskquota.Human(r.CheckpointBytes))
+	}
+	if r.CheckpointsError != "" {
+		forgot += "; its checkpoints were not all deleted: " + r.CheckpointsError
 	}
 	if !r.UserRemoved {
 		return "the VM is not running, so its Linux user stays until the VM is reset; its home is kept" + forgot

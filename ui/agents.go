@@ -421,7 +421,7 @@ func (t *agentsTab) onRemove() {
 	if err != nil {
 		return
 	}
-	msg := fmt.Sprintf("Remove %s? Its token stops working at once.\n\nIts home folder %s is kept; remove it with\nosaurus-sandbox agent remove %s --purge.", a.Name, a.Home(), a.Slug)
+	msg := fmt.Sprintf("Remove %s? Its token stops working at once, and its checkpoints are deleted.\n\nIts home folder %s is kept; remove it with\nosaurus-sandbox agent remove %s --purge.", a.Name, a.Home(), a.Slug)
 	dialog.ShowConfirm("Remove agent", msg, func(ok bool) {
 		if !ok {
 			return

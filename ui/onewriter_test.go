@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,7 +12,9 @@ import (
 	"fyne.io/fyne/v2/test"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
@@ -87,9 +90,20 @@ func TestWindowChangesGoThroughTheOwner(t *testing.T) {
 		t.Fatalf("project removed in the window: %v (status %q)", err, pt.Status.Text)
 	}
 
+	// Its checkpoint goes with it, and the window says so.
+	home := agents.HostHome(p.Workspace(), a.Slug)
+	os.MkdirAll(home, 0o700)
+	os.WriteFile(filepath.Join(home, "notes"), []byte("alice's notes"), 0o600)
+	if _, err := cl.CreateAgentCheckpoint(ctx, api.AgentCheckpointRequest{Agent: a.ID, Label: "before"}); err != nil {
+		t.Fatal(err)
+	}
 	tap(at.RemoveBtn)
 	tapInOverlay(t, w.Win, "Yes")
 	eventually(t, "the owner's removal", func() bool { return len(owned.List()) == 0 && len(reg.List()) == 0 })
+	eventually(t, "the removal's summary", func() bool { return strings.Contains(at.Status.Text, "deleted its 1 checkpoint (") })
+	if _, err := os.Stat(checkpoint.AgentStore{Paths: p}.Dir(a)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("alice's checkpoints after her removal in the window: %v", err)
+	}
 
 	// The window's own registry refuses to write.
 	if _, err := reg.Add("mallory"); err == nil {

@@ -72,7 +72,8 @@ type IdleExit struct {
 
 // RemoveAgentRequest asks the owner to remove an agent (an id, slug or
 // name) altogether: its registry entry (its token stops working), its
-// project views, its memories, its bridge config and, while the VM runs,
+// project views, its agent checkpoints, its memories, its bridge config
+// and, while the VM runs,
 // its Linux user (with its home when Purge is set; without a VM, Purge
 // deletes the home's host folder).
 type RemoveAgentRequest struct {
@@ -141,6 +142,14 @@ type RemoveAgentResult struct {
 	// ForgetError says what the host kept for the agent could not be
 	// deleted ("" when all of it was).
 	ForgetError string `json:"forgetError,omitempty"`
+	// Checkpoints is how many agent checkpoints were deleted with it and
+	// CheckpointBytes what they took on disk (they held copies of its
+	// home and views).
+	Checkpoints     int   `json:"checkpoints,omitempty"`
+	CheckpointBytes int64 `json:"checkpointBytes,omitempty"`
+	// CheckpointsError says its checkpoints could not all be deleted (""
+	// when they were).
+	CheckpointsError string `json:"checkpointsError,omitempty"`
 }
 
 // PluginInstallRequest installs a library plugin for an agent.
