@@ -42,7 +42,7 @@ func init() {
 				{"--ssh-arg ARG", "add: an argument for ssh before the host, e.g. --ssh-arg=-F --ssh-arg=FILE (repeatable)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint and mcp --agent work; the rest say so (docs/remote.md)."},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent connect|disconnect work; the rest say so (docs/remote.md)."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
@@ -93,6 +93,9 @@ func (c *cli) contextStore() remotes.Store {
 var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "checkpoint", "mcp"}
+	// agent subcommands that edit this machine's MCP client files and ask
+	// the far side's owner only which agent is meant
+	remoteAgentCmds = []string{"connect", "disconnect"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )
@@ -112,8 +115,9 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		return run
 	}
 	return func(ctx context.Context, args []string) int {
+		agentSub := cmd == "agent" && len(args) > 0 && slices.Contains(remoteAgentCmds, args[0])
 		// exec -it is the shell's terminal, not yet carried.
-		if !slices.Contains(remoteByControl, cmd) || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
+		if !slices.Contains(remoteByControl, cmd) && !agentSub || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", cmd, rc.Name, cmd))
 		}
 		c.remote = &rc
