@@ -96,3 +96,30 @@ func TestInstallScript(t *testing.T) {
 		})
 	}
 }
+
+// context check says what to do for each way the far side's binary can
+// be missing; ssh is a stand-in answering as ssh and the far side would.
+func TestContextCheckFailures(t *testing.T) {
+	t.Setenv("OSAURUS_SANDBOX_HOME", t.TempDir())
+	bin := t.TempDir()
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	os.WriteFile(filepath.Join(bin, "ssh"), []byte("#!/bin/sh\nexit 255\n"), 0o755)
+	if _, errOut, code := run(t, "context", "add", "box", "ssh://me@box"); code != 3 {
+		t.Fatalf("context add with no ssh answering: %s", errOut)
+	}
+	for _, tt := range []struct {
+		name, stderr string
+		exit         int
+		want         string
+	}{
+		{"not installed", "sh: 1: osaurus-sandbox: not found", 127, "copy this one there with `osaurus-sandbox context install box`"},
+		{"libraries missing", "osaurus-sandbox: error while loading shared libraries: libGL.so.1: cannot open shared object file", 127, "install the libraries it links there"},
+		{"unreachable", "ssh: connect to host box port 22: Connection refused", 255, "Connection refused"},
+	} {
+		os.WriteFile(filepath.Join(bin, "ssh"), []byte(fmt.Sprintf("#!/bin/sh\necho '%s' >&2\nexit %d\n", tt.stderr, tt.exit)), 0o755)
+		_, errOut, code := run(t, "context", "check", "box")
+		if code != 3 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, tt.stderr) {
+			t.Errorf("%s: exit %d: %s", tt.name, code, errOut)
+		}
+	}
+}
