@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,8 @@ type sshBox struct {
 	exited           chan struct{}
 }
 
-func startSSHBox(t *testing.T) *sshBox {
+// extra are more sshd_config lines.
+func startSSHBox(t *testing.T, extra ...string) *sshBox {
 	t.Helper()
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
@@ -98,7 +100,8 @@ X11Forwarding no
 AllowTcpForwarding no
 PrintMotd no
 LogLevel VERBOSE
-`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), filepath.Join(dir, "authorized_keys"), u.Username))
+%s
+`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), filepath.Join(dir, "authorized_keys"), u.Username, strings.Join(extra, "\n")))
 	b := &sshBox{dir: dir, url: fmt.Sprintf("ssh://%s@127.0.0.1:%d", u.Username, port), exited: make(chan struct{})}
 	b.config = write("ssh_config", fmt.Sprintf(`Host *
   IdentityFile %s
@@ -256,6 +259,8 @@ func TestRemoteContext(t *testing.T) {
 		}
 	}
 
+	testConnectThroughContext(t, bin, local, remote)
+
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -291,6 +296,8 @@ func TestRemoteContext(t *testing.T) {
 		t.Errorf("status through a context with the wrong host key: exit %d:\n%s", code, errOut)
 	}
 
+	testContextInstall(t, bin, local, box, remote)
+
 	// stop: the far side's background owner ends, nothing is left.
 	if out := local.ok("stop"); !strings.Contains(out, "stopped") {
 		t.Errorf("stop: %s", out)
@@ -302,6 +309,190 @@ func TestRemoteContext(t *testing.T) {
 	local.ok("context", "remove", "box")
 	if _, errOut, code := local.run("--context", "box", "status"); code != 1 || !strings.Contains(errOut, "no such context") {
 		t.Errorf("a removed context: exit %d: %s", code, errOut)
+	}
+}
+
+// testConnectThroughContext: with context box current, agent connect
+// finds the agent on the far side's owner (an agent only here is not
+// found), writes an entry that names the context, and that entry, run as
+// an MCP client runs it after `context use local`, still reaches the far
+// side's agent. --context local and the environment choose as for every
+// command. The client config files are under a HOME of the test's.
+func testConnectThroughContext(t *testing.T, bin string, local cliRun, remote config.Paths) {
+	t.Helper()
+	far := cliRun{t: t, bin: bin, home: remote.Root}
+	far.ok("agent", "add", "alice") // through the far side's running owner
+	local.ok("--context", "local", "agent", "add", "bob")
+	clientHome := t.TempDir()
+	client := func(env string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home, "HOME="+clientHome, "XDG_CONFIG_HOME="+filepath.Join(clientHome, ".config"), env)
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
+	}
+	type entry struct {
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}
+	entryOf := func(file, server string) (entry, bool) {
+		var f struct {
+			MCPServers map[string]entry `json:"mcpServers"`
+		}
+		b, _ := os.ReadFile(filepath.Join(clientHome, file))
+		json.Unmarshal(b, &f)
+		e, ok := f.MCPServers[server]
+		return e, ok
+	}
+	for _, tt := range []struct {
+		name, env string
+		args      []string
+		code      int
+		out       string // in stdout (stderr when code != 0)
+		file      string // the client file, "" none
+		server    string
+		want      []string // its args
+	}{
+		{"the current context", "", []string{"agent", "connect", "alice", "--client", "cursor", "--yes"}, 0, "Through context box (ssh://",
+			".cursor/mcp.json", "osaurus-sandbox-alice", []string{"--context", "box", "mcp", "--agent", "alice"}},
+		{"an agent only this machine has", "", []string{"--context", "box", "agent", "connect", "bob", "--client", "claude-code", "--yes"}, 1, "agent not found",
+			".claude.json", "osaurus-sandbox-bob", nil},
+		{"the environment", remotes.Env + "=box", []string{"agent", "connect", "alice", "--client", "claude-code", "--yes"}, 0, "Through context box",
+			".claude.json", "osaurus-sandbox-alice", []string{"--context", "box", "mcp", "--agent", "alice"}},
+		{"--context local over the environment", remotes.Env + "=box", []string{"--context", "local", "agent", "connect", "bob", "--client", "claude-code", "--yes"}, 0, "wrote ",
+			".claude.json", "osaurus-sandbox-bob", []string{"mcp", "--agent", "bob"}},
+		{"an agent the far side lacks, locally", "", []string{"--context", "local", "agent", "connect", "alice", "--client", "vscode", "--dry-run"}, 1, "agent not found", "", "", nil},
+		{"the generic snippets", "", []string{"agent", "connect", "alice", "--client", "generic"}, 0, `"--context",`, "", "", nil},
+	} {
+		out, errOut, code := client(tt.env, tt.args...)
+		text := out
+		if code != 0 {
+			text = errOut
+		}
+		if code != tt.code || !strings.Contains(text, tt.out) {
+			t.Errorf("%s: exit %d, want %d with %q:\nstdout: %s\nstderr: %s", tt.name, code, tt.code, tt.out, out, errOut)
+			continue
+		}
+		if tt.file == "" {
+			continue
+		}
+		e, ok := entryOf(tt.file, tt.server)
+		if ok != (tt.want != nil) || ok && (!slices.Equal(e.Args, tt.want) || e.Env[config.HomeEnv] != local.home) {
+			t.Errorf("%s: %s's %s: %+v (there: %v), want args %q", tt.name, tt.file, tt.server, e, ok, tt.want)
+		}
+		if remote := tt.want != nil && tt.want[0] == "--context"; code == 0 && remote != strings.Contains(out, "Through context box") {
+			t.Errorf("%s: the summary names the context: %v, want %v:\n%s", tt.name, !remote, remote, out)
+		}
+	}
+	if out, _, _ := client("", "agent", "connect", "alice", "--client", "generic"); strings.Contains(out, "Bearer") {
+		t.Errorf("the generic snippets of a remote agent offer HTTP:\n%s", out)
+	}
+
+	// The entry as the client runs it, with another context current: the
+	// far side's alice answers.
+	e, _ := entryOf(".cursor/mcp.json", "osaurus-sandbox-alice")
+	local.ok("context", "use", "local")
+	cmd := exec.Command(bin, e.Args...) // the binary under test, whatever e.Command names
+	cmd.Env = append(os.Environ(), "HOME="+clientHome)
+	for k, v := range e.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = testLog{t, "connected mcp: "}
+	s := newSession(t, "the connected entry", &mcp.CommandTransport{Command: cmd})
+	if tools := s.tools(t); !slices.ContainsFunc(tools, func(n string) bool { return strings.HasPrefix(n, "sandbox_") }) {
+		t.Errorf("the connected entry's server lists %q", tools)
+	}
+	s.cs.Close()
+	local.ok("context", "use", "box")
+
+	if out, errOut, code := client("", "agent", "disconnect", "alice", "--client", "cursor", "--yes"); code != 0 || !strings.Contains(out, "Removes osaurus-sandbox-alice") {
+		t.Errorf("disconnect through the context: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, ok := entryOf(".cursor/mcp.json", "osaurus-sandbox-alice"); ok {
+		t.Error("disconnect left the entry")
+	}
+}
+
+// testContextInstall: `context install` copies the binary under test to a
+// second loopback sshd whose sessions get a HOME of the test's (so the
+// default ~/.local/bin is a throwaway folder; the first box's sessions
+// have this user's real HOME, so there --path names a temporary folder),
+// refuses a far side whose uname isn't this build's without copying, and
+// a context without a remote command then runs the copy.
+func testContextInstall(t *testing.T, bin string, local cliRun, box *sshBox, remote config.Paths) {
+	t.Helper()
+	farHome, fakeBin := t.TempDir(), t.TempDir()
+	box2 := startSSHBox(t, fmt.Sprintf("SetEnv HOME=%s PATH=%s:/usr/bin:/bin", farHome, fakeBin))
+	// Never on the real HOME: sshd must have given the session the
+	// test's.
+	argv := remotes.Context{URL: box2.url, SSHArgs: []string{"-F", box2.config}}.ShellArgv(`printf %s "$HOME"`)
+	if out, err := exec.Command(argv[0], argv[1:]...).Output(); err != nil || string(out) != farHome {
+		t.Fatalf("the second box's sessions have HOME %q (%v), want %s: sshd's SetEnv didn't apply", out, err, farHome)
+	}
+	installed := filepath.Join(farHome, ".local", "bin", "osaurus-sandbox")
+	_, errOut, code := local.run(append([]string{"context", "add", "inst", box2.url, "--data-dir", remote.Root}, box2.sshArgs()...)...)
+	if code != 3 || !strings.Contains(errOut, "osaurus-sandbox context install inst") {
+		t.Errorf("context add with no osaurus-sandbox there: exit %d:\n%s", code, errOut)
+	}
+	other := "Linux aarch64"
+	if runtime.GOARCH == "arm64" {
+		other = "Linux x86_64"
+	}
+	for _, tt := range []struct{ uname, want string }{
+		{"Darwin arm64", "the far side is darwin/arm64 (uname -sm: Darwin arm64)"},
+		{other, "the far side is linux/"},
+		{"Linux riscv64", "a system no osaurus-sandbox is built for"},
+	} {
+		if err := os.WriteFile(filepath.Join(fakeBin, "uname"), []byte("#!/bin/sh\necho '"+tt.uname+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := local.run("context", "install", "inst")
+		if code != 1 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "built for linux/"+runtime.GOARCH+": nothing was copied") {
+			t.Errorf("install to %s: exit %d:\n%s", tt.uname, code, errOut)
+		}
+		if _, err := os.Stat(filepath.Dir(installed)); err == nil {
+			t.Errorf("install to %s copied something", tt.uname)
+		}
+	}
+	os.Remove(filepath.Join(fakeBin, "uname"))
+
+	want := mustRead(t, bin)
+	for i := range 2 { // the second replaces the first
+		out := local.ok("context", "install", "inst")
+		if !strings.Contains(out, "installed "+installed+" on inst") || !strings.Contains(out, "inst: osaurus-sandbox ") || (i == 0) != strings.Contains(out, "now runs "+installed) {
+			t.Errorf("install %d:\n%s", i, out)
+		}
+		st, err := os.Stat(installed)
+		tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(installed), ".osaurus-sandbox.*"))
+		if err != nil || st.Mode().Perm() != 0o755 || mustRead(t, installed) != want || len(tmps) != 0 {
+			t.Fatalf("install %d: %v %v, temporaries %q, same bytes %v", i, st, err, tmps, err == nil && mustRead(t, installed) == want)
+		}
+	}
+	var l struct{ Contexts []remotes.Context }
+	json.Unmarshal([]byte(local.ok("context", "list", "--json")), &l)
+	if i := slices.IndexFunc(l.Contexts, func(c remotes.Context) bool { return c.Name == "inst" }); i < 0 || l.Contexts[i].Command != installed {
+		t.Errorf("the context's remote command after install: %+v", l.Contexts)
+	}
+	local.ok("context", "check", "inst") // the copy answers
+	if _, errOut, code := local.run("context", "install", "inst", "--path", "rel/bin"); code != 1 || !strings.Contains(errOut, `--path "rel/bin"`) {
+		t.Errorf("install --path rel/bin: exit %d: %s", code, errOut)
+	}
+	local.ok("context", "remove", "inst")
+
+	// box's sessions have the real HOME: only --path, into a temporary
+	// folder; its own remote command stays.
+	dir := filepath.Join(t.TempDir(), "bin dir")
+	out := local.ok("context", "install", "box", "--path", dir)
+	if !strings.Contains(out, "installed "+filepath.Join(dir, "osaurus-sandbox")) || !strings.Contains(out, "note: context box keeps its remote command") || mustRead(t, filepath.Join(dir, "osaurus-sandbox")) != want {
+		t.Errorf("install into --path:\n%s", out)
 	}
 }
 

@@ -91,6 +91,11 @@ func (h *Host) dispatchIDs(value string) ([]string, error) {
 	return ids, nil
 }
 
+// GetAgent is the agent named by id, slug or name.
+func (h *Host) GetAgent(ctx context.Context, agent string) (agents.Agent, error) {
+	return h.reg.Get(agent)
+}
+
 // RegenerateToken replaces the agent's MCP token.
 func (h *Host) RegenerateToken(ctx context.Context, agent string) (string, error) {
 	return h.reg.RegenerateToken(agent)

@@ -86,3 +86,22 @@ func TestAgentOpsValidate(t *testing.T) {
 		t.Fatalf("a valid change: %+v %v", b, err)
 	}
 }
+
+// GetAgent finds an agent as every other op does: by id, slug or name.
+func TestGetAgent(t *testing.T) {
+	ctx := context.Background()
+	h := testHost(t)
+	a, err := h.AddAgent(ctx, control.AgentAddRequest{Name: "Data Analyst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		ref   string
+		found bool
+	}{{a.ID, true}, {"data-analyst", true}, {"Data Analyst", true}, {"bob", false}, {"", false}} {
+		got, err := h.GetAgent(ctx, tt.ref)
+		if tt.found != (err == nil) || tt.found && got.ID != a.ID || !tt.found && !errors.Is(err, agents.ErrNotFound) {
+			t.Errorf("%q: %+v %v", tt.ref, got, err)
+		}
+	}
+}

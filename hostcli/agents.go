@@ -72,6 +72,14 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	if run := agentCheckpointCmds[args[0]]; run != nil {
 		return run(c, ctx, args[1:])
 	}
+	if c.remote != nil {
+		// Only connect and disconnect get here (withContext): the
+		// agents are the far side's, this machine's registry is not read.
+		if args[0] == "connect" {
+			return c.agentConnect(ctx, nil, args[1:])
+		}
+		return c.agentDisconnect(ctx, nil, args[1:])
+	}
 	reg, err := c.openAgents()
 	if err != nil {
 		return c.fail(err)
@@ -148,7 +156,7 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	case sub == "connect":
 		return c.agentConnect(ctx, reg, args)
 	case sub == "disconnect":
-		return c.agentDisconnect(reg, args)
+		return c.agentDisconnect(ctx, reg, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
 		return c.agentShowJSON(ctx, reg, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "dispatchTo":

@@ -2,10 +2,12 @@ package hostcli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -19,7 +21,7 @@ const clientIDs = "claude-desktop|claude-code|cursor|vscode|generic"
 // agentConnect adds the agent to an MCP client's config file, as the
 // window's Connect does: it prints the change, asks (unless --yes), backs
 // the file up and writes it. --dry-run prints the change only.
-func (c *cli) agentConnect(_ context.Context, reg *agents.Registry, args []string) int {
+func (c *cli) agentConnect(ctx context.Context, reg *agents.Registry, args []string) int {
 	fs := c.flags("agent connect")
 	id := fs.String("client", "", strings.ReplaceAll(clientIDs, "|", ", "))
 	dry := fs.Bool("dry-run", false, "show the change and write nothing")
@@ -28,20 +30,27 @@ func (c *cli) agentConnect(_ context.Context, reg *agents.Registry, args []strin
 		fmt.Fprintln(c.err, "usage: osaurus-sandbox agent connect NAME --client "+clientIDs+" [--dry-run] [--yes]")
 		return ExitUsage
 	}
-	a, err := reg.Get(args[0])
-	if err != nil {
-		return c.fail(err)
-	}
 	cl, err := connect.Lookup(*id)
 	if err != nil {
 		fmt.Fprintln(c.err, "osaurus-sandbox:", err)
 		return ExitUsage
 	}
-	tok, _ := reg.Token(a.ID)
+	a, err := c.lookupAgent(ctx, reg, args[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	var tok string // a remote agent's token is the far side's, for its HTTP server
+	if reg != nil {
+		tok, _ = reg.Token(a.ID)
+	}
 	s := c.mcpClient(a, tok)
 	// The data folder always: a client started from another environment
-	// must reach this one.
+	// must reach this one (a context's too: contexts.json is in it).
 	s.Env = map[string]string{config.HomeEnv: c.paths.Root}
+	if c.remote != nil {
+		s.Context = c.remote.Name
+		fmt.Fprintf(c.out, "Through context %s (%s): the entry runs %s's tools on that machine, whichever context is current later.\n", c.remote.Name, c.remote.URL, a.Name)
+	}
 	if !cl.HasFile() {
 		fmt.Fprintln(c.out, connect.Snippets(s))
 		return ExitOK
@@ -68,7 +77,7 @@ func (c *cli) agentConnect(_ context.Context, reg *agents.Registry, args []strin
 // files: the one --client names, else every client whose file has it.
 // NAME may be an agent already removed (its slug), whose entries would
 // otherwise fail with "agent not found".
-func (c *cli) agentDisconnect(reg *agents.Registry, args []string) int {
+func (c *cli) agentDisconnect(ctx context.Context, reg *agents.Registry, args []string) int {
 	fs := c.flags("agent disconnect")
 	id := fs.String("client", "", "only this client")
 	yes := fs.Bool("yes", false, "don't ask before writing")
@@ -77,10 +86,15 @@ func (c *cli) agentDisconnect(reg *agents.Registry, args []string) int {
 		return ExitUsage
 	}
 	slug := args[0]
-	if a, err := reg.Get(args[0]); err == nil {
-		slug = a.Slug
-	} else if agents.Slugify(args[0]) != args[0] {
-		return c.fail(err)
+	isSlug := agents.Slugify(slug) == slug
+	// Through a context a slug needs no lookup (nor a reachable far
+	// side): it names the entry.
+	if reg != nil || !isSlug {
+		if a, err := c.lookupAgent(ctx, reg, args[0]); err == nil {
+			slug = a.Slug
+		} else if !isSlug {
+			return c.fail(err)
+		}
 	}
 	clients := connect.Clients
 	if *id != "" {
@@ -163,6 +177,28 @@ func (c *cli) offerDisconnect(slug string, yes bool) {
 			fmt.Fprintf(c.err, "%s.\n", later)
 		}
 	}
+}
+
+// lookupAgent finds the agent ref names: in this machine's registry, or
+// through a remote context (reg nil) from the far side's owner, which
+// holds that sandbox's agents.
+func (c *cli) lookupAgent(ctx context.Context, reg *agents.Registry, ref string) (agents.Agent, error) {
+	if reg != nil {
+		return reg.Get(ref)
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return agents.Agent{}, err
+	}
+	defer cl.Close()
+	a, err := cl.GetAgent(ctx, ref)
+	if errors.Is(err, agentproto.ErrUnsupported) {
+		return a, fmt.Errorf("context %s: the far side's osaurus-sandbox can't look agents up (%w): install this version there with `osaurus-sandbox context install %s`", c.remote.Name, err, c.remote.Name)
+	}
+	if err != nil {
+		return a, fmt.Errorf("context %s (%s): %w", c.remote.Name, c.remote.URL, err)
+	}
+	return a, nil
 }
 
 // apply writes a planned change and says where the backup is.

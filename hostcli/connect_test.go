@@ -1,6 +1,7 @@
 package hostcli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,78 @@ func TestAgentDisconnect(t *testing.T) {
 	run(t, "agent", "connect", "carol", "--client", "cursor", "--yes")
 	if out, errOut, code := run(t, "agent", "remove", "carol", "--yes"); code != ExitOK || has(cursor, "osaurus-sandbox-carol") || !strings.Contains(out, "wrote "+cursor) {
 		t.Fatalf("remove --yes: %d %q %q", code, out, errOut)
+	}
+}
+
+// Through a remote context, agent connect asks the far side's owner for
+// the agent (never this machine's registry) and writes nothing when it
+// can't; disconnect by slug needs no far side. ssh is a stand-in that
+// records its calls and fails as an unreachable host does; the real ssh
+// and far side are e2e's TestRemoteContext.
+func TestAgentConnectThroughContext(t *testing.T) {
+	data, home, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	t.Setenv(config.HomeEnv, data)
+	t.Setenv("HOME", home)
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	t.Setenv("OSAURUS_SANDBOX_CONTEXT", "")
+	calls := filepath.Join(bin, "calls")
+	os.WriteFile(filepath.Join(bin, "ssh"), []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\necho 'ssh: connect to host box port 22: Connection refused' >&2\nexit 255\n"), 0o755)
+	if _, errOut, code := run(t, "agent", "add", "alice"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	if _, errOut, code := run(t, "context", "add", "box", "ssh://me@box"); code != 3 || !strings.Contains(errOut, "Connection refused") {
+		t.Fatalf("context add with an unreachable host: %d %s", code, errOut)
+	}
+	os.Remove(calls)
+	file := filepath.Join(home, ".cursor", "mcp.json")
+	write := func(args string) {
+		os.MkdirAll(filepath.Dir(file), 0o700)
+		os.WriteFile(file, []byte(`{"mcpServers": {"osaurus-sandbox-alice": {"command": "x", "args": `+args+`}}}`), 0o600)
+	}
+	for _, tt := range []struct {
+		name  string
+		env   string // OSAURUS_SANDBOX_CONTEXT
+		args  []string
+		code  int
+		out   string // in stdout, or stderr when code != 0
+		args2 string // alice's entry's args afterwards ("" none)
+		ssh   bool   // ssh ran
+	}{
+		{"--context box: the far side's owner is asked, and unreachable", "", []string{"--context", "box", "agent", "connect", "alice", "--client", "cursor", "--yes"}, 3, "Connection refused", "", true},
+		{"the environment chooses box", "box", []string{"agent", "connect", "alice", "--client", "cursor", "--yes"}, 3, "Connection refused", "", true},
+		{"--context local wins over the environment", "box", []string{"--context", "local", "agent", "connect", "alice", "--client", "cursor", "--yes"}, ExitOK, "wrote " + file, `["mcp","--agent","alice"]`, false},
+		{"an unknown client is refused before ssh runs", "box", []string{"agent", "connect", "alice", "--client", "zed"}, ExitUsage, "unknown MCP client", `["mcp","--agent","alice"]`, false},
+		{"disconnect by slug needs no far side", "box", []string{"agent", "disconnect", "alice", "--client", "cursor", "--yes"}, ExitOK, "Removes osaurus-sandbox-alice", "", false},
+		{"disconnect by name asks the far side", "", []string{"--context", "box", "agent", "disconnect", "Alice Smith", "--yes"}, 3, "Connection refused", "", true},
+		{"other agent commands are still refused", "box", []string{"agent", "list"}, ExitError, `"agent" doesn't work through a remote context yet`, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "disconnect by slug needs no far side" {
+				write(`["--context","box","mcp","--agent","alice"]`)
+			}
+			os.Remove(calls)
+			t.Setenv("OSAURUS_SANDBOX_CONTEXT", tt.env)
+			out, errOut, code := run(t, tt.args...)
+			text := out
+			if code != ExitOK {
+				text = errOut
+			}
+			var f struct {
+				MCPServers map[string]struct {
+					Args []string `json:"args"`
+				} `json:"mcpServers"`
+			}
+			b, _ := os.ReadFile(file)
+			json.Unmarshal(b, &f)
+			got := ""
+			if e, ok := f.MCPServers["osaurus-sandbox-alice"]; ok {
+				a, _ := json.Marshal(e.Args)
+				got = string(a)
+			}
+			_, err := os.Stat(calls)
+			if code != tt.code || !strings.Contains(text, tt.out) || got != tt.args2 || (err == nil) != tt.ssh {
+				t.Fatalf("exit %d (want %d), ssh ran %v\nstdout: %s\nstderr: %s\nfile: %s", code, tt.code, err == nil, out, errOut, b)
+			}
+		})
 	}
 }

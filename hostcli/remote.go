@@ -2,6 +2,7 @@ package hostcli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,18 +33,19 @@ import (
 var machineCommands = []string{"dial-stdio", "remote-info"}
 
 func init() {
-	subcommands["context"] = []string{"add", "list", "use", "check", "remove"}
+	subcommands["context"] = []string{"add", "list", "use", "check", "install", "remove"}
 	helps = append(helps,
 		cmdHelp{name: "context", summary: "name sandboxes on other machines (reached with your ssh) and choose the one commands drive",
 			usage: []string{"context add NAME ssh://[user@]host[:port] [--data-dir PATH] [--remote-command CMD] [--ssh-arg ARG]...",
-				"context list [--json]", "context use NAME|local", "context check NAME", "context remove NAME"},
+				"context list [--json]", "context use NAME|local", "context check NAME", "context install NAME [--path DIR]", "context remove NAME"},
 			flags: [][2]string{{"--data-dir PATH", "add: the far side's data folder (default: its default)"},
 				{"--remote-command CMD", "add: the far side's osaurus-sandbox, as its shell reads it (default: osaurus-sandbox on its PATH)"},
 				{"--ssh-arg ARG", "add: an argument for ssh before the host, e.g. --ssh-arg=-F --ssh-arg=FILE (repeatable)"},
+				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint and mcp --agent work; the rest say so (docs/remote.md)."},
-			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent connect|disconnect work; the rest say so (docs/remote.md)."},
+			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
 			flags:   [][2]string{{"--no-start", "exit with code 3 when no owner runs, rather than starting a background owner"}},
@@ -93,6 +95,9 @@ func (c *cli) contextStore() remotes.Store {
 var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "checkpoint", "mcp"}
+	// agent subcommands that edit this machine's MCP client files and ask
+	// the far side's owner only which agent is meant
+	remoteAgentCmds = []string{"connect", "disconnect"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )
@@ -112,8 +117,9 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		return run
 	}
 	return func(ctx context.Context, args []string) int {
+		agentSub := cmd == "agent" && len(args) > 0 && slices.Contains(remoteAgentCmds, args[0])
 		// exec -it is the shell's terminal, not yet carried.
-		if !slices.Contains(remoteByControl, cmd) || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
+		if !slices.Contains(remoteByControl, cmd) && !agentSub || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", cmd, rc.Name, cmd))
 		}
 		c.remote = &rc
@@ -245,7 +251,7 @@ func (in RemoteInfo) problems() []string {
 
 // contextCmd is `context add|list|use|check|remove`.
 func (c *cli) contextCmd(ctx context.Context, args []string) int {
-	const usage = "usage: osaurus-sandbox context add NAME ssh://[user@]host[:port] [--data-dir PATH] | list [--json] | use NAME | check NAME | remove NAME"
+	const usage = "usage: osaurus-sandbox context add NAME ssh://[user@]host[:port] [--data-dir PATH] | list [--json] | use NAME | check NAME | install NAME [--path DIR] | remove NAME"
 	if len(args) == 0 {
 		fmt.Fprintln(c.err, usage)
 		return ExitUsage
@@ -257,6 +263,7 @@ func (c *cli) contextCmd(ctx context.Context, args []string) int {
 	dataDir := fs.String("data-dir", "", "the far side's data folder")
 	command := fs.String("remote-command", "", "the far side's osaurus-sandbox")
 	asJSON := fs.Bool("json", false, "print JSON")
+	installDir := fs.String("path", "", "the far side's folder for the copy")
 	fs.Var(&sshArgs, "ssh-arg", "an argument for ssh")
 	pos, ok := parseInterleaved(fs, args)
 	if !ok {
@@ -276,6 +283,8 @@ func (c *cli) contextCmd(ctx context.Context, args []string) int {
 			return c.fail(err)
 		}
 		return c.checkContext(ctx, rc)
+	case sub == "install" && len(pos) == 1:
+		return c.contextInstall(ctx, st, pos[0], *installDir)
 	case sub == "list" && len(pos) == 0:
 		f, err := st.Load()
 		if err != nil {
@@ -347,8 +356,10 @@ func (c *cli) checkContext(ctx context.Context, rc remotes.Context) int {
 		why := strings.TrimSpace(errb.String())
 		var ee *exec.ExitError
 		switch {
+		case strings.Contains(why, "error while loading shared libraries"):
+			why = fmt.Sprintf("the far side's osaurus-sandbox can't start (%s): install the libraries it links there (docs/remote.md: the window toolkit's libGL and X11/Wayland client libraries, no display needed)", why)
 		case errors.As(err, &ee) && ee.ExitCode() == 127:
-			why = fmt.Sprintf("the far side has no %s (%s): install osaurus-sandbox there, or give its path with --remote-command", firstWord(rc.RemoteCommand()), why)
+			why = fmt.Sprintf("the far side has no %s (%s): copy this one there with `osaurus-sandbox context install %s`, or give its path with --remote-command", firstWord(rc.RemoteCommand()), why, rc.Name)
 		case errors.As(err, &ee) && ee.ExitCode() == ExitUsage:
 			why = "the far side's osaurus-sandbox is too old for remote contexts (no remote-info): install this version there (" + Version + ")"
 		case why == "":
@@ -374,6 +385,119 @@ func (c *cli) checkContext(ctx context.Context, rc remotes.Context) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// contextInstall copies this osaurus-sandbox to the far side with the
+// context's ssh, once uname there says it runs what this binary was built
+// for; a context without a remote command then names the copy, and the
+// check of `context add` follows.
+func (c *cli) contextInstall(ctx context.Context, st remotes.Store, name, dir string) int {
+	rc, err := st.Get(name)
+	if err != nil {
+		return c.fail(err)
+	}
+	if dir != "" && (!filepath.IsAbs(dir) || strings.ContainsAny(dir, "\x00\n")) {
+		return c.fail(fmt.Errorf("%w: --path %q: give the far side's folder as an absolute path (default: ~/.local/bin there)", remotes.ErrInvalid, dir))
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return c.fail(fmt.Errorf("finding this osaurus-sandbox to copy: %w", err))
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return c.fail(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	uname, err := farShell(ctx, rc, "uname -sm", "uname -sm", nil)
+	if err != nil {
+		return c.fail(err)
+	}
+	goos, goarch, ok := remotes.Platform(uname)
+	if !ok || goos != runtime.GOOS || goarch != runtime.GOARCH {
+		far := fmt.Sprintf("%s/%s", goos, goarch)
+		if !ok {
+			far = "a system no osaurus-sandbox is built for"
+		}
+		return c.fail(fmt.Errorf("%w: context %s: the far side is %s (uname -sm: %s), this osaurus-sandbox is built for %s/%s: nothing was copied; install a build for that machine there yourself and give its path with --remote-command",
+			remotes.ErrInvalid, rc.Name, far, strings.TrimSpace(uname), runtime.GOOS, runtime.GOARCH))
+	}
+	fmt.Fprintf(c.out, "copying %s (%.1f MB, %s/%s) to %s...\n", exe, float64(fi.Size())/1e6, goos, goarch, rc.URL)
+	out, err := farShell(ctx, rc, "the copy into "+cmp.Or(dir, "~/.local/bin"), installScript(dir, fi.Size()), f)
+	if err != nil {
+		return c.fail(fmt.Errorf("context %s: the copy failed and nothing was installed: %w", rc.Name, err))
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	installed := lines[len(lines)-1]
+	fmt.Fprintf(c.out, "installed %s on %s\n", installed, rc.Name)
+	switch cmd := remotes.ShellQuote(installed); {
+	case rc.Command == "":
+		if rc, err = st.Update(rc.Name, func(x *remotes.Context) { x.Command = cmd }); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.out, "context %s now runs %s there (its remote command)\n", rc.Name, cmd)
+	case rc.Command != cmd:
+		fmt.Fprintf(c.out, "note: context %s keeps its remote command %s; to run the copy, add the context again with --remote-command %s\n", rc.Name, rc.Command, cmd)
+	}
+	return c.checkContext(ctx, rc)
+}
+
+// installScript is the far side's script of `context install`: the
+// binary arrives on stdin in a temporary file beside its place, must be
+// size bytes (a connection cut short installs nothing), and is renamed
+// over dir/osaurus-sandbox, which is atomic: a running copy keeps its old
+// file. It prints the installed path. dir "" is ~/.local/bin there.
+func installScript(dir string, size int64) string {
+	d := `"$HOME"/.local/bin`
+	if dir != "" {
+		d = remotes.ShellQuote(dir)
+	}
+	return fmt.Sprintf(`set -e
+d=%s
+mkdir -p "$d"
+t="$d/.osaurus-sandbox.$$.tmp"
+trap 'rm -f "$t"' EXIT
+trap 'rm -f "$t"; exit 1' HUP INT TERM
+cat > "$t"
+n=$(wc -c < "$t")
+if [ $n -ne %d ]; then echo "received $n of %d bytes" >&2; exit 1; fi
+chmod 755 "$t"
+mv -f "$t" "$d/osaurus-sandbox"
+trap - EXIT
+printf '%%s\n' "$d/osaurus-sandbox"`, d, size, size)
+}
+
+// farShell runs cmdline (what, in errors) with the far side's shell
+// through the context's ssh, stdin from in (nil: none). ssh failing (exit
+// 255) is client.ErrUnreachable with its own words; the command failing
+// there has the far side's.
+func farShell(ctx context.Context, rc remotes.Context, what, cmdline string, in io.Reader) (string, error) {
+	argv := rc.ShellArgv(cmdline)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin = in
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err == nil {
+		return string(out), nil
+	}
+	why := strings.TrimSpace(errb.String())
+	if why == "" {
+		why = err.Error()
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 255 {
+		return "", fmt.Errorf("%w: %s: %s", client.ErrUnreachable, rc.URL, why)
+	}
+	return "", fmt.Errorf("%s: %s failed there (exit %d): %s", rc.URL, what, ee.ExitCode(), why)
 }
 
 func orMissing(p, goos string) string {

@@ -135,6 +135,12 @@ func (c Context) Validate() error {
 // osaurus-sandbox with args (shell-quoted: ssh hands the far side one
 // command line).
 func (c Context) SSHArgv(args ...string) []string {
+	return c.ShellArgv(c.RemoteCommand(args...))
+}
+
+// ShellArgv is the ssh command line that has the far side's shell run
+// cmdline as it is (the caller quotes).
+func (c Context) ShellArgv(cmdline string) []string {
 	t, _ := ParseURL(c.URL) // validated when stored
 	argv := append([]string{"ssh"}, c.SSHArgs...)
 	// No tty, no forwarding of the agent's X or ports; batch mode is not
@@ -149,7 +155,20 @@ func (c Context) SSHArgv(args ...string) []string {
 	}
 	// After --, the destination can't be read as an option.
 	argv = append(argv, "--", dest)
-	return append(argv, c.RemoteCommand(args...))
+	return append(argv, cmdline)
+}
+
+// Platform reads `uname -sm` (e.g. "Linux x86_64") as Go names its
+// GOOS and GOARCH; ok is false for a system or machine Go builds of
+// osaurus-sandbox don't exist for.
+func Platform(uname string) (goos, goarch string, ok bool) {
+	f := strings.Fields(uname)
+	if len(f) != 2 {
+		return "", "", false
+	}
+	goos = map[string]string{"Linux": "linux", "Darwin": "darwin"}[f[0]]
+	goarch = map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[f[1]]
+	return goos, goarch, goos != "" && goarch != ""
 }
 
 // RemoteCommand is the far side's command line for args.
@@ -242,6 +261,29 @@ func (s Store) Add(c Context) error {
 	}
 	f.Contexts = append(f.Contexts, c)
 	return s.save(f)
+}
+
+// Update changes the named context with fn and stores it, validated as
+// Add validates a new one.
+func (s Store) Update(name string, fn func(*Context)) (Context, error) {
+	f, err := s.Load()
+	if err != nil {
+		return Context{}, err
+	}
+	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
+	if i < 0 {
+		return Context{}, fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	}
+	c := f.Contexts[i]
+	fn(&c)
+	if c.Name != name {
+		return Context{}, fmt.Errorf("%w: a context's name can't change (%q to %q)", ErrInvalid, name, c.Name)
+	}
+	if err := c.Validate(); err != nil {
+		return Context{}, err
+	}
+	f.Contexts[i] = c
+	return c, s.save(f)
 }
 
 // Remove deletes a context; when it was the current one, the local

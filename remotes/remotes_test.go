@@ -49,6 +49,9 @@ func TestSSHArgv(t *testing.T) {
 	if got := (Context{URL: "ssh://box"}).SSHArgv("mcp", "--agent", "a b"); got[len(got)-1] != "osaurus-sandbox mcp --agent 'a b'" {
 		t.Errorf("SSHArgv: %q", got)
 	}
+	if got := (Context{URL: "ssh://box", Command: "/opt/o"}).ShellArgv("uname -sm"); !slices.Equal(got, []string{"ssh", "-T", "-x", "-a", "--", "box", "uname -sm"}) {
+		t.Errorf("ShellArgv runs the far side's command: %q", got)
+	}
 }
 
 // TestStore: add, use, select (flag over environment over current),
@@ -108,5 +111,55 @@ func TestStore(t *testing.T) {
 	}
 	if got := sel("", ""); got != Local {
 		t.Errorf("after removing the current context: %s", got)
+	}
+}
+
+// TestPlatform: uname -sm of the systems osaurus-sandbox is built for,
+// in Go's names; anything else is not a match for any build.
+func TestPlatform(t *testing.T) {
+	for _, tt := range []struct {
+		in, goos, goarch string
+		ok               bool
+	}{
+		{"Linux x86_64", "linux", "amd64", true},
+		{"Linux aarch64\n", "linux", "arm64", true},
+		{"Darwin arm64", "darwin", "arm64", true},
+		{"Darwin x86_64", "darwin", "amd64", true},
+		{"FreeBSD amd64", "", "amd64", false},
+		{"Linux armv7l", "linux", "", false},
+		{"Linux", "", "", false},
+		{"", "", "", false},
+		{"Linux x86_64 extra", "", "", false},
+	} {
+		goos, goarch, ok := Platform(tt.in)
+		if goos != tt.goos || goarch != tt.goarch || ok != tt.ok {
+			t.Errorf("%q: %q %q %v, want %q %q %v", tt.in, goos, goarch, ok, tt.goos, tt.goarch, tt.ok)
+		}
+	}
+}
+
+// TestUpdate: a change is stored validated; an unknown context, a
+// rename or an invalid value changes nothing.
+func TestUpdate(t *testing.T) {
+	s := Store{Path: filepath.Join(t.TempDir(), "contexts.json")}
+	if err := s.Add(Context{Name: "box", URL: "ssh://box"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, ctx string
+		fn        func(*Context)
+		err       error
+		command   string // box's command afterwards
+	}{
+		{"set the command", "box", func(c *Context) { c.Command = "/home/me/.local/bin/osaurus-sandbox" }, nil, "/home/me/.local/bin/osaurus-sandbox"},
+		{"unknown context", "nope", func(c *Context) { c.Command = "x" }, ErrNotFound, "/home/me/.local/bin/osaurus-sandbox"},
+		{"two lines", "box", func(c *Context) { c.Command = "a\nb" }, ErrInvalid, "/home/me/.local/bin/osaurus-sandbox"},
+		{"a rename", "box", func(c *Context) { c.Name, c.Command = "other", "y" }, ErrInvalid, "/home/me/.local/bin/osaurus-sandbox"},
+	} {
+		_, err := s.Update(tt.ctx, tt.fn)
+		got, gerr := s.Get("box")
+		if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) || gerr != nil || got.Command != tt.command {
+			t.Errorf("%s: %v; stored %+v %v", tt.name, err, got, gerr)
+		}
 	}
 }

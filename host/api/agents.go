@@ -21,6 +21,10 @@ type AgentOps interface {
 	// validates every change (names that fold to another agent's slug, ids
 	// and slugs that can't change, limits).
 	UpdateAgent(ctx context.Context, req control.AgentUpdateRequest) (agents.Agent, error)
+	// GetAgent is the agent named by id, slug or name as the owner's
+	// registry has it: a process on another machine (a remote context's
+	// `agent connect`) has no agents.json of its own to read.
+	GetAgent(ctx context.Context, agent string) (agents.Agent, error)
 	// RegenerateToken gives the agent a new MCP token; the old one stops
 	// working at once.
 	RegenerateToken(ctx context.Context, agent string) (string, error)

@@ -465,6 +465,34 @@ func TestSnippets(t *testing.T) {
 	}
 }
 
+// A context puts --context NAME before mcp in every stdio form, so the
+// client keeps reaching that sandbox; without one the forms are as before.
+func TestSnippetsNameTheContext(t *testing.T) {
+	for _, tt := range []struct {
+		ctx   string
+		args  []string
+		stdio string
+	}{
+		{"", []string{"mcp", "--agent", "bob"}, "claude mcp add --scope user osaurus-sandbox-bob -- /bin/osaurus-sandbox mcp --agent bob"},
+		{"box", []string{"--context", "box", "mcp", "--agent", "bob"}, "claude mcp add --scope user osaurus-sandbox-bob -- /bin/osaurus-sandbox --context box mcp --agent bob"},
+		{"lab.2", []string{"--context", "lab.2", "mcp", "--agent", "bob"}, "claude mcp add --scope user osaurus-sandbox-bob -- /bin/osaurus-sandbox --context lab.2 mcp --agent bob"},
+	} {
+		c := Client{Exe: "/bin/osaurus-sandbox", Agent: agents.Agent{Slug: "bob"}, Context: tt.ctx}
+		var desktop map[string]map[string]struct {
+			Args []string `json:"args"`
+		}
+		if err := json.Unmarshal([]byte(c.ClaudeDesktop()), &desktop); err != nil {
+			t.Fatal(err)
+		}
+		if got := desktop["mcpServers"]["osaurus-sandbox-bob"].Args; !slices.Equal(got, tt.args) || !slices.Equal(c.Args(), tt.args) {
+			t.Errorf("context %q: desktop args %q, Args %q, want %q", tt.ctx, got, c.Args(), tt.args)
+		}
+		if got := c.ClaudeCodeStdio(); got != tt.stdio {
+			t.Errorf("context %q: stdio %s\nwant %s", tt.ctx, got, tt.stdio)
+		}
+	}
+}
+
 // turnRecorder is a tools.Invoker that records turn ends and tool calls in order.
 type turnRecorder struct {
 	mu     sync.Mutex

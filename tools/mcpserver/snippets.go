@@ -16,6 +16,19 @@ type Client struct {
 	Addr  string            // HTTP address; default DefaultAddr
 	Agent agents.Agent
 	Token string
+	// Context is the CLI context (package remotes) the stdio server runs
+	// through, "" for this machine: the entry names it, so the client
+	// keeps using that sandbox whichever context is current later.
+	Context string
+}
+
+// Args are the stdio server's arguments.
+func (c Client) Args() []string {
+	args := []string{"mcp", "--agent", c.Agent.Slug}
+	if c.Context != "" {
+		args = append([]string{"--context", c.Context}, args...)
+	}
+	return args
 }
 
 // ServerName is the name the snippets give the agent's MCP server.
@@ -33,7 +46,7 @@ func (c Client) URL() string {
 // ClaudeDesktop is the claude_desktop_config.json fragment that runs the
 // stdio server.
 func (c Client) ClaudeDesktop() string {
-	server := map[string]any{"command": c.Exe, "args": []string{"mcp", "--agent", c.Agent.Slug}}
+	server := map[string]any{"command": c.Exe, "args": c.Args()}
 	if len(c.Env) > 0 {
 		server["env"] = c.Env
 	}
@@ -48,7 +61,11 @@ func (c Client) ClaudeCodeStdio() string {
 	for k, v := range c.Env {
 		fmt.Fprintf(&env, " --env %s=%s", k, shellQuote(v))
 	}
-	return fmt.Sprintf("claude mcp add --scope user%s %s -- %s mcp --agent %s", env.String(), c.ServerName(), shellQuote(c.Exe), c.Agent.Slug)
+	args := make([]string, len(c.Args()))
+	for i, a := range c.Args() {
+		args[i] = shellQuote(a)
+	}
+	return fmt.Sprintf("claude mcp add --scope user%s %s -- %s %s", env.String(), c.ServerName(), shellQuote(c.Exe), strings.Join(args, " "))
 }
 
 // ClaudeCodeHTTP is the `claude mcp add` command for the app's HTTP server.

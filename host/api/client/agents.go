@@ -38,6 +38,13 @@ func (c *Client) UpdateAgent(ctx context.Context, req control.AgentUpdateRequest
 	return a, err
 }
 
+// GetAgent asks the owner for an agent by id, slug or name.
+func (c *Client) GetAgent(ctx context.Context, agent string) (agents.Agent, error) {
+	var a agents.Agent
+	err := c.call(ctx, control.OpAgentGet, control.AgentRef{Agent: agent}, &a, nil, true)
+	return a, err
+}
+
 // RegenerateToken has the owner give the agent a new token.
 func (c *Client) RegenerateToken(ctx context.Context, agent string) (string, error) {
 	var r control.TokenReply

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -240,6 +241,41 @@ func TestOwnerErrorsKeepTheirClass(t *testing.T) {
 		_, err := cl.Status(ctx)
 		if !errors.Is(err, s.Class) || !strings.Contains(err.Error(), s.Err.Error()) {
 			t.Errorf("%s: the client got %v, want class %v and the owner's message", s.Name, err, s.Class)
+		}
+	}
+}
+
+// agentCtl knows one agent, alice.
+type agentCtl struct{ api.Controller }
+
+func (agentCtl) GetAgent(_ context.Context, ref string) (agents.Agent, error) {
+	if ref == "alice" || ref == "id-1" {
+		return agents.Agent{ID: "id-1", Name: "Alice", Slug: "alice", UID: 2001}, nil
+	}
+	return agents.Agent{}, fmt.Errorf("%w: %q", agents.ErrNotFound, ref)
+}
+
+// GetAgent crosses the socket whole, and an unknown agent stays a
+// not-found error a remote `agent connect` can report as such.
+func TestGetAgent(t *testing.T) {
+	p := testPaths(t)
+	serve(t, p, agentCtl{})
+	ctx := context.Background()
+	cl, err := Dial(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, tt := range []struct {
+		ref  string
+		slug string // "" for not found
+	}{{"alice", "alice"}, {"id-1", "alice"}, {"bob", ""}} {
+		a, err := cl.GetAgent(ctx, tt.ref)
+		switch {
+		case tt.slug == "" && (!errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), `"bob"`)):
+			t.Errorf("%s: %v, want a not-found error naming it", tt.ref, err)
+		case tt.slug != "" && (err != nil || a.Slug != tt.slug || a.UID != 2001 || a.Name != "Alice"):
+			t.Errorf("%s: %+v %v", tt.ref, a, err)
 		}
 	}
 }

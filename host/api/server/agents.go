@@ -20,6 +20,10 @@ func (s *Server) agentOps(m *agentproto.Mux) {
 		a, err := s.Ctl.UpdateAgent(ctx, *req)
 		return &a, err
 	}))
+	m.Handle(control.OpAgentGet, agentproto.Unary(func(ctx context.Context, req *control.AgentRef) (*agents.Agent, error) {
+		a, err := s.Ctl.GetAgent(ctx, req.Agent)
+		return &a, err
+	}))
 	m.Handle(control.OpAgentToken, agentproto.Unary(func(ctx context.Context, req *control.AgentRef) (*control.TokenReply, error) {
 		tok, err := s.Ctl.RegenerateToken(ctx, req.Agent)
 		return &control.TokenReply{Token: tok}, err

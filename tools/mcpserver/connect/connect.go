@@ -98,7 +98,7 @@ func configHome(home string) string {
 // Entry is the server entry for s in this client's format: the stdio
 // server, with the env block that names the data folder.
 func (c Client) Entry(s mcpserver.Client) map[string]any {
-	e := map[string]any{"command": s.Exe, "args": []string{"mcp", "--agent", s.Agent.Slug}}
+	e := map[string]any{"command": s.Exe, "args": s.Args()}
 	if c.typed {
 		e["type"] = "stdio"
 	}
@@ -112,6 +112,12 @@ func (c Client) Entry(s mcpserver.Client) map[string]any {
 // endpoint with its header.
 func Snippets(s mcpserver.Client) string {
 	stdio, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{s.ServerName(): Client{}.Entry(s)}}, "", "  ")
+	if s.Context != "" {
+		// The owner's HTTP server listens on the far side's loopback,
+		// and its token is the far side's: only stdio reaches it from here.
+		return "Over stdio (the client starts the server, which reaches context " + s.Context + " over ssh):\n" + string(stdio) +
+			"\n\nOver HTTP: the far side's owner listens on that machine's loopback only; use stdio (or an ssh -L tunnel with the token from `ssh ... osaurus-sandbox agent show`)."
+	}
 	http, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{s.ServerName(): map[string]any{
 		"type": "http", "url": s.URL(), "headers": map[string]string{"Authorization": "Bearer " + s.Token}}}}, "", "  ")
 	return "Over stdio (the client starts the server):\n" + string(stdio) +

@@ -89,6 +89,49 @@ func TestConnectWritesEachClientsFormat(t *testing.T) {
 	}
 }
 
+// An entry through a context names it before mcp; connecting the same
+// agent through another context (or none) replaces the entry, and the
+// generic snippets of a context offer no HTTP endpoint or token (both are
+// the far side's).
+func TestConnectContext(t *testing.T) {
+	home := t.TempDir()
+	c := lookup(t, "cursor")
+	for _, tt := range []struct {
+		ctx       string
+		args      string
+		unchanged bool
+		replaces  bool
+	}{
+		{"", `["mcp","--agent","alice"]`, false, false},
+		{"box", `["--context","box","mcp","--agent","alice"]`, false, true},
+		{"box", `["--context","box","mcp","--agent","alice"]`, true, true},
+		{"lab", `["--context","lab","mcp","--agent","alice"]`, false, true},
+		{"", `["mcp","--agent","alice"]`, false, true},
+	} {
+		s := server()
+		s.Context = tt.ctx
+		ch, err := Plan(c, home, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Unchanged != tt.unchanged || (ch.Replaces != nil) != tt.replaces {
+			t.Fatalf("context %q: unchanged %v replaces %s", tt.ctx, ch.Unchanged, ch.Replaces)
+		}
+		if _, err := Apply(ch); err != nil {
+			t.Fatal(err)
+		}
+		e := read(t, ch.Path)["mcpServers"].(map[string]any)["osaurus-sandbox-alice"].(map[string]any)
+		if jsonText(e["args"]) != tt.args || e["env"].(map[string]any)["OSAURUS_SANDBOX_HOME"] != "/data/sb" {
+			t.Fatalf("context %q: entry %v", tt.ctx, e)
+		}
+		sn := Snippets(s)
+		if tt.ctx != "" && (strings.Contains(sn, "Bearer") || strings.Contains(sn, "http://") || !strings.Contains(sn, `"--context"`)) ||
+			tt.ctx == "" && (!strings.Contains(sn, "Bearer tok") || strings.Contains(sn, "--context")) {
+			t.Fatalf("context %q: snippets\n%s", tt.ctx, sn)
+		}
+	}
+}
+
 func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // A file with other servers and settings keeps them, in their order; the
