@@ -240,11 +240,20 @@ func (s Store) Get(name string) (Context, error) {
 	if err != nil {
 		return Context{}, err
 	}
-	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
-	if i < 0 {
-		return Context{}, fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	i, err := f.index(name)
+	if err != nil {
+		return Context{}, err
 	}
 	return f.Contexts[i], nil
+}
+
+// index is where the named context is in f.
+func (f File) index(name string) (int, error) {
+	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
+	if i < 0 {
+		return -1, fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	}
+	return i, nil
 }
 
 // Add stores a new context.
@@ -270,9 +279,9 @@ func (s Store) Update(name string, fn func(*Context)) (Context, error) {
 	if err != nil {
 		return Context{}, err
 	}
-	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
-	if i < 0 {
-		return Context{}, fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	i, err := f.index(name)
+	if err != nil {
+		return Context{}, err
 	}
 	c := f.Contexts[i]
 	fn(&c)
@@ -293,9 +302,9 @@ func (s Store) Remove(name string) error {
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(f.Contexts, func(c Context) bool { return c.Name == name })
-	if i < 0 {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	i, err := f.index(name)
+	if err != nil {
+		return err
 	}
 	f.Contexts = slices.Delete(f.Contexts, i, i+1)
 	if f.Current == name {
@@ -310,8 +319,10 @@ func (s Store) Use(name string) error {
 	if err != nil {
 		return err
 	}
-	if name != Local && !slices.ContainsFunc(f.Contexts, func(c Context) bool { return c.Name == name }) {
-		return fmt.Errorf("%w: %q; `osaurus-sandbox context list` shows them", ErrNotFound, name)
+	if name != Local {
+		if _, err := f.index(name); err != nil {
+			return err
+		}
 	}
 	if name == Local {
 		name = ""
