@@ -42,6 +42,9 @@ type agentsTab struct {
 	Enabled    *widget.Check
 	MaxCmds    *widget.Entry
 	Background *widget.Check
+	// KeepsAwake: its running background processes keep the VM from
+	// sleeping when idle (backgroundKeepsAwake).
+	KeepsAwake *widget.Check
 	PluginOK   *widget.Check
 	Network    *widget.SelectEntry
 	// Resource limits in the VM; empty means the default.
@@ -108,6 +111,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 	t.Enabled = widget.NewCheck("Autonomous exec (write, exec and install tools)", nil)
 	t.MaxCmds = widget.NewEntry()
 	t.Background = widget.NewCheck("Background processes", nil)
+	t.KeepsAwake = widget.NewCheck("Its background processes keep the VM awake", nil)
 	t.PluginOK = widget.NewCheck("May create plugins", nil)
 	// none, outbound, or a domain list typed in (validated on Save).
 	t.Network = widget.NewSelectEntry([]string{netpolicy.SettingOutbound, netpolicy.SettingNone})
@@ -168,7 +172,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewCard("Permissions", "", container.NewVBox(
 			t.Enabled,
 			widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
-			t.Background, t.PluginOK,
+			t.Background, t.KeepsAwake, t.PluginOK,
 			widget.NewForm(widget.NewFormItem("Network", t.Network)),
 		)),
 		widget.NewCard("Limits in the VM", "", container.NewVBox(
@@ -276,7 +280,7 @@ func (t *agentsTab) selectAgent(id string) {
 
 func (t *agentsTab) showSelected() {
 	a, err := t.reg.Get(t.selected)
-	editing := []fyne.Disableable{t.Enabled, t.MaxCmds, t.Background, t.PluginOK, t.Network, t.MaxProcs, t.MemoryMB, t.CPUWeight, t.SaveAgent, t.RemoveBtn, t.CopyDesk, t.CopyHTTP, t.Regenerate}
+	editing := []fyne.Disableable{t.Enabled, t.MaxCmds, t.Background, t.KeepsAwake, t.PluginOK, t.Network, t.MaxProcs, t.MemoryMB, t.CPUWeight, t.SaveAgent, t.RemoveBtn, t.CopyDesk, t.CopyHTTP, t.Regenerate}
 	if t.selected == "" || err != nil {
 		t.Name.SetText("Select or add an agent")
 		for _, w := range editing {
@@ -299,6 +303,7 @@ func (t *agentsTab) showSelected() {
 	t.Enabled.SetChecked(ae.Enabled)
 	t.MaxCmds.SetText(strconv.Itoa(ae.MaxCommandsPerTurn))
 	t.Background.SetChecked(ae.BackgroundProcesses)
+	t.KeepsAwake.SetChecked(a.BackgroundKeepsAwake())
 	t.PluginOK.SetChecked(ae.PluginCreate)
 	t.Network.SetText(string(ae.Network))
 	for _, f := range []struct {
@@ -386,6 +391,7 @@ func (t *agentsTab) onSave() {
 		{Key: "enabled", Value: strconv.FormatBool(t.Enabled.Checked)},
 		{Key: "maxCommandsPerTurn", Value: strconv.Itoa(n)},
 		{Key: "backgroundProcesses", Value: strconv.FormatBool(t.Background.Checked)},
+		{Key: "backgroundKeepsAwake", Value: strconv.FormatBool(t.KeepsAwake.Checked)},
 		{Key: "pluginCreate", Value: strconv.FormatBool(t.PluginOK.Checked)},
 		{Key: "network", Value: t.Network.Text},
 	}

@@ -352,8 +352,12 @@ func TestAgentAddEditRemove(t *testing.T) {
 	}
 	at.MaxCmds.SetText("25")
 	at.Enabled.SetChecked(true)
+	if !at.KeepsAwake.Checked {
+		t.Fatal("a new agent's background processes keep the VM awake, but the box is clear")
+	}
+	at.KeepsAwake.SetChecked(false)
 	tap(at.SaveAgent)
-	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 {
+	if a, _ := reg.Get(list[0].ID); !a.AutonomousExec.Enabled || a.AutonomousExec.MaxCommandsPerTurn != 25 || a.BackgroundKeepsAwake() {
 		t.Fatalf("edit not saved: %+v", a.AutonomousExec)
 	}
 	// The network policy: the field shows the setting; a domain list is
