@@ -107,6 +107,8 @@ type stats struct {
 	// chownDenied: this process may not give files away (not root); the
 	// caller has the guest do it.
 	chownDenied bool
+	// link: files are taken by hard link (create's link).
+	link bool
 }
 
 // remap gives what From owns to To.
@@ -172,6 +174,13 @@ func AutoName(prefix string, t time.Time) string {
 // Create takes a checkpoint of the live state under name. vm says what the
 // VM was doing ("running", "stopped"); reason why it is taken.
 func (s Store) Create(ctx context.Context, name, reason, vm string) (Meta, error) {
+	return s.create(ctx, name, reason, vm, false)
+}
+
+// create is Create; link takes the live files (not folders) by hard link
+// instead of by copy, for a checkpoint whose live files are about to be
+// replaced by rename (RestoreSaving).
+func (s Store) create(ctx context.Context, name, reason, vm string, link bool) (Meta, error) {
 	if err := CheckName(name); err != nil {
 		return Meta{}, err
 	}
@@ -193,7 +202,7 @@ func (s Store) Create(ctx context.Context, name, reason, vm string) (Meta, error
 	if err := os.Mkdir(data, 0o700); err != nil {
 		return Meta{}, err
 	}
-	var st stats
+	st := stats{link: link}
 	for _, it := range s.items() {
 		if err := ctx.Err(); err != nil {
 			return Meta{}, err
@@ -206,7 +215,12 @@ func (s Store) Create(ctx context.Context, name, reason, vm string) (Meta, error
 			m.Items = append(m.Items, it.name)
 		}
 	}
-	if st.copied {
+	switch {
+	case link && st.copied:
+		m.Method = "files linked, folders sparse-copied"
+	case link:
+		m.Method = "files linked, folders cloned"
+	case st.copied:
 		m.Method = "sparse copy"
 	}
 	m.Bytes, m.DiskBytes = st.bytes, st.disk
@@ -241,6 +255,9 @@ func save(ctx context.Context, it item, dst string, st *stats) (bool, error) {
 	case file:
 		if !fi.Mode().IsRegular() {
 			return false, fmt.Errorf("%s is not a regular file", it.path)
+		}
+		if st.link {
+			return true, linkFile(it.path, dst, st)
 		}
 		return true, cloneFile(it.path, dst, st)
 	default:
@@ -345,6 +362,82 @@ func (s Store) Restore(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// RestoreSaving saves the live state as checkpoint saveAs, then restores
+// checkpoint name as Restore does. The saved checkpoint takes the live
+// files (the root disk: most of the bytes) by hard link, not by copy:
+// Restore renames a copy over each live file's name, which leaves the old
+// inode to the checkpoint alone. When the restore fails, Unshare gives the
+// live files not yet replaced their own inodes again, so the VM's writes
+// never reach the saved checkpoint. The saved Meta is returned whenever it
+// was taken.
+func (s Store) RestoreSaving(ctx context.Context, name, saveAs, reason, vm string) (Meta, error) {
+	if _, err := s.Get(name); err != nil {
+		return Meta{}, err
+	}
+	saved, err := s.create(ctx, saveAs, reason, vm, true)
+	if err != nil {
+		return Meta{}, err
+	}
+	if err := s.Restore(ctx, name); err != nil {
+		// Not ctx: the inodes must be parted even when the call was cancelled.
+		if uerr := s.Unshare(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return saved, err
+	}
+	return saved, nil
+}
+
+// Unshare gives each live file that shares its inode with a checkpoint's
+// copy (a RestoreSaving cut short between the link and the rename, even by
+// a crash) an inode of its own: the live file is copied beside itself and
+// renamed over its name, so the checkpoint keeps the old one unchanged.
+// The owner runs it when it opens the data folder.
+func (s Store) Unshare() error {
+	ents, err := os.ReadDir(s.Dir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, it := range s.items() {
+		if it.kind != file {
+			continue
+		}
+		live, err := os.Lstat(it.path)
+		if err != nil || !live.Mode().IsRegular() {
+			continue
+		}
+		for _, e := range ents {
+			// Every folder, finished or not: a cut-short create (".new-…")
+			// may hold a link too.
+			held, err := os.Lstat(filepath.Join(s.Dir(), e.Name(), "data", it.name))
+			if err != nil || !os.SameFile(live, held) {
+				continue
+			}
+			if err := copyOver(it.path); err != nil {
+				errs = append(errs, fmt.Errorf("giving %s its own copy again: %w", it.path, err))
+			}
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// copyOver replaces the file at path with a copy of itself (a new inode,
+// same content, owner, mode and times).
+func copyOver(path string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".unshare")
+	os.Remove(tmp) // a leftover of an earlier cut-short attempt
+	if err := cloneFile(path, tmp, &stats{}); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func restoreItem(ctx context.Context, it item, src string) error {

@@ -229,3 +229,149 @@ func TestPrune(t *testing.T) {
 		t.Errorf("after Prune(2): %s, want u1,a2,u2,a3", got)
 	}
 }
+
+// diskByte is the byte of the root disk file at path where dataDir put
+// its data.
+func diskByte(t *testing.T, path string) byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
+}
+
+func writeDisk(t *testing.T, path string, c byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make1MiB(c), 8<<20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RestoreSaving keeps the state it replaces as a checkpoint without
+// copying the root disk, and afterwards the live disk and both
+// checkpoints are three separate files: writing the live disk changes
+// neither checkpoint, and restoring the saved one brings the replaced
+// state back.
+func TestRestoreSavingLinksAndParts(t *testing.T) {
+	s := dataDir(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "good", "user", "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	writeDisk(t, s.RootDisk, 'x') // the state to replace
+	write(t, filepath.Join(s.Paths.AgentHomes(), "alice/notes.txt"), "changed")
+	replaced, err := os.Stat(s.RootDisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	saved, err := s.RestoreSaving(ctx, "good", "auto-1", "before restoring good", "stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Name != "auto-1" || !strings.HasPrefix(saved.Method, "files linked") || saved.Bytes < diskSize {
+		t.Fatalf("saved: %+v", saved)
+	}
+	if got := diskByte(t, s.RootDisk); got != 'r' {
+		t.Fatalf("live disk after the restore holds %q, want the checkpoint's 'r'", got)
+	}
+	savedDisk := filepath.Join(s.Dir(), "auto-1", "data", "rootfs.ext4")
+	goodDisk := filepath.Join(s.Dir(), "good", "data", "rootfs.ext4")
+	// Not copied: the saved checkpoint holds the replaced disk itself.
+	if fi, err := os.Stat(savedDisk); err != nil || !os.SameFile(replaced, fi) {
+		t.Fatalf("the saved checkpoint's disk is not the replaced one (%v): it was copied", err)
+	}
+	live, _ := os.Stat(s.RootDisk)
+	for _, other := range []string{savedDisk, goodDisk} {
+		if fi, err := os.Stat(other); err != nil || os.SameFile(live, fi) {
+			t.Fatalf("the live disk shares its inode with %s (%v)", other, err)
+		}
+	}
+	// The VM writes the live disk: no checkpoint changes with it.
+	writeDisk(t, s.RootDisk, 'y')
+	if diskByte(t, savedDisk) != 'x' || diskByte(t, goodDisk) != 'r' {
+		t.Fatalf("a write to the live disk reached a checkpoint: saved %q, good %q", diskByte(t, savedDisk), diskByte(t, goodDisk))
+	}
+	// The saved state comes back whole.
+	if _, err := s.RestoreSaving(ctx, "auto-1", "auto-2", "before restoring auto-1", "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskByte(t, s.RootDisk); got != 'x' {
+		t.Errorf("restoring the saved state: disk %q, want 'x'", got)
+	}
+	if got := read(t, filepath.Join(s.Paths.AgentHomes(), "alice/notes.txt")); got != "changed" {
+		t.Errorf("restoring the saved state: alice's notes %q", got)
+	}
+}
+
+// A restore cut short after the live files were linked into the saved
+// checkpoint leaves the live disk sharing its inode; Unshare parts them,
+// keeping the content, so the VM's next writes stay out of the checkpoint.
+// RestoreSaving does it itself when the restore fails.
+func TestUnshareAfterACutShortRestore(t *testing.T) {
+	t.Run("crash between link and rename", func(t *testing.T) {
+		s := dataDir(t)
+		if _, err := s.create(context.Background(), "auto-1", "before restoring x", "stopped", true); err != nil {
+			t.Fatal(err)
+		}
+		held := filepath.Join(s.Dir(), "auto-1", "data", "rootfs.ext4")
+		a, _ := os.Stat(s.RootDisk)
+		if b, _ := os.Stat(held); !os.SameFile(a, b) {
+			t.Fatal("the fixture did not link the disk")
+		}
+		if err := s.Unshare(); err != nil {
+			t.Fatal(err)
+		}
+		a, _ = os.Stat(s.RootDisk)
+		if b, _ := os.Stat(held); os.SameFile(a, b) || a.Size() != diskSize {
+			t.Fatalf("after Unshare: same inode %v, size %d", os.SameFile(a, b), a.Size())
+		}
+		writeDisk(t, s.RootDisk, 'z')
+		if diskByte(t, held) != 'r' {
+			t.Fatal("a write to the live disk reached the checkpoint")
+		}
+		// Nothing left shared: a second Unshare copies nothing.
+		before, _ := os.Stat(s.RootDisk)
+		if err := s.Unshare(); err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := os.Stat(s.RootDisk); !os.SameFile(before, after) {
+			t.Error("Unshare copied a disk that shared nothing")
+		}
+	})
+	t.Run("the restore fails", func(t *testing.T) {
+		s := dataDir(t)
+		ctx := context.Background()
+		if _, err := s.Create(ctx, "good", "user", "stopped"); err != nil {
+			t.Fatal(err)
+		}
+		// The checkpoint's disk is gone: its restore fails at the first
+		// part, after the live state was saved by link.
+		os.Remove(filepath.Join(s.Dir(), "good", "data", "rootfs.ext4"))
+		writeDisk(t, s.RootDisk, 'x')
+		saved, err := s.RestoreSaving(ctx, "good", "auto-1", "before restoring good", "stopped")
+		if err == nil || saved.Name != "auto-1" {
+			t.Fatalf("restore of a broken checkpoint: %+v, %v", saved, err)
+		}
+		held := filepath.Join(s.Dir(), "auto-1", "data", "rootfs.ext4")
+		a, _ := os.Stat(s.RootDisk)
+		if b, _ := os.Stat(held); os.SameFile(a, b) {
+			t.Fatal("after a failed restore the live disk still shares the saved checkpoint's inode")
+		}
+		writeDisk(t, s.RootDisk, 'y')
+		if diskByte(t, held) != 'x' {
+			t.Fatal("a write to the live disk reached the saved checkpoint")
+		}
+	})
+}

@@ -16,6 +16,8 @@ var errUnsupported = fmt.Errorf("%w: checkpoints are implemented on Linux only s
 
 func cloneFile(src, dst string, st *stats) error { return errUnsupported }
 
+func linkFile(src, dst string, st *stats) error { return errUnsupported }
+
 func copyTree(ctx context.Context, src, dst string, st *stats) error { return errUnsupported }
 
 func syncDir(dir string) error {

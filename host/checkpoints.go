@@ -69,11 +69,11 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, req api.CheckpointRequest)
 	err = h.m.WithStopped(ctx, "restore", func(wasRunning bool) error {
 		r.Restarted = wasRunning
 		var err error
-		r.Saved, err = s.Create(ctx, checkpoint.AutoName("auto-", time.Now()), "before restoring "+req.Name, vmWord(wasRunning))
-		if err != nil {
+		r.Saved, err = s.RestoreSaving(ctx, req.Name, checkpoint.AutoName("auto-", time.Now()), "before restoring "+req.Name, vmWord(wasRunning))
+		switch {
+		case err != nil && r.Saved.Name == "":
 			return fmt.Errorf("saving the current state first failed, so nothing was restored: %w", err)
-		}
-		if err := s.Restore(ctx, req.Name); err != nil {
+		case err != nil:
 			return fmt.Errorf("%w; the state before is in checkpoint %s", err, r.Saved.Name)
 		}
 		// The restore replaced agents.json: the owner's registry reads

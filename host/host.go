@@ -176,6 +176,11 @@ func open(ctx context.Context, o Options) (*Host, error) {
 	h.ToolHost = &ToolHost{Paths: o.Paths, Env: h.env, Registry: h.reg, Running: h.running, Memory: h.mem, Quiet: h.quiet, Activity: h.activity, Ports: h.ports}
 	h.DataOwner = &DataOwner{Paths: o.Paths, MemoryDB: h.mem, EventLog: h.events, Tools: h.ToolHost, Secrets: h.secrets, Logf: h.logf}
 	h.bridge = NewBridge(h.ToolHost, BridgeOptions{Secrets: h.secrets, Events: h.events, NoPluginCreation: h.lib == nil, RateLimits: rates, Logf: h.logf})
+	// Before any VM runs from the root disk: a restore cut short may have
+	// left it sharing its inode with the checkpoint that saved it.
+	if err := h.checkpoints().Unshare(); err != nil {
+		h.logf("checkpoints: %v", err)
+	}
 	if o.Driver == nil {
 		o.Driver = newDriver(o.Paths)
 	}
