@@ -309,14 +309,18 @@ func (r *Registry) Subscribe(fn func()) (cancel func()) {
 
 // Reload re-reads the file, to see changes made by another process.
 func (r *Registry) Reload() error {
+	// Under mu, as modify's whole cycle is: a read begun before one of
+	// this registry's writes must not land after it and put the old
+	// records back (a Dispatch then missed a dispatchTo just granted).
+	r.mu.Lock()
 	// Stat first: a write between the stat and the read is read now and
 	// read again by the next ReloadIfChanged, never missed.
 	fi, _ := os.Stat(r.path)
 	f, err := load(r.path)
 	if err != nil {
+		r.mu.Unlock()
 		return err
 	}
-	r.mu.Lock()
 	changed := !sameRecords(r.recs, f.Agents)
 	r.recs, r.uids, r.seen = f.Agents, f.uidState, fi
 	r.mu.Unlock()

@@ -36,3 +36,38 @@ func TestReloadIfChanged(t *testing.T) {
 		}
 	}
 }
+
+// A Reload running beside this registry's own writes never puts older
+// records back: after each Update returns, Get sees it, however the
+// reloads interleave.
+func TestReloadNeverUndoesAWrite(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add("alice"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.Reload()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for n := 1; n <= MaxCommandsPerTurn; n++ {
+		if _, err := r.Update("alice", func(a *Agent) error { a.AutonomousExec.MaxCommandsPerTurn = n; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := r.Get("alice"); err != nil || a.AutonomousExec.MaxCommandsPerTurn != n {
+			t.Fatalf("after setting %d, Get says %d (%v): a reload put older records back", n, a.AutonomousExec.MaxCommandsPerTurn, err)
+		}
+	}
+}
