@@ -483,8 +483,12 @@ func (c *sshConn) Read(p []byte) (int, error) {
 		<-c.done
 		if c.werr != nil {
 			why := strings.TrimSpace(c.tail.String())
-			if strings.Contains(why, "administratively prohibited") {
+			switch {
+			case strings.Contains(why, "administratively prohibited"):
 				why += "; the far side's sshd forbids forwarding: allow it there for this user (AllowTcpForwarding local, in sshd_config)"
+			case strings.Contains(why, "forwarding failed") || strings.Contains(why, "open failed"):
+				// ssh says which at log level INFO, not at ERROR.
+				why += "; the far side's sshd could not open the connection: the preview may have closed there, or its sshd forbids forwarding (allow it for this user: AllowTcpForwarding local, in sshd_config)"
 			}
 			return 0, fmt.Errorf("%s failed (%v): %s", c.name, c.werr, why)
 		}
