@@ -119,7 +119,7 @@ func TestRewriteExpose(t *testing.T) {
 			note, _ := res["forwarded"].(string)
 			warnings, _ := env["warnings"].([]any)
 			if tt.openErr == nil {
-				if !strings.Contains(note, "over SSH (context box)") || !strings.Contains(note, far) && tt.name != "a path kept" || len(warnings) != 0 {
+				if !strings.Contains(note, "over SSH (context box)") || !strings.Contains(note, "preview http://127.0.0.1:"+strconv.Itoa(opened)+"/") || len(warnings) != 0 {
 					t.Fatalf("the envelope does not say where the URL leads: %v", env)
 				}
 				return
