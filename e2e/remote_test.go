@@ -7,7 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -690,6 +693,135 @@ func TestRemoteContextMCP(t *testing.T) {
 	noneLeft(t, rp, "stop through the context")
 	if n := procsWithHome(rp.Root); n != 0 {
 		t.Errorf("after stop, %d processes of the remote data folder run", n)
+	}
+}
+
+// TestRemoteContextPreview: `mcp --agent` through a context over the
+// real sshd, the far side's mcp a script (no VM): its answer to
+// sandbox_expose_port names a preview on its loopback, and the client
+// gets a URL on this machine that reaches it through the context's ssh;
+// a port the far sshd won't forward to fails with ssh's words and the
+// fix; when the client leaves, nothing of the forwards is left.
+func TestRemoteContextPreview(t *testing.T) {
+	// The far preview: like the owner's, it answers only requests
+	// addressed to its own 127.0.0.1:PORT.
+	preview := func() (string, *httptest.Server) {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host != srv.Listener.Addr().String() {
+				http.Error(w, "refused Host "+r.Host, http.StatusForbidden)
+				return
+			}
+			fmt.Fprint(w, "hello from the far preview")
+		}))
+		t.Cleanup(srv.Close)
+		return "http://" + srv.Listener.Addr().String() + "/", srv
+	}
+	allowed, a := preview()
+	refused, _ := preview()
+	// Forwarding allowed to the one preview only.
+	box := startSSHBox(t, "Match all", "AllowTcpForwarding local", "PermitOpen "+a.Listener.Addr().String())
+	bin := buildCLI(t)
+	local := cliRun{t: t, bin: bin, home: t.TempDir()}
+
+	answer := func(id int, url string) string {
+		env := fmt.Sprintf(`{"ok":true,"result":{"port":3000,"url":%q},"tool":"sandbox_expose_port"}`, url)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
+			"content": []any{map[string]any{"type": "text", "text": env}}, "structuredContent": json.RawMessage(env)}})
+		return string(b)
+	}
+	far := filepath.Join(box.dir, "far-mcp")
+	script := fmt.Sprintf("#!/bin/sh\nread -r call\nprintf '%%s\\n' %s\nread -r call\nprintf '%%s\\n' %s\nexec cat >/dev/null\n",
+		remotes.ShellQuote(answer(1, allowed)), remotes.ShellQuote(answer(2, refused)))
+	if err := os.WriteFile(far, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Its check fails: the script is no osaurus-sandbox. The context is
+	// added all the same.
+	local.run(append([]string{"context", "add", "box", box.url, "--remote-command", far}, box.sshArgs()...)...)
+
+	relay := exec.Command(bin, "--context", "box", "mcp", "--agent", "alice")
+	relay.Env = append(os.Environ(), config.HomeEnv+"="+local.home)
+	relay.Stderr = testLog{t, "relay: "}
+	in, err := relay.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := relay.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A test failing midway still ends the relay as its client would,
+	// before sshd's cleanup waits for its sessions.
+	ended := false
+	t.Cleanup(func() {
+		if !ended {
+			in.Close()
+			relay.Wait()
+		}
+	})
+	answers := bufio.NewReader(out)
+	expose := func(id int) string {
+		t.Helper()
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"sandbox_expose_port","arguments":{"port":3000}}}`+"\n", id)
+		line, err := answers.ReadString('\n')
+		var m struct {
+			Result struct {
+				Structured struct {
+					Result struct{ URL, Forwarded string }
+				} `json:"structuredContent"`
+			}
+		}
+		if err != nil || json.Unmarshal([]byte(line), &m) != nil {
+			t.Fatalf("the answer to %d: %q %v", id, line, err)
+		}
+		r := m.Result.Structured.Result
+		if !strings.HasPrefix(r.URL, "http://127.0.0.1:") || !strings.Contains(r.Forwarded, "over SSH (context box)") {
+			t.Fatalf("the answer to %d: %s", id, line)
+		}
+		return r.URL
+	}
+	getURL := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	u := expose(1)
+	if u == allowed {
+		t.Fatalf("the far URL %s was not forwarded", u)
+	}
+	if code, body := getURL(u); code != 200 || body != "hello from the far preview" {
+		t.Fatalf("GET %s through the context: %d %q", u, code, body)
+	}
+	if n := procsNaming("-W\x00127.0.0.1:" + strconv.Itoa(a.Listener.Addr().(*net.TCPAddr).Port)); n == 0 {
+		t.Error("no ssh -W carried the request")
+	}
+	u2 := expose(2)
+	code, body := getURL(u2)
+	if code != http.StatusBadGateway || !strings.Contains(body, "stdio forwarding failed") || !strings.Contains(body, "AllowTcpForwarding") {
+		t.Fatalf("GET %s, a port the far sshd won't forward to: %d %q", u2, code, body)
+	}
+	t.Logf("a refused forward: %s", strings.TrimSpace(body))
+
+	in.Close()
+	err = relay.Wait()
+	ended = true
+	if err != nil {
+		t.Fatalf("the relay: %v", err)
+	}
+	if n := procsNaming(box.config); n != 0 {
+		t.Fatalf("%d ssh processes of the context left after the relay ended", n)
+	}
+	if _, err := http.Get(u); err == nil {
+		t.Fatal("the forward still answers after the relay ended")
 	}
 }
 

@@ -544,7 +544,9 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // runs the stdio MCP server (the agents and their tools are there), and
 // this process relays its messages over ssh. When the link is lost, each
 // call in flight gets an error saying so, rather than the client seeing
-// its server vanish mid-call.
+// its server vanish mid-call. A preview an agent opens there
+// (sandbox_expose_port) gets a URL on this machine, forwarded over the
+// context's ssh until the relay ends (previews.go).
 func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 	argv := c.remote.SSHArgv(append([]string{"mcp"}, args...)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -567,7 +569,11 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 		inFlight  = map[string]json.RawMessage{} // request ids the far side hasn't answered
 		outMu     sync.Mutex
 		clientEOF = make(chan struct{})
+		// Previews the agent opens are forwarded here while the relay runs.
+		fwd      = &forwards{argv: c.remote.ForwardArgv, ctxName: c.remote.Name}
+		previews = &previewRelay{ctxName: c.remote.Name, open: fwd.open}
 	)
+	defer fwd.closeAll()
 	write := func(b []byte) {
 		outMu.Lock()
 		c.out.Write(b)
@@ -583,11 +589,13 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 				var m struct {
 					ID     json.RawMessage `json:"id"`
 					Method string          `json:"method"`
+					Params json.RawMessage `json:"params"`
 				}
 				if json.Unmarshal(line, &m) == nil && m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null" {
 					mu.Lock()
 					inFlight[string(m.ID)] = m.ID
 					mu.Unlock()
+					previews.request(m.ID, m.Method, m.Params)
 				}
 				if _, werr := toFar.Write(line); werr != nil {
 					return
@@ -610,6 +618,7 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 				mu.Lock()
 				delete(inFlight, string(m.ID))
 				mu.Unlock()
+				line = previews.response(m.ID, line)
 			}
 			write(line)
 		}

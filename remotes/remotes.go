@@ -141,6 +141,19 @@ func (c Context) SSHArgv(args ...string) []string {
 // ShellArgv is the ssh command line that has the far side's shell run
 // cmdline as it is (the caller quotes).
 func (c Context) ShellArgv(cmdline string) []string {
+	return append(c.sshArgv(), cmdline)
+}
+
+// ForwardArgv is the ssh command line whose stdin and stdout are one TCP
+// connection to port on the far side's 127.0.0.1 (ssh -W), how a preview
+// there is reached from this machine. The address is always the far
+// side's loopback; port must be 1–65535 (the caller checks).
+func (c Context) ForwardArgv(port int) []string {
+	return c.sshArgv("-W", "127.0.0.1:"+strconv.Itoa(port))
+}
+
+// sshArgv is ssh with the context's arguments, opts and the destination.
+func (c Context) sshArgv(opts ...string) []string {
 	t, _ := ParseURL(c.URL) // validated when stored
 	argv := append([]string{"ssh"}, c.SSHArgs...)
 	// No tty, no forwarding of the agent's X or ports; batch mode is not
@@ -149,13 +162,13 @@ func (c Context) ShellArgv(cmdline string) []string {
 	if t.Port != 0 {
 		argv = append(argv, "-p", strconv.Itoa(t.Port))
 	}
+	argv = append(argv, opts...)
 	dest := t.Host
 	if t.User != "" {
 		dest = t.User + "@" + t.Host
 	}
 	// After --, the destination can't be read as an option.
-	argv = append(argv, "--", dest)
-	return append(argv, cmdline)
+	return append(argv, "--", dest)
 }
 
 // Platform reads `uname -sm` (e.g. "Linux x86_64") as Go names its

@@ -52,6 +52,11 @@ func TestSSHArgv(t *testing.T) {
 	if got := (Context{URL: "ssh://box", Command: "/opt/o"}).ShellArgv("uname -sm"); !slices.Equal(got, []string{"ssh", "-T", "-x", "-a", "--", "box", "uname -sm"}) {
 		t.Errorf("ShellArgv runs the far side's command: %q", got)
 	}
+	// -W names the far side's loopback, before -- and the destination,
+	// and runs no command there.
+	if got, want := c.ForwardArgv(41234), []string{"ssh", "-F", "/tmp/cfg", "-T", "-x", "-a", "-p", "2222", "-W", "127.0.0.1:41234", "--", "me@box"}; !slices.Equal(got, want) {
+		t.Errorf("ForwardArgv:\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestStore: add, use, select (flag over environment over current),

@@ -1,0 +1,418 @@
+package hostcli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// exposeAnswer is the far side's answer to a tools/call of tool, as its
+// stdio MCP server writes it: the envelope both as structuredContent and
+// as the text.
+func exposeAnswer(id, tool, url string) string {
+	env := fmt.Sprintf(`{"ok":true,"result":{"port":3000,"url":%q},"tool":%q}`, url, tool)
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "result": map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": env}}, "structuredContent": json.RawMessage(env), "isError": false}})
+	return string(b) + "\n"
+}
+
+// answerOf reads a rewritten answer: the envelope of its
+// structuredContent, and of its text (which must be the same), or of the
+// text alone when it has no structuredContent.
+func answerOf(t *testing.T, line string) (id string, env map[string]any) {
+	t.Helper()
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			Content []struct {
+				Type, Text string
+			} `json:"content"`
+			Structured map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if !strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 || json.Unmarshal([]byte(line), &m) != nil {
+		t.Fatalf("not one JSON-RPC line: %q", line)
+	}
+	var text map[string]any
+	if len(m.Result.Content) != 1 || json.Unmarshal([]byte(m.Result.Content[0].Text), &text) != nil {
+		t.Fatalf("the text is not the envelope: %q", line)
+	}
+	if m.Result.Structured == nil { // a far side that sends only the text
+		return string(m.ID), text
+	}
+	tb, _ := json.Marshal(text)
+	sb, _ := json.Marshal(m.Result.Structured)
+	if string(tb) != string(sb) {
+		t.Fatalf("structuredContent %s differs from the text %s", sb, tb)
+	}
+	return string(m.ID), m.Result.Structured
+}
+
+// TestRewriteExpose: only an expose answer with an http URL on the far
+// side's 127.0.0.1 and a port 1–65535 is forwarded and rewritten, in the
+// structuredContent and the text alike; everything else passes as it
+// came, without a forward being opened.
+func TestRewriteExpose(t *testing.T) {
+	const far = "http://127.0.0.1:41234/"
+	textOnly := `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"{\"ok\":true,\"result\":{\"port\":3000,\"url\":\"http://127.0.0.1:41234/\"},\"tool\":\"sandbox_expose_port\"}"}]}}` + "\n"
+	for _, tt := range []struct {
+		name     string
+		line     string
+		openErr  error
+		wantPort int    // the port opened; 0: the line passes untouched
+		wantURL  string // after the rewrite
+	}{
+		{"far loopback", exposeAnswer("1", exposeTool, far), nil, 41234, "http://127.0.0.1:50001/"},
+		{"a path kept", exposeAnswer(`"a"`, exposeTool, "http://127.0.0.1:8080/app/?x=1"), nil, 8080, "http://127.0.0.1:50001/app/?x=1"},
+		{"text only (no structuredContent)", textOnly, nil, 41234, "http://127.0.0.1:50001/"},
+		{"the forward fails", exposeAnswer("1", exposeTool, far), errors.New("no ports left"), 41234, far},
+		{"another host", exposeAnswer("1", exposeTool, "http://192.168.1.5:8080/"), nil, 0, ""},
+		{"localhost", exposeAnswer("1", exposeTool, "http://localhost:8080/"), nil, 0, ""},
+		{"IPv6 loopback", exposeAnswer("1", exposeTool, "http://[::1]:8080/"), nil, 0, ""},
+		{"https", exposeAnswer("1", exposeTool, "https://127.0.0.1:8443/"), nil, 0, ""},
+		{"user info", exposeAnswer("1", exposeTool, "http://me@127.0.0.1:8080/"), nil, 0, ""},
+		{"a name that starts with the address", exposeAnswer("1", exposeTool, "http://127.0.0.1.evil.example:8080/"), nil, 0, ""},
+		{"no port", exposeAnswer("1", exposeTool, "http://127.0.0.1/"), nil, 0, ""},
+		{"port 0", exposeAnswer("1", exposeTool, "http://127.0.0.1:0/"), nil, 0, ""},
+		{"port 65536", exposeAnswer("1", exposeTool, "http://127.0.0.1:65536/"), nil, 0, ""},
+		{"huge port", exposeAnswer("1", exposeTool, "http://127.0.0.1:18446744073709551617/"), nil, 0, ""},
+		{"leading zero", exposeAnswer("1", exposeTool, "http://127.0.0.1:08080/"), nil, 0, ""},
+		{"not a URL", exposeAnswer("1", exposeTool, "127.0.0.1:8080"), nil, 0, ""},
+		{"malformed JSON", `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"ok":true,"result":{"url":"http://127.0.0.1:41234/"}}` + "\n", nil, 0, ""},
+		{"more after the JSON", strings.TrimSuffix(exposeAnswer("1", exposeTool, far), "\n") + `{"x":1}` + "\n", nil, 0, ""},
+		{"an error envelope", `{"jsonrpc":"2.0","id":1,"result":{"isError":true,"structuredContent":{"ok":false,"result":{"url":"http://127.0.0.1:41234/"}}}}` + "\n", nil, 0, ""},
+		{"a JSON-RPC error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"http://127.0.0.1:41234/"}}` + "\n", nil, 0, ""},
+		{"url not a string", `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"ok":true,"result":{"url":41234}}}}` + "\n", nil, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opened := 0
+			out, ok := rewriteExpose([]byte(tt.line), "box", func(p int) (int, error) {
+				opened = p
+				return 50001, tt.openErr
+			})
+			if opened != tt.wantPort || ok != (tt.wantPort != 0) {
+				t.Fatalf("opened port %d (rewritten %v), want %d", opened, ok, tt.wantPort)
+			}
+			if !ok {
+				return
+			}
+			id, env := answerOf(t, string(out))
+			var wantID struct {
+				ID json.RawMessage `json:"id"`
+			}
+			json.Unmarshal([]byte(tt.line), &wantID)
+			res := env["result"].(map[string]any)
+			if id != string(wantID.ID) || res["url"] != tt.wantURL || env["ok"] != true || res["port"] != float64(3000) {
+				t.Fatalf("id %s, envelope %v", id, env)
+			}
+			note, _ := res["forwarded"].(string)
+			warnings, _ := env["warnings"].([]any)
+			if tt.openErr == nil {
+				if !strings.Contains(note, "over SSH (context box)") || !strings.Contains(note, "preview http://127.0.0.1:"+strconv.Itoa(opened)+"/") || len(warnings) != 0 {
+					t.Fatalf("the envelope does not say where the URL leads: %v", env)
+				}
+				return
+			}
+			if note != "" || len(warnings) != 1 || !strings.Contains(warnings[0].(string), "no ports left") || !strings.Contains(warnings[0].(string), "context box") {
+				t.Fatalf("a failed forward: %v", env)
+			}
+		})
+	}
+}
+
+// TestPreviewRelayTracking: the answer rewritten is the one to a
+// tools/call of sandbox_expose_port, matched by its id exactly, once.
+func TestPreviewRelayTracking(t *testing.T) {
+	opened := 0
+	p := &previewRelay{ctxName: "box", open: func(int) (int, error) { opened++; return 50001, nil }}
+	call := func(tool string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{"port":3000}}`, tool))
+	}
+	p.request(json.RawMessage(`1`), "tools/call", call(exposeTool))
+	p.request(json.RawMessage(`"1"`), "tools/call", call("sandbox_exec"))
+	p.request(json.RawMessage(`2`), "tools/call", call("sandbox_exec"))
+	p.request(json.RawMessage(`3`), "tools/list", call(exposeTool))
+	p.request(json.RawMessage(`4`), "tools/call", json.RawMessage(`["sandbox_expose_port"]`))
+	p.request(nil, "tools/call", call(exposeTool))                     // a notification: no answer
+	p.request(json.RawMessage(`null`), "tools/call", call(exposeTool)) // not a request id
+	p.request(json.RawMessage(`"e"`), "tools/call", call(exposeTool))
+	const far = "http://127.0.0.1:41234/"
+	for _, tt := range []struct {
+		id        string
+		rewritten bool
+	}{
+		{`"1"`, false}, // the string id is another request's (sandbox_exec)
+		{`1`, true},
+		{`1`, false}, // answered already
+		{`2`, false},
+		{`3`, false},
+		{`4`, false},
+		{`5`, false}, // never asked
+		{`null`, false},
+		{`"e"`, true},
+	} {
+		line := exposeAnswer(tt.id, exposeTool, far)
+		out := string(p.response(json.RawMessage(tt.id), []byte(line)))
+		if (out != line) != tt.rewritten {
+			t.Errorf("id %s: rewritten %v, want %v: %s", tt.id, out != line, tt.rewritten, out)
+		}
+	}
+	if opened != 2 || len(p.calls) != 0 {
+		t.Errorf("%d forwards opened, %d calls left tracked", opened, len(p.calls))
+	}
+}
+
+// standInSSH is the test binary run as ssh (see installStandInSSH): with
+// -W it connects its stdin and stdout to the target, as ssh does through
+// the far side (which here is this machine); without, it is the far
+// side's stdio MCP server, answering every call with an envelope that
+// carries the URL of STANDIN_FAR_PORT. It leaves its pid in
+// STANDIN_PIDS, so the test can tell it ended.
+func standInSSH(args []string) int {
+	os.WriteFile(filepath.Join(os.Getenv("STANDIN_PIDS"), strconv.Itoa(os.Getpid())), []byte(strings.Join(args, " ")), 0o644)
+	for i, a := range args {
+		if a != "-W" || i+1 == len(args) {
+			continue
+		}
+		if os.Getenv("STANDIN_REFUSE") != "" {
+			fmt.Fprintln(os.Stderr, "channel 0: open failed: administratively prohibited: open failed\nstdio forwarding failed")
+			return 255
+		}
+		if !strings.HasPrefix(args[i+1], "127.0.0.1:") {
+			fmt.Fprintln(os.Stderr, "stand-in ssh: -W to", args[i+1], "is not the far side's loopback")
+			return 255
+		}
+		c, err := net.Dial("tcp", args[i+1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 255
+		}
+		go func() {
+			io.Copy(c, os.Stdin)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		io.Copy(os.Stdout, c)
+		return 0
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 {
+			continue
+		}
+		os.Stdout.WriteString(exposeAnswer(string(m.ID), m.Params.Name, "http://127.0.0.1:"+os.Getenv("STANDIN_FAR_PORT")+"/"))
+	}
+	return 0
+}
+
+// installStandInSSH puts an ssh on PATH that runs this test binary as
+// standInSSH; it returns the folder where the stand-ins leave their pids.
+func installStandInSSH(t *testing.T) (pids string) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, pids := t.TempDir(), t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nexec '%s' standin-ssh \"$@\"\n", self)
+	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	t.Setenv("STANDIN_PIDS", pids)
+	return pids
+}
+
+// standInsAlive lists the stand-in ssh processes still running (or not
+// yet waited for), with their arguments.
+func standInsAlive(pids string) []string {
+	ents, _ := os.ReadDir(pids)
+	var alive []string
+	for _, e := range ents {
+		pid, _ := strconv.Atoi(e.Name())
+		if syscall.Kill(pid, 0) == nil {
+			b, _ := os.ReadFile(filepath.Join(pids, e.Name()))
+			alive = append(alive, fmt.Sprintf("%d: ssh %s", pid, b))
+		}
+	}
+	return alive
+}
+
+// farPreview stands for the far side's preview server: like it, it
+// answers only requests addressed to its own 127.0.0.1:PORT or
+// localhost:PORT.
+func farPreview(t *testing.T) (port int) {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+		if r.Host != "127.0.0.1:"+port && r.Host != "localhost:"+port {
+			http.Error(w, "refused Host "+r.Host, http.StatusForbidden)
+			return
+		}
+		if r.URL.Path == "/go" {
+			http.Redirect(w, r, "http://"+r.Host+"/there", http.StatusFound)
+			return
+		}
+		fmt.Fprintf(w, "hello from the far preview, %s", r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port
+}
+
+// get asks url with Host host ("" the URL's), following no redirect.
+func get(t *testing.T, c *http.Client, url, host string) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func noRedirects() *http.Client {
+	return &http.Client{Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// TestPreviewForward: a forward through the stand-in ssh reaches the far
+// preview on its own address, refuses requests to other names, points
+// the far preview's redirects at itself, is opened once per far port,
+// says why ssh failed (with the fix for a far sshd that forbids
+// forwarding), and leaves no ssh running once closed.
+func TestPreviewForward(t *testing.T) {
+	pids := installStandInSSH(t)
+	farPort := farPreview(t)
+	fs := &forwards{ctxName: "box", argv: func(p int) []string { return []string{"ssh", "-W", "127.0.0.1:" + strconv.Itoa(p), "--", "box"} }}
+	lp, err := fs.open(farPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := fs.open(farPort); again != lp || err != nil {
+		t.Fatalf("the same far port again: %d %v, want %d", again, err, lp)
+	}
+	for _, bad := range []int{0, -1, 65536} {
+		if _, err := fs.open(bad); err == nil {
+			t.Errorf("port %d forwarded", bad)
+		}
+	}
+	local := "http://127.0.0.1:" + strconv.Itoa(lp)
+	c := noRedirects()
+	defer c.CloseIdleConnections()
+	if code, body, _ := get(t, c, local+"/page", ""); code != 200 || body != "hello from the far preview, /page" {
+		t.Fatalf("GET through the forward: %d %q", code, body)
+	}
+	if code, body, _ := get(t, c, local+"/page", "localhost:"+strconv.Itoa(lp)); code != 200 {
+		t.Fatalf("GET as localhost: %d %q", code, body)
+	}
+	if code, body, _ := get(t, c, local+"/", "rebound.example:"+strconv.Itoa(lp)); code != 403 || !strings.Contains(body, "answers only requests to "+local+"/") {
+		t.Fatalf("a request to another name: %d %q", code, body)
+	}
+	if code, _, h := get(t, c, local+"/go", ""); code != 302 || h.Get("Location") != local+"/there" {
+		t.Fatalf("redirect: %d Location %q", code, h.Get("Location"))
+	}
+	if len(standInsAlive(pids)) == 0 {
+		t.Fatal("no ssh carried the requests")
+	}
+
+	t.Setenv("STANDIN_REFUSE", "1")
+	other := farPreview(t)
+	lp2, err := fs.open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := get(t, c, "http://127.0.0.1:"+strconv.Itoa(lp2)+"/", "")
+	if code != 502 || !strings.Contains(body, "administratively prohibited") || !strings.Contains(body, "AllowTcpForwarding") || !strings.Contains(body, "context box") {
+		t.Fatalf("a far sshd that forbids forwarding: %d %q", code, body)
+	}
+
+	fs.closeAll()
+	if alive := standInsAlive(pids); len(alive) != 0 {
+		t.Fatalf("ssh left running after the forwards closed: %q", alive)
+	}
+	if _, err := fs.open(farPort); err == nil {
+		t.Fatal("a forward opened after closeAll")
+	}
+	if _, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(lp)); err == nil {
+		t.Fatal("the local port still listens after closeAll")
+	}
+}
+
+// TestMCPRemotePreviews: `mcp --agent` through a context, the far side a
+// stand-in: the answer to sandbox_expose_port has a URL here that reaches
+// the far preview, other tools' answers pass as they came, and when the
+// client leaves, the relay ends with no ssh left running.
+func TestMCPRemotePreviews(t *testing.T) {
+	t.Setenv("OSAURUS_SANDBOX_HOME", t.TempDir())
+	pids := installStandInSSH(t)
+	farPort := farPreview(t)
+	t.Setenv("STANDIN_FAR_PORT", strconv.Itoa(farPort))
+	run(t, "context", "add", "box", "ssh://me@box") // its check fails: the stand-in is no osaurus-sandbox
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		code := Main([]string{"--context", "box", "mcp", "--agent", "alice"}, inR, outW, &errb, testOwner)
+		outW.Close()
+		done <- code
+	}()
+	answers := bufio.NewReader(outR)
+	ask := func(id, tool string) string {
+		t.Helper()
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":{"port":3000}}}`+"\n", id, tool)
+		line, err := answers.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer to %s: %v: %s", id, err, errb.String())
+		}
+		return line
+	}
+	far := fmt.Sprintf("http://127.0.0.1:%d/", farPort)
+	_, env := answerOf(t, ask("1", exposeTool))
+	local, _ := env["result"].(map[string]any)["url"].(string)
+	if local == far || !strings.HasPrefix(local, "http://127.0.0.1:") {
+		t.Fatalf("the expose answer's URL: %v", env)
+	}
+	c := noRedirects()
+	defer c.CloseIdleConnections()
+	if code, body, _ := get(t, c, local, ""); code != 200 || body != "hello from the far preview, /" {
+		t.Fatalf("GET %s: %d %q", local, code, body)
+	}
+	if line := ask(`"x"`, "sandbox_exec"); line != exposeAnswer(`"x"`, "sandbox_exec", far) {
+		t.Fatalf("another tool's answer was changed: %s", line)
+	}
+	if _, env := answerOf(t, ask("2", exposeTool)); env["result"].(map[string]any)["url"] != local {
+		t.Fatalf("the same preview again: %v, want %s", env, local)
+	}
+
+	inW.Close()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("the relay: exit %d: %s", code, errb.String())
+	}
+	if alive := standInsAlive(pids); len(alive) != 0 {
+		t.Fatalf("ssh left running after the relay ended: %q", alive)
+	}
+	if _, err := http.Get(local); err == nil {
+		t.Fatal("the forward still answers after the relay ended")
+	}
+}
