@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package checkpoint
 
@@ -10,9 +10,9 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 )
 
-// Checkpoints copy with Linux calls (FICLONE, SEEK_DATA, openat); macOS
-// (clonefile) is not done yet.
-var errUnsupported = fmt.Errorf("%w: checkpoints are implemented on Linux only so far", agentproto.ErrUnsupported)
+// Checkpoints copy with openat, fstatat and SEEK_DATA, and clone with
+// FICLONE or clonefile: Linux and macOS only.
+var errUnsupported = fmt.Errorf("%w: checkpoints are implemented on Linux and macOS only", agentproto.ErrUnsupported)
 
 func cloneFile(src, dst string, st *stats) error { return errUnsupported }
 

@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package checkpoint
 
 import (
@@ -72,7 +74,7 @@ func replaceContents(ctx context.Context, live, src string, held bool) error {
 	if err := unix.Fchown(fd, int(s.Uid), int(s.Gid)); err != nil && !errors.Is(err, unix.EPERM) {
 		return err
 	}
-	return unix.Fchmod(fd, s.Mode&0o7777)
+	return unix.Fchmod(fd, uint32(s.Mode&0o7777)) // uint32: darwin's Mode is a uint16
 }
 
 // moveAll moves every entry of the folder fd into the folder dst.
