@@ -4,9 +4,9 @@
 // folder's checkpoints/, written beside its final name and renamed into
 // place, so a crash never leaves half of one under a name.
 //
-// Files are cloned where the file system can (FICLONE: btrfs, XFS) and
-// otherwise copied sparsely (SEEK_DATA/SEEK_HOLE), so an 8 GiB root disk
-// costs what it holds. The homes and views are agent-written trees: they
+// Files are cloned where the file system can (FICLONE: btrfs, XFS;
+// clonefile: APFS) and otherwise copied sparsely (SEEK_DATA/SEEK_HOLE),
+// so an 8 GiB root disk costs what it holds. The homes and views are agent-written trees: they
 // are walked without following a single symlink (openat O_NOFOLLOW,
 // fstat of what was opened); symlinks are kept as links, special files
 // skipped.
