@@ -16,14 +16,10 @@ import (
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 )
 
-// Through the owner, without a VM: an agent's checkpoint puts back its
-// home and settings, saving the state it replaces, and leaves another
-// agent alone; a fork is a new agent with its own uid and a copy.
-func TestAgentCheckpointsThroughTheOwner(t *testing.T) {
-	h := testHost(t)
-	ctx := context.Background()
-	p := h.Paths()
-	o := agents.AddOptions{Workspace: p.Workspace()}
+// aliceAndBob adds the agents alice and bob to h, returning alice.
+func aliceAndBob(t *testing.T, h *Host) agents.Agent {
+	t.Helper()
+	o := agents.AddOptions{Workspace: h.Paths().Workspace()}
 	alice, err := h.reg.AddWith("alice", o)
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +27,17 @@ func TestAgentCheckpointsThroughTheOwner(t *testing.T) {
 	if _, err := h.reg.AddWith("bob", o); err != nil {
 		t.Fatal(err)
 	}
+	return alice
+}
+
+// Through the owner, without a VM: an agent's checkpoint puts back its
+// home and settings, saving the state it replaces, and leaves another
+// agent alone; a fork is a new agent with its own uid and a copy.
+func TestAgentCheckpointsThroughTheOwner(t *testing.T) {
+	h := testHost(t)
+	ctx := context.Background()
+	p := h.Paths()
+	alice := aliceAndBob(t, h)
 	home := func(slug string) string { return agents.HostHome(p.Workspace(), slug) }
 	for _, s := range []string{"alice", "bob"} {
 		os.MkdirAll(home(s), 0o700)
@@ -141,14 +148,7 @@ func TestRemoveAgentRemovesItsCheckpoints(t *testing.T) {
 	h := testHost(t)
 	ctx := context.Background()
 	p := h.Paths()
-	o := agents.AddOptions{Workspace: p.Workspace()}
-	alice, err := h.reg.AddWith("alice", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.reg.AddWith("bob", o); err != nil {
-		t.Fatal(err)
-	}
+	alice := aliceAndBob(t, h)
 	for _, s := range []string{"alice", "bob"} {
 		home := agents.HostHome(p.Workspace(), s)
 		os.MkdirAll(home, 0o700)
