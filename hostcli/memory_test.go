@@ -70,8 +70,8 @@ func TestMemoryAndEventsCommands(t *testing.T) {
 	if code != ExitOK || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &e) != nil || e.Type != "build.done" || string(e.Payload) != `{"ok":true}` {
 		t.Errorf("events --json --agent alice: %d %q", code, out)
 	}
-	out, _, _ = run(t, "events")
-	if !strings.Contains(out, `alice  build.done  {"ok":true}`) || !strings.Contains(out, "bob  note  null") {
-		t.Errorf("events: %q", out)
+	out, errOut, code = run(t, "events")
+	if code != ExitOK || !strings.Contains(out, `alice  build.done  {"ok":true}`) || !strings.Contains(out, "bob  note  null") {
+		t.Errorf("events: %d %q %q", code, out, errOut)
 	}
 }

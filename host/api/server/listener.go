@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -14,13 +15,22 @@ import (
 type Listener struct {
 	net.Listener
 	lock *os.File
+
+	once sync.Once
+	err  error
 }
 
-// Close stops listening and releases the ownership lock.
+// Close stops listening and releases the ownership lock. The owner's
+// closer and its server both close it; whichever comes second waits for
+// the first, so no caller returns while the lock is still held (a CLI
+// command that opens the next short-lived owner right after would be
+// refused as if the data folder were owned).
 func (l *Listener) Close() error {
-	err := l.Listener.Close()
-	l.lock.Close()
-	return err
+	l.once.Do(func() {
+		l.err = l.Listener.Close()
+		l.lock.Close()
+	})
+	return l.err
 }
 
 // Owned reports whether a process holds the data dir's ownership lock.
