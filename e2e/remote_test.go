@@ -271,7 +271,7 @@ func TestRemoteContext(t *testing.T) {
 	}{
 		{[]string{"--context", "nope", "status"}, 1, `no such context: "nope"`},
 		{[]string{"agent", "list"}, 1, `"agent" doesn't work through a remote context yet`},
-		{[]string{"exec", "-it", "--", "sh"}, 1, "doesn't work through a remote context yet"},
+		{[]string{"exec", "-it", "--", "sh"}, 3, "not running"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=touch"}, 1, "the host is missing or has characters"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=sh@box"}, 1, "the user name may have"},
 		{[]string{"context", "add", "pw", "ssh://me:secret@box"}, 1, "no password"},
@@ -540,6 +540,18 @@ func TestRemoteContextMCP(t *testing.T) {
 	if out := local.ok("--context", "box", "exec", "--", "echo", "hello from the far side"); out != "hello from the far side\n" {
 		t.Fatalf("exec through the context: %q", out)
 	}
+
+	// A terminal through the context: the far side's agent shell, its
+	// size following this window's, its exit code the client's.
+	tm := newTmux(t)
+	tm.window("far", "env "+config.HomeEnv+"="+local.home+" "+local.bin+" --context box shell alice")
+	tm.typeLine("far", "echo me=$(whoami)")
+	tm.waitLine("far", "me=agent-alice", 3*time.Minute)
+	tm.run("resize-window", "-t", "e2e:far", "-x", "121", "-y", "37")
+	tm.typeLine("far", "echo size: $(stty size)")
+	tm.waitLine("far", "size: 37 121", time.Minute)
+	tm.typeLine("far", "exit 5")
+	tm.waitLine("far", "client-exit=5", time.Minute)
 
 	mcpVia := func(args ...string) *session {
 		cmd := exec.Command(remote.bin, args...)

@@ -37,7 +37,7 @@ func (h *Host) serveMCP(ctx context.Context) (stop func()) {
 	// this server's sessions as tools/list_changed.
 	go mcpserver.WatchPlugins(ctx, h.env, 2*time.Second)
 	go func() {
-		if err := mcpserver.Serve(ctx, ln, h.use.handler(hd)); err != nil {
+		if err := mcpserver.Serve(ctx, ln, h.healthMux(hd)); err != nil {
 			logf("mcp: %v", err)
 		}
 	}()

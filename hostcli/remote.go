@@ -94,7 +94,7 @@ func (c *cli) contextStore() remotes.Store {
 // Commands by what a remote context does with them.
 var (
 	// over the control protocol, through dial-stdio on the far side
-	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "checkpoint", "mcp"}
+	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp"}
 	// agent subcommands that edit this machine's MCP client files and ask
 	// the far side's owner only which agent is meant
 	remoteAgentCmds = []string{"connect", "disconnect"}
@@ -118,8 +118,7 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 	}
 	return func(ctx context.Context, args []string) int {
 		agentSub := cmd == "agent" && len(args) > 0 && slices.Contains(remoteAgentCmds, args[0])
-		// exec -it is the shell's terminal, not yet carried.
-		if !slices.Contains(remoteByControl, cmd) && !agentSub || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
+		if !slices.Contains(remoteByControl, cmd) && !agentSub {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", cmd, rc.Name, cmd))
 		}
 		c.remote = &rc

@@ -14,7 +14,6 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
-	"github.com/osaurus/osaurus-sandbox/host/api/client"
 )
 
 // rootBanner labels the owner's root shell: it has none of an agent's
@@ -76,7 +75,10 @@ func isTTYFlag(a string) bool { return a == "-it" || a == "-ti" || a == "-t" || 
 // to the VM's terminal (Ctrl-C and Ctrl-Z to its foreground job), the
 // window's size follows along, and the exit code is the shell's.
 func (c *cli) terminal(ctx context.Context, req control.ShellRequest) int {
-	cl, err := client.Dial(ctx, c.paths)
+	cl, err := c.dial(ctx) // through a remote context: ssh carries the terminal
+	if err != nil && c.remote != nil {
+		return c.fail(err)
+	}
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: run `osaurus-sandbox start` first", control.ErrNotRunning))
 	}
