@@ -64,4 +64,3 @@ func (h *Host) healthMux(mcp http.Handler) http.Handler {
 	mux.Handle("/", h.use.handler(mcp))
 	return mux
 }
-
