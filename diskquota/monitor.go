@@ -316,6 +316,15 @@ func Measure(workspace, output string, list []agents.Agent) map[string]int64 {
 	return out
 }
 
+// Latest is each agent's usage by slug: a running Monitor's report at
+// usageFile while it is fresh, else one walk of the folders (Measure).
+func Latest(usageFile, workspace, output string, list []agents.Agent) map[string]int64 {
+	if r, err := ReadReport(usageFile); err == nil && time.Since(r.Time) < 3*WriteEvery {
+		return r.Agents
+	}
+	return Measure(workspace, output, list)
+}
+
 // human formats bytes in decimal units, as diskGB is.
 func human(n int64) string {
 	switch {

@@ -270,7 +270,7 @@ func TestRemoteContext(t *testing.T) {
 		want string
 	}{
 		{[]string{"--context", "nope", "status"}, 1, `no such context: "nope"`},
-		{[]string{"agent", "list"}, 1, `"agent" doesn't work through a remote context yet`},
+		{[]string{"agent", "repair"}, 1, `"agent repair" doesn't work through a remote context yet`},
 		{[]string{"exec", "-it", "--", "sh"}, 3, "not running"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=touch"}, 1, "the host is missing or has characters"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=sh@box"}, 1, "the user name may have"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
@@ -94,6 +95,13 @@ func (h *Host) dispatchIDs(value string) ([]string, error) {
 // GetAgent is the agent named by id, slug or name.
 func (h *Host) GetAgent(ctx context.Context, agent string) (agents.Agent, error) {
 	return h.reg.Get(agent)
+}
+
+// ListAgents is every agent with its disk use.
+func (h *Host) ListAgents(ctx context.Context) (api.AgentList, error) {
+	list := h.reg.List()
+	p := h.paths
+	return api.AgentList{Agents: list, DiskUsed: diskquota.Latest(p.DiskUsageFile(), p.Workspace(), p.Output(), list)}, nil
 }
 
 // RegenerateToken replaces the agent's MCP token.

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -103,5 +105,39 @@ func TestGetAgent(t *testing.T) {
 		if tt.found != (err == nil) || tt.found && got.ID != a.ID || !tt.found && !errors.Is(err, agents.ErrNotFound) {
 			t.Errorf("%q: %+v %v", tt.ref, got, err)
 		}
+	}
+}
+
+// ListAgents is every agent in the registry's order, each with a disk
+// use (a home with a file in it is not 0): what a remote context's
+// `agent list` shows.
+func TestListAgents(t *testing.T) {
+	ctx := context.Background()
+	h := testHost(t)
+	if l, err := h.ListAgents(ctx); err != nil || len(l.Agents) != 0 {
+		t.Fatalf("no agents yet: %+v %v", l, err)
+	}
+	var want []string
+	for _, n := range []string{"bob", "Alice"} {
+		a, err := h.AddAgent(ctx, control.AgentAddRequest{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, a.ID)
+	}
+	home := filepath.Join(h.paths.AgentHomes(), "alice")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "f"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.ListAgents(ctx)
+	var got []string
+	for _, a := range l.Agents {
+		got = append(got, a.ID)
+	}
+	if err != nil || !slices.Equal(got, want) || l.DiskUsed["alice"] < 64<<10 || l.DiskUsed["bob"] != 0 {
+		t.Fatalf("got %v %v (disk %v), want %v", got, err, l.DiskUsed, want)
 	}
 }

@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
 	"github.com/osaurus/osaurus-sandbox/host/api"
@@ -72,15 +72,11 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 	if run := agentCheckpointCmds[args[0]]; run != nil {
 		return run(c, ctx, args[1:])
 	}
-	if c.remote != nil {
-		// Only connect and disconnect get here (withContext): the
-		// agents are the far side's, this machine's registry is not read.
-		if args[0] == "connect" {
-			return c.agentConnect(ctx, nil, args[1:])
-		}
-		return c.agentDisconnect(ctx, nil, args[1:])
+	if !slices.Contains(subcommands["agent"], args[0]) {
+		fmt.Fprintln(c.err, agentUsage)
+		return ExitUsage
 	}
-	reg, err := c.openAgents()
+	src, err := c.agentSource()
 	if err != nil {
 		return c.fail(err)
 	}
@@ -117,25 +113,29 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		fmt.Fprintf(c.out, "added %s: Linux user %s, home %s\nautonomous exec is off; turn it on with `osaurus-sandbox agent set %s enabled true`\n",
-			a.Name, a.User(), a.Home(), a.Slug)
+		fmt.Fprintf(c.out, "added %s: Linux user %s, home %s\nautonomous exec is off; turn it on with `%s agent set %s enabled true`\n",
+			a.Name, a.User(), a.Home(), c.self(), a.Slug)
 		return ExitOK
 	case sub == "list" && (len(args) == 0 || len(args) == 1 && args[0] == "--json"):
-		list := reg.List()
+		list, err := src.list(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
 		var usage map[string]agents.Usage
 		if len(list) > 0 {
 			usage, _ = c.agentUsage(ctx, list)
 		}
+		disk := src.diskUsage(ctx, list)
 		if len(args) == 1 {
-			json.NewEncoder(c.out).Encode(views(list, usage, agentDiskUsage(c.paths, list)))
+			json.NewEncoder(c.out).Encode(views(list, usage, disk))
 			return ExitOK
 		}
 		if len(list) == 0 {
-			fmt.Fprintln(c.out, "no agents; add one with `osaurus-sandbox agent add NAME`")
+			fmt.Fprintf(c.out, "no agents; add one with `%s agent add NAME`\n", c.self())
 			return ExitOK
 		}
 		rows := [][]string{{"NAME", "SLUG", "USER", "AUTONOMOUS EXEC", "COMMANDS/TURN", "BACKGROUND", "CPU", "MEMORY", "PROCESSES", "DISK"}}
-		for _, v := range views(list, usage, agentDiskUsage(c.paths, list)) {
+		for _, v := range views(list, usage, disk) {
 			ae := v.AutonomousExec
 			cpu, mem, procs := "-", "-", "-"
 			if v.Usage != nil {
@@ -152,15 +152,15 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	case sub == "show" && len(args) == 1:
-		return c.agentShow(ctx, reg, args[0])
+		return c.agentShow(ctx, src, args[0])
 	case sub == "connect":
-		return c.agentConnect(ctx, reg, args)
+		return c.agentConnect(ctx, src, args)
 	case sub == "disconnect":
-		return c.agentDisconnect(ctx, reg, args)
+		return c.agentDisconnect(ctx, src, args)
 	case sub == "show" && len(args) == 2 && args[1] == "--json":
-		return c.agentShowJSON(ctx, reg, args[0])
+		return c.agentShowJSON(ctx, src, args[0])
 	case sub == "set" && len(args) == 3 && args[1] == "dispatchTo":
-		return c.setDispatchTo(ctx, reg, args[0], args[2])
+		return c.setDispatchTo(ctx, src, args[0], args[2])
 	case sub == "set" && len(args) == 3 && args[1] == "projects":
 		return c.setProjects(ctx, args[0], args[2])
 	case sub == "set" && len(args) == 3:
@@ -178,18 +178,14 @@ func (c *cli) agent(ctx context.Context, args []string) int {
 			fmt.Fprintln(c.err, agentUsage)
 			return ExitUsage
 		}
-		a, err := reg.Get(args[0])
+		a, err := src.get(ctx, args[0])
 		if err != nil {
 			return c.fail(err)
 		}
-		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s) and deletes its home %s with every file in it%s.", a.Name, a.Slug, a.ID, a.Home(), c.checkpointsGoing(a))) {
+		if *purge && !*yes && !c.confirm(fmt.Sprintf("This removes agent %q (slug %s, id %s)%s and deletes its home %s with every file in it%s.", a.Name, a.Slug, a.ID, c.onFarSide(), a.Home(), checkpointsGoing(src.checkpoints(ctx, a)))) {
 			return ExitDeclined
 		}
-		code := c.agentRemove(ctx, a.ID, *purge)
-		if code == ExitOK {
-			c.offerDisconnect(a.Slug, *yes)
-		}
-		return code
+		return c.agentRemove(ctx, a.ID, *purge, *yes)
 	}
 	fmt.Fprintln(c.err, agentUsage)
 	return ExitUsage
@@ -294,22 +290,26 @@ func (c *cli) updateAgent(ctx context.Context, ref, key, value string) (a agents
 	return a, err
 }
 
-func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) int {
-	a, err := reg.Get(ref)
+func (c *cli) agentShow(ctx context.Context, src agentSource, ref string) int {
+	a, err := src.get(ctx, ref)
 	if err != nil {
 		return c.fail(err)
 	}
-	tok, err := reg.Token(a.ID)
+	tok, err := src.token(a.ID)
+	if err != nil {
+		return c.fail(err)
+	}
+	all, err := src.list(ctx) // for the names dispatchTo stores as ids
 	if err != nil {
 		return c.fail(err)
 	}
 	ae := a.AutonomousExec
-	fmt.Fprintf(c.out, "%s (id %s)\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, a.User(), a.UID, a.Home())
-	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(agentDiskUsage(c.paths, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
+	fmt.Fprintf(c.out, "%s (id %s)%s\n  Linux user:           %s (uid %d)\n  home:                 %s\n", a.Name, a.ID, c.onFarSide(), a.User(), a.UID, a.Home())
+	fmt.Fprintf(c.out, "  disk:                 %s of %s (diskGB)\n", diskquota.Human(src.diskUsage(ctx, []agents.Agent{a})[a.Slug]), diskquota.Human(a.DiskQuota()))
 	fmt.Fprintf(c.out, "  autonomous exec:      %s (enabled)\n  commands per turn:    %d (maxCommandsPerTurn)\n", onOff(ae.Enabled), ae.MaxCommandsPerTurn)
 	fmt.Fprintf(c.out, "  background processes: %s (backgroundProcesses)\n  they keep VM awake:   %s (backgroundKeepsAwake)\n  plugin create:        %s (pluginCreate)\n  plugin creator skill: %s (pluginCreatorSkill)\n  network:              %s (network)\n",
 		onOff(ae.BackgroundProcesses), onOff(a.BackgroundKeepsAwake()), onOff(ae.PluginCreate), onOff(!ae.PluginCreatorSkillOff), ae.Network)
-	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(reg, a))
+	fmt.Fprintf(c.out, "  dispatch to:          %s (dispatchTo)\n", dispatchNames(all, a))
 	c.printNetworkInForce(a)
 	l := a.Resources.Limits()
 	fmt.Fprintf(c.out, "  processes:            at most %d (maxProcesses)\n  memory:               %d MB (memoryMB)\n  CPU weight:           %d (cpuWeight)\n",
@@ -320,6 +320,11 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 		fmt.Fprintf(c.out, "  usage:                unknown: %s\n", why)
 	}
 	io.WriteString(c.out, c.agentStores(ctx, a).lines())
+	if c.remote != nil {
+		// The client configurations below run this machine's sandbox.
+		fmt.Fprintf(c.out, "\nConnect an MCP client on this machine with `%s agent connect %s --client %s`:\nits entry runs %s's tools on %s over ssh.\n", c.self(), a.Slug, clientIDs, a.Name, c.remote.URL)
+		return ExitOK
+	}
 	cl := c.mcpClient(a, tok)
 	fmt.Fprintf(c.out, "\nClaude Desktop (claude_desktop_config.json):\n%s\n", cl.ClaudeDesktop())
 	fmt.Fprintf(c.out, "\nClaude Code, stdio:\n  %s\n", cl.ClaudeCodeStdio())
@@ -327,6 +332,24 @@ func (c *cli) agentShow(ctx context.Context, reg *agents.Registry, ref string) i
 	fmt.Fprintln(c.out, "\nAfter adding it, start a new Claude Code session: a running one doesn't load new servers.")
 	fmt.Fprintln(c.out, "The bearer token is this agent's password: keep it private.")
 	return ExitOK
+}
+
+// self is this program as a command line to suggest: with the remote
+// context when there is one, so the suggestion drives the same sandbox.
+func (c *cli) self() string {
+	if c.remote != nil {
+		return "osaurus-sandbox --context " + c.remote.Name
+	}
+	return "osaurus-sandbox"
+}
+
+// onFarSide is " on HOST" through a remote context, for what is said
+// about its agents.
+func (c *cli) onFarSide() string {
+	if c.remote != nil {
+		return " on " + c.remote.URL
+	}
+	return ""
 }
 
 // mcpClient is how an MCP client reaches a: the installed binary (with a
@@ -349,8 +372,9 @@ func (c *cli) mcpClient(a agents.Agent, tok string) mcpserver.Client {
 // agentRemove has the owner remove the agent with id ref: its registry
 // entry, views, checkpoints, memories, bridge config and, while the VM
 // runs, its Linux user. Its keychain entries go from here (the keychain
-// is the user's).
-func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
+// is the user's), and the MCP client entries that would fail now (asking
+// unless yes).
+func (c *cli) agentRemove(ctx context.Context, ref string, purge, yes bool) int {
 	var r api.RemoveAgentResult
 	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
 		r, err = ctl.RemoveAgent(ctx, api.RemoveAgentRequest{Agent: ref, Purge: purge})
@@ -360,8 +384,16 @@ func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 		return c.fail(err)
 	}
 	a := r.Agent
-	fmt.Fprintf(c.out, "removed %s from the registry; its token no longer works\n", a.Name)
-	c.removeAgentSecrets(a.Slug)
+	fmt.Fprintf(c.out, "removed %s from the registry%s; its token no longer works\n", a.Name, c.onFarSide())
+	if c.remote != nil {
+		// Its secrets are in the far side's keychain (its tools ran
+		// there), and an MCP client entry here of the same name may be a
+		// local agent's: neither is this command's to delete.
+		fmt.Fprintf(c.out, "its secrets stay in the keychain of %s: delete them there (osaurus-sandbox secret remove %s KEY); an MCP client here that ran it: `%s agent disconnect %s`\n", c.remote.URL, a.Slug, c.self(), a.Slug)
+	} else {
+		c.removeAgentSecrets(a.Slug)
+		defer c.offerDisconnect(a.Slug, yes)
+	}
 	if r.ViewsError != "" {
 		fmt.Fprintf(c.err, "warning: its project views were not all deleted: %s\n", r.ViewsError)
 	} else if len(a.Projects) > 0 {
@@ -392,11 +424,10 @@ func (c *cli) agentRemove(ctx context.Context, ref string, purge bool) int {
 	return ExitOK
 }
 
-// checkpointsGoing names a's checkpoints, which its removal deletes, for
-// the question before it ("" when it has none). Read from the files: the
-// owner may not run yet.
-func (c *cli) checkpointsGoing(a agents.Agent) string {
-	n, disk, err := checkpoint.AgentStore{Paths: c.paths}.AgentUsage(a)
+// checkpointsGoing names an agent's n checkpoints of disk bytes, which
+// its removal deletes, for the question before it ("" when it has none,
+// or they could not be counted).
+func checkpointsGoing(n int, disk int64, err error) string {
 	if err != nil || n == 0 {
 		return ""
 	}

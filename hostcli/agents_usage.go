@@ -68,15 +68,15 @@ func views(list []agents.Agent, usage map[string]agents.Usage, disk map[string]i
 }
 
 // agentShowJSON prints one agent as `agent list --json` does.
-func (c *cli) agentShowJSON(ctx context.Context, reg *agents.Registry, ref string) int {
-	a, err := reg.Get(ref)
+func (c *cli) agentShowJSON(ctx context.Context, src agentSource, ref string) int {
+	a, err := src.get(ctx, ref)
 	if err != nil {
 		return c.fail(err)
 	}
 	usage, _ := c.agentUsage(ctx, []agents.Agent{a})
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
-	v := views([]agents.Agent{a}, usage, agentDiskUsage(c.paths, []agents.Agent{a}))[0]
+	v := views([]agents.Agent{a}, usage, src.diskUsage(ctx, []agents.Agent{a}))[0]
 	st := c.agentStores(ctx, a)
 	v.Stores = &st
 	enc.Encode(v)

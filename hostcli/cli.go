@@ -165,8 +165,12 @@ type Owner struct {
 // owner is the owner of the data folder for a command that changes its
 // data: the running owner over the control socket, or, when none runs,
 // this process for the command's duration. Every write to the data files
-// goes through it. The caller closes it.
+// goes through it. The caller closes it. Through a remote context it is
+// the far side's owner, and nothing here is opened.
 func (c *cli) owner(ctx context.Context) (api.Controller, error) {
+	if c.remote != nil {
+		return c.farOwner(ctx)
+	}
 	for range 3 { // an owner may start or end between the two tries
 		cl, err := client.Dial(ctx, c.paths)
 		if err == nil {
@@ -308,6 +312,7 @@ type cli struct {
 	own      Owner
 	sec      *secrets.Store   // the OS keychain
 	remote   *remotes.Context // the sandbox is on another machine (remote.go)
+	far      *client.Client   // its owner, once dialled (farOwner)
 }
 
 // gui opens the window: this process owns the VM unless another process

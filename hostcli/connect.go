@@ -2,12 +2,10 @@ package hostcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -21,7 +19,7 @@ const clientIDs = "claude-desktop|claude-code|cursor|vscode|generic"
 // agentConnect adds the agent to an MCP client's config file, as the
 // window's Connect does: it prints the change, asks (unless --yes), backs
 // the file up and writes it. --dry-run prints the change only.
-func (c *cli) agentConnect(ctx context.Context, reg *agents.Registry, args []string) int {
+func (c *cli) agentConnect(ctx context.Context, src agentSource, args []string) int {
 	fs := c.flags("agent connect")
 	id := fs.String("client", "", strings.ReplaceAll(clientIDs, "|", ", "))
 	dry := fs.Bool("dry-run", false, "show the change and write nothing")
@@ -35,14 +33,11 @@ func (c *cli) agentConnect(ctx context.Context, reg *agents.Registry, args []str
 		fmt.Fprintln(c.err, "osaurus-sandbox:", err)
 		return ExitUsage
 	}
-	a, err := c.lookupAgent(ctx, reg, args[0])
+	a, err := src.get(ctx, args[0])
 	if err != nil {
 		return c.fail(err)
 	}
-	var tok string // a remote agent's token is the far side's, for its HTTP server
-	if reg != nil {
-		tok, _ = reg.Token(a.ID)
-	}
+	tok, _ := src.token(a.ID) // "" for a remote agent: its token is for the far side's HTTP server
 	s := c.mcpClient(a, tok)
 	// The data folder always: a client started from another environment
 	// must reach this one (a context's too: contexts.json is in it).
@@ -77,7 +72,7 @@ func (c *cli) agentConnect(ctx context.Context, reg *agents.Registry, args []str
 // files: the one --client names, else every client whose file has it.
 // NAME may be an agent already removed (its slug), whose entries would
 // otherwise fail with "agent not found".
-func (c *cli) agentDisconnect(ctx context.Context, reg *agents.Registry, args []string) int {
+func (c *cli) agentDisconnect(ctx context.Context, src agentSource, args []string) int {
 	fs := c.flags("agent disconnect")
 	id := fs.String("client", "", "only this client")
 	yes := fs.Bool("yes", false, "don't ask before writing")
@@ -89,8 +84,8 @@ func (c *cli) agentDisconnect(ctx context.Context, reg *agents.Registry, args []
 	isSlug := agents.Slugify(slug) == slug
 	// Through a context a slug needs no lookup (nor a reachable far
 	// side): it names the entry.
-	if reg != nil || !isSlug {
-		if a, err := c.lookupAgent(ctx, reg, args[0]); err == nil {
+	if c.remote == nil || !isSlug {
+		if a, err := src.get(ctx, args[0]); err == nil {
 			slug = a.Slug
 		} else if !isSlug {
 			return c.fail(err)
@@ -177,28 +172,6 @@ func (c *cli) offerDisconnect(slug string, yes bool) {
 			fmt.Fprintf(c.err, "%s.\n", later)
 		}
 	}
-}
-
-// lookupAgent finds the agent ref names: in this machine's registry, or
-// through a remote context (reg nil) from the far side's owner, which
-// holds that sandbox's agents.
-func (c *cli) lookupAgent(ctx context.Context, reg *agents.Registry, ref string) (agents.Agent, error) {
-	if reg != nil {
-		return reg.Get(ref)
-	}
-	cl, err := c.dial(ctx)
-	if err != nil {
-		return agents.Agent{}, err
-	}
-	defer cl.Close()
-	a, err := cl.GetAgent(ctx, ref)
-	if errors.Is(err, agentproto.ErrUnsupported) {
-		return a, fmt.Errorf("context %s: the far side's osaurus-sandbox can't look agents up (%w): install this version there with `osaurus-sandbox context install %s`", c.remote.Name, err, c.remote.Name)
-	}
-	if err != nil {
-		return a, fmt.Errorf("context %s (%s): %w", c.remote.Name, c.remote.URL, err)
-	}
-	return a, nil
 }
 
 // apply writes a planned change and says where the backup is.

@@ -178,7 +178,8 @@ func TestAgentConnectThroughContext(t *testing.T) {
 		{"an unknown client is refused before ssh runs", "box", []string{"agent", "connect", "alice", "--client", "zed"}, ExitUsage, "unknown MCP client", `["mcp","--agent","alice"]`, false},
 		{"disconnect by slug needs no far side", "box", []string{"agent", "disconnect", "alice", "--client", "cursor", "--yes"}, ExitOK, "Removes osaurus-sandbox-alice", "", false},
 		{"disconnect by name asks the far side", "", []string{"--context", "box", "agent", "disconnect", "Alice Smith", "--yes"}, 3, "Connection refused", "", true},
-		{"other agent commands are still refused", "box", []string{"agent", "list"}, ExitError, `"agent" doesn't work through a remote context yet`, "", false},
+		{"agent list asks the far side", "box", []string{"agent", "list"}, 3, "Connection refused", "", true},
+		{"agent repair is refused by its name", "box", []string{"agent", "repair"}, ExitError, `"agent repair" doesn't work through a remote context yet (context box): run it on that machine (ssh ... osaurus-sandbox agent repair)`, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name == "disconnect by slug needs no far side" {

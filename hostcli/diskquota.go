@@ -1,8 +1,6 @@
 package hostcli
 
 import (
-	"time"
-
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diskquota"
@@ -11,8 +9,5 @@ import (
 // agentDiskUsage is each agent's disk use: the owner's latest measure when an
 // owner runs, else one walk of the folders.
 func agentDiskUsage(p config.Paths, list []agents.Agent) map[string]int64 {
-	if r, err := diskquota.ReadReport(p.DiskUsageFile()); err == nil && time.Since(r.Time) < 3*diskquota.WriteEvery {
-		return r.Agents
-	}
-	return diskquota.Measure(p.Workspace(), p.Output(), list)
+	return diskquota.Latest(p.DiskUsageFile(), p.Workspace(), p.Output(), list)
 }

@@ -140,6 +140,11 @@ func (c *cli) printNetworkInForce(a agents.Agent) {
 		return
 	}
 	fmt.Fprintf(c.out, "  network in force:     %s\n", p.Describe())
+	if c.remote != nil {
+		// The installed plugins and the refusal log are the far side's files.
+		fmt.Fprintf(c.out, "  plugins' network:     not read through a context: `osaurus-sandbox agent show %s` on that machine shows it\n", a.Slug)
+		return
+	}
 	store := plugins.NewInstalled(c.paths.AgentStateDir())
 	ps, err := store.Installed(a.ID)
 	if err != nil {

@@ -494,7 +494,13 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 // control.ErrNotRunning when the VM isn't running. The connection lives as
 // long as the process (CLI commands are short).
 func (c *cli) running(ctx context.Context) (api.Controller, error) {
-	cl, err := client.Dial(ctx, c.paths)
+	var cl api.Controller
+	var err error
+	if c.remote != nil {
+		cl, err = c.farOwner(ctx) // started if none runs: nothing local to ask
+	} else {
+		cl, err = client.Dial(ctx, c.paths)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/remotes"
@@ -44,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent connect|disconnect work; the rest say so (docs/remote.md)."},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent (but agent repair) work; the rest say so (docs/remote.md)."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
@@ -95,9 +96,13 @@ func (c *cli) contextStore() remotes.Store {
 var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp"}
-	// agent subcommands that edit this machine's MCP client files and ask
-	// the far side's owner only which agent is meant
-	remoteAgentCmds = []string{"connect", "disconnect"}
+	// agent subcommands that read and change the far side's agents
+	// through its owner (connect and disconnect edit this machine's MCP
+	// client files, asking the far side only which agent is meant);
+	// repair is not one: the far side's owner can't open a damaged
+	// agents.json, and the repair without one is of that machine's file
+	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect",
+		"checkpoint", "checkpoints", "restore", "checkpoint-remove", "fork"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )
@@ -117,11 +122,19 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		return run
 	}
 	return func(ctx context.Context, args []string) int {
-		agentSub := cmd == "agent" && len(args) > 0 && slices.Contains(remoteAgentCmds, args[0])
-		if !slices.Contains(remoteByControl, cmd) && !agentSub {
-			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", cmd, rc.Name, cmd))
+		what, ok := cmd, slices.Contains(remoteByControl, cmd)
+		if cmd == "agent" && len(args) > 0 && slices.Contains(subcommands["agent"], args[0]) {
+			// Named as the subcommand: the others of agent do work.
+			what, ok = "agent "+args[0], slices.Contains(remoteAgentCmds, args[0])
+		} else if cmd == "agent" {
+			ok = true // its usage: no agent is read
+		}
+		// exec -it is the shell's terminal, not yet carried.
+		if !ok || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
+			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", what, rc.Name, what))
 		}
 		c.remote = &rc
+		defer c.closeFar()
 		if cmd == "mcp" {
 			return c.mcpRemote(ctx, args)
 		}
@@ -132,6 +145,45 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 // dialer reaches the context's owner with ssh and dial-stdio.
 func (c *cli) dialer() client.Dialer {
 	return client.CommandDialer{Argv: c.remote.DialArgv, Name: c.remote.URL}
+}
+
+// farOwner is the remote context's owner for c.owner: one connection
+// (one ssh) for the whole command, however many times it asks, closed
+// when the command ends. A far side with no owner running starts one.
+func (c *cli) farOwner(ctx context.Context) (api.Controller, error) {
+	if c.far == nil {
+		cl, err := client.Via(ctx, c.dialer())
+		if err != nil {
+			return nil, err
+		}
+		c.far = cl
+	}
+	return commandLong{c.far}, nil
+}
+
+func (c *cli) closeFar() {
+	if c.far != nil {
+		c.far.Close()
+		c.far = nil
+	}
+}
+
+// commandLong is a connection the command closes when it ends, not
+// each caller.
+type commandLong struct{ *client.Client }
+
+func (commandLong) Close() {}
+
+// farError is err from the far side's owner, saying which context it
+// is; an owner too old for op is told to install this version there.
+func (c *cli) farError(err error, op string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, agentproto.ErrUnsupported):
+		return fmt.Errorf("context %s: the far side's osaurus-sandbox can't %s (%w): install this version there with `osaurus-sandbox context install %s`", c.remote.Name, op, err, c.remote.Name)
+	}
+	return fmt.Errorf("context %s (%s): %w", c.remote.Name, c.remote.URL, err)
 }
 
 // dial is client.Dial, through the remote context when one is chosen.

@@ -7,6 +7,7 @@ const (
 	OpAgentAdd      = "ctl.agent_add"      // AgentAddRequest → agents.Agent
 	OpAgentUpdate   = "ctl.agent_update"   // AgentUpdateRequest → agents.Agent
 	OpAgentGet      = "ctl.agent_get"      // AgentRef → agents.Agent
+	OpAgentList     = "ctl.agent_list"     // agentproto.Empty → api.AgentList
 	OpAgentToken    = "ctl.agent_token"    // AgentRef → TokenReply (a new token)
 	OpAgentProjects = "ctl.agent_projects" // AgentProjectsRequest → agents.Agent
 	OpAgentRepair   = "ctl.agent_repair"   // agentproto.Empty → agents.RepairResult

@@ -25,6 +25,10 @@ type AgentOps interface {
 	// registry has it: a process on another machine (a remote context's
 	// `agent connect`) has no agents.json of its own to read.
 	GetAgent(ctx context.Context, agent string) (agents.Agent, error)
+	// ListAgents is every agent, with each one's disk use, as the owner
+	// has them: a remote context's `agent list` and `agent show` read
+	// the far side's registry and disks, not this machine's.
+	ListAgents(ctx context.Context) (AgentList, error)
 	// RegenerateToken gives the agent a new MCP token; the old one stops
 	// working at once.
 	RegenerateToken(ctx context.Context, agent string) (string, error)
@@ -48,6 +52,13 @@ type AgentOps interface {
 	// an error: what was done before it.
 	ApplyChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
 	DiscardChanges(ctx context.Context, req ViewRequest) (*projects.Result, error)
+}
+
+// AgentList is the agents in the registry's order, and the size of each
+// one's home by slug (the owner's latest measure, else one walk).
+type AgentList struct {
+	Agents   []agents.Agent   `json:"agents"`
+	DiskUsed map[string]int64 `json:"diskUsedBytes"`
 }
 
 // ViewRequest names an agent's view of a project: the agent (an id, slug

@@ -45,6 +45,14 @@ func (c *Client) GetAgent(ctx context.Context, agent string) (agents.Agent, erro
 	return a, err
 }
 
+// ListAgents asks the owner for every agent. An owner older than the op
+// answers agentproto.ErrUnsupported.
+func (c *Client) ListAgents(ctx context.Context) (api.AgentList, error) {
+	var l api.AgentList
+	err := c.call(ctx, control.OpAgentList, agentproto.Empty{}, &l, nil, true)
+	return l, err
+}
+
 // RegenerateToken has the owner give the agent a new token.
 func (c *Client) RegenerateToken(ctx context.Context, agent string) (string, error) {
 	var r control.TokenReply

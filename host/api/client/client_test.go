@@ -255,6 +255,26 @@ func (agentCtl) GetAgent(_ context.Context, ref string) (agents.Agent, error) {
 	return agents.Agent{}, fmt.Errorf("%w: %q", agents.ErrNotFound, ref)
 }
 
+func (agentCtl) ListAgents(context.Context) (api.AgentList, error) {
+	return api.AgentList{Agents: []agents.Agent{{ID: "id-1", Name: "Alice", Slug: "alice", UID: 2001}}, DiskUsed: map[string]int64{"alice": 4096}}, nil
+}
+
+// ListAgents crosses the socket whole, disk use included.
+func TestListAgents(t *testing.T) {
+	p := testPaths(t)
+	serve(t, p, agentCtl{})
+	ctx := context.Background()
+	cl, err := Dial(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	l, err := cl.ListAgents(ctx)
+	if err != nil || len(l.Agents) != 1 || l.Agents[0].Slug != "alice" || l.Agents[0].UID != 2001 || l.DiskUsed["alice"] != 4096 {
+		t.Fatalf("%+v %v", l, err)
+	}
+}
+
 // GetAgent crosses the socket whole, and an unknown agent stays a
 // not-found error a remote `agent connect` can report as such.
 func TestGetAgent(t *testing.T) {

@@ -24,6 +24,10 @@ func (s *Server) agentOps(m *agentproto.Mux) {
 		a, err := s.Ctl.GetAgent(ctx, req.Agent)
 		return &a, err
 	}))
+	m.Handle(control.OpAgentList, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*api.AgentList, error) {
+		l, err := s.Ctl.ListAgents(ctx)
+		return &l, err
+	}))
 	m.Handle(control.OpAgentToken, agentproto.Unary(func(ctx context.Context, req *control.AgentRef) (*control.TokenReply, error) {
 		tok, err := s.Ctl.RegenerateToken(ctx, req.Agent)
 		return &control.TokenReply{Token: tok}, err
