@@ -221,7 +221,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		}
 	}
 	if len(args) == 0 {
-		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.ForDataDir(paths)}
 		return c.gui()
 	}
 	switch {
@@ -250,7 +250,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.ForDataDir(paths)}
 	cmd, rest := args[0], args[1:]
 	run, ok := c.commands()[cmd]
 	if !ok {
