@@ -21,7 +21,7 @@ func (e *storeError) Is(target error) bool {
 	return target == ErrUnavailable || errors.Is(ErrUnavailable, target)
 }
 
-func (f File) Where() string                      { return "the secrets file " + f.Path }
+func (f File) Where() string                    { return "the secrets file " + f.Path }
 func (File) Get(string, string) (string, error) { return "", errNoFileStore }
 func (File) Set(string, string, string) error   { return errNoFileStore }
 func (File) Delete(string, string) error        { return errNoFileStore }
