@@ -168,13 +168,28 @@ func checkSafe(f *os.File, dir bool) error {
 	}
 	switch {
 	case dir && !fi.IsDir(), !dir && !fi.Mode().IsRegular():
-		return fileErr(nil, "%s is not %s (it is %v); move it away", f.Name(), fix, fi.Mode().Type())
+		return fileErr(nil, "%s is not %s but %s; move it away", f.Name(), fix, kind(fi.Mode()))
 	case int(st.Uid) != currentUID():
 		return fileErr(nil, "%s belongs to user id %d, not to you (%d), so someone else may have written or read it; check it, then `chown %d %s` (or move it away)", f.Name(), st.Uid, currentUID(), currentUID(), f.Name())
 	case fi.Mode().Perm()&0o077 != 0:
 		return fileErr(nil, "%s can be opened by other users (mode %04o), and it holds secrets; run `chmod %s %s`, and change any secret others may have read", f.Name(), fi.Mode().Perm(), mode, f.Name())
 	}
 	return nil
+}
+
+// kind names a file's type in messages.
+func kind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // read returns the file's content; an absent file (or folder) is empty.
