@@ -71,7 +71,7 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent remove NAME [--purge [--yes]]
                         remove an agent and its Linux user (--purge: its home too)
   mcp --agent NAME      serve the agent's tools over stdio (what MCP clients run)
-  secret set AGENT KEY  store an agent's secret in the OS keychain (value from stdin)
+  secret set AGENT KEY  store an agent's secret (OS keychain, or secretStore file) from stdin
   secret list AGENT [--json]
                         list an agent's secret names
   secret remove AGENT KEY
