@@ -114,6 +114,18 @@ func (p Paths) TasksDir() string { return filepath.Join(p.Root, "tasks") }
 // deleted (the keychain was unreachable when they were removed).
 func (p Paths) SecretRemovals() string { return filepath.Join(p.ConfigDir(), "secrets-to-remove.json") }
 
+// SecretsDir holds the file secret store (secretStore "file"): its own
+// folder so it can be 0700 while the config folder stays readable.
+func (p Paths) SecretsDir() string { return filepath.Join(p.Root, "secrets") }
+
+// SecretsFile is the file secret store: every secret, in plain text,
+// protected by its mode (0600) and its folder's (0700).
+func (p Paths) SecretsFile() string { return filepath.Join(p.SecretsDir(), "secrets.json") }
+
+// SecretsLock serialises writers of SecretsFile, which is replaced by
+// rename and so can't carry the lock itself.
+func (p Paths) SecretsLock() string { return filepath.Join(p.SecretsDir(), "secrets.lock") }
+
 // ProjectsJSON lists the user's projects: host folders agents work on
 // through views of their own (package projects).
 func (p Paths) ProjectsJSON() string { return filepath.Join(p.ConfigDir(), "projects.json") }

@@ -86,6 +86,26 @@ type Sandbox struct {
 	// for this long stops its VM and exits (0 keeps it until `stop`;
 	// fractions allowed). Not omitempty, as IdleSuspendMinutes.
 	BackgroundIdleMinutes float64 `json:"backgroundIdleMinutes"`
+	// SecretStore is where secrets are kept: SecretStoreKeychain (the OS
+	// keychain; also "") or SecretStoreFile (Paths.SecretsFile, for a
+	// server with no desktop keychain). A choice the user makes, never a
+	// fallback: a keychain that fails does not quietly become a file.
+	SecretStore string `json:"secretStore,omitempty"`
+}
+
+// The values of SecretStore.
+const (
+	SecretStoreKeychain = "keychain"
+	SecretStoreFile     = "file"
+)
+
+// SecretBackend is the secret store in use: SecretStoreKeychain or
+// SecretStoreFile.
+func (s Sandbox) SecretBackend() string {
+	if s.SecretStore == "" {
+		return SecretStoreKeychain
+	}
+	return s.SecretStore
 }
 
 // DefaultBackgroundIdleMinutes is how long an unused background owner
@@ -278,6 +298,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: backgroundIdleMinutes: %g, allowed 0–%d (minutes, fractions allowed; 0 keeps it until `osaurus-sandbox stop`)", ErrInvalid, s.BackgroundIdleMinutes, MaxIdleSuspendMinutes)
 	case s.SafetyCheckpoints < 0 || s.SafetyCheckpoints > MaxSafetyCheckpoints:
 		return fmt.Errorf("%w: safetyCheckpoints: %d, allowed 0–%d (0 takes none before a reset)", ErrInvalid, s.SafetyCheckpoints, MaxSafetyCheckpoints)
+	case !slices.Contains([]string{"", SecretStoreKeychain, SecretStoreFile}, s.SecretStore):
+		return fmt.Errorf("%w: secretStore: %s, allowed \"keychain\" (the OS keychain, the default) or \"file\" (a file only you can read, for a server without a keychain)", ErrInvalid, QuoteShort(s.SecretStore))
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
 	}
@@ -438,6 +460,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch, memory, events; restart required)"},
 	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},
 	{"backgroundIdleMinutes", "minutes a background owner (started by a command or a stdio MCP client) lingers with no client, MCP request or awake VM before it stops the VM and exits (default 10; 0 never; fractions allowed)"},
+	{"secretStore", "where secrets are kept: keychain (the OS keychain, default) or file (a file in the data folder only you can read, for a server without a keychain; see docs/secrets.md)"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 
@@ -491,6 +514,8 @@ func (s Sandbox) Get(key string) (string, error) {
 		return strconv.FormatFloat(s.IdleSuspendMinutes, 'g', -1, 64), nil
 	case "backgroundIdleMinutes":
 		return strconv.FormatFloat(s.BackgroundIdleMinutes, 'g', -1, 64), nil
+	case "secretStore":
+		return s.SecretBackend(), nil
 	case "mcpPort":
 		_, p, _ := strings.Cut(s.MCPAddr(), ":")
 		return p, nil
@@ -568,6 +593,8 @@ func (s Sandbox) Set(key, value string) (Sandbox, error) {
 		}
 	case "rateLimits":
 		s.RateLimits = value
+	case "secretStore":
+		s.SecretStore = value
 	case "turnIdleSeconds":
 		s.TurnIdleSeconds, err = strconv.ParseFloat(value, 64)
 		if err != nil {

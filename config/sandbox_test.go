@@ -79,6 +79,11 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"turnIdleSeconds", "3601", "turnIdleSeconds: 3601, allowed 0.001–3600"},
 		{"turnIdleSeconds", "-1", "turnIdleSeconds"},
 		{"turnIdleSeconds", "soon", `turnIdleSeconds: "soon" is not a number`},
+		{"secretStore", "file", ""},
+		{"secretStore", "keychain", ""},
+		{"secretStore", "", ""},
+		{"secretStore", "File", `secretStore: "File", allowed "keychain"`},
+		{"secretStore", "plaintext", `secretStore: "plaintext", allowed "keychain"`},
 	}
 	for _, tc := range tests {
 		_, err := Defaults().Set(tc.key, tc.value)
@@ -160,5 +165,38 @@ func TestIdleSuspendDefaultAndOff(t *testing.T) {
 	}
 	if s, err = LoadSandbox(p); err != nil || s.IdleSuspend() != 0 {
 		t.Fatalf("saved 0: %v %v, want off", s.IdleSuspend(), err)
+	}
+}
+
+// secretStore reads back as the store in use, "keychain" when unset, and
+// a file that names a store that does not exist is refused on load rather
+// than taken for the keychain.
+func TestSecretStoreSetting(t *testing.T) {
+	tests := []struct {
+		body, want string
+		bad        bool
+	}{
+		{`{}`, SecretStoreKeychain, false},
+		{`{"secretStore": "keychain"}`, SecretStoreKeychain, false},
+		{`{"secretStore": "file"}`, SecretStoreFile, false},
+		{`{"secretStore": "disk"}`, "", true},
+	}
+	for _, tc := range tests {
+		p := filepath.Join(t.TempDir(), "sandbox.json")
+		os.WriteFile(p, []byte(tc.body), 0o644)
+		s, err := LoadSandbox(p)
+		if tc.bad {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "secretStore") {
+				t.Errorf("%s: %v, want a refusal naming secretStore", tc.body, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.body, err)
+			continue
+		}
+		if got, _ := s.Get("secretStore"); got != tc.want || s.SecretBackend() != tc.want {
+			t.Errorf("%s: Get = %q, SecretBackend = %q, want %q", tc.body, got, s.SecretBackend(), tc.want)
+		}
 	}
 }

@@ -77,7 +77,7 @@ func TestHostSec(t *testing.T) {
 	cli.ok("config", "set", "inferenceUrl", model.URL)
 	cli.ok("config", "set", "inferenceModel", "scripted-7b")
 	guest := func(context.Context) (*agentproto.Client, error) { return g, nil }
-	sec := secrets.New()
+	sec := secrets.NewKeychain()
 	mem, err := memory.Open(context.Background(), paths.MemoryDB(), memory.Options{})
 	if err != nil {
 		t.Fatal(err)

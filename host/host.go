@@ -58,7 +58,7 @@ type Options struct {
 	Quit func()
 	// Version is reported to MCP clients.
 	Version string
-	// Secrets is the keychain; nil means the OS keychain (secrets.New).
+	// Secrets is the secret store; nil means the data folder's (secrets.ForDataDir).
 	Secrets *secrets.Store
 	// NoAdopt leaves a VM a dead owner left running alone (a short-lived
 	// owner of the data files, see OpenData).
@@ -114,7 +114,7 @@ func open(ctx context.Context, o Options) (*Host, error) {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.Secrets == nil {
-		o.Secrets = secrets.NewAt(o.Paths.SecretRemovals())
+		o.Secrets = secrets.ForDataDir(o.Paths)
 	}
 	ln, err := server.Listen(o.Paths)
 	if err != nil {

@@ -22,7 +22,8 @@ const secretUsage = `usage:
   osaurus-sandbox secret remove AGENT KEY
   osaurus-sandbox secret set|remove --app INFERENCE_API_KEY   the app's own (the model server's API key)`
 
-// secret manages agents' secrets in the OS keychain.
+// secret manages agents' secrets in the data folder's secret store (the
+// OS keychain, or the file secretStore names).
 func (c *cli) secret(ctx context.Context, args []string) int {
 	if len(args) >= 2 && args[1] == "--app" {
 		return c.secretApp(args)
@@ -93,11 +94,11 @@ func (c *cli) removeAgentSecrets(slug string) {
 	var marked *secrets.MarkedError
 	switch {
 	case errors.As(err, &marked):
-		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain could not be deleted now: %v\n", err)
+		fmt.Fprintf(c.err, "warning: its secrets in %s could not be deleted now: %v\n", c.sec.Where(), err)
 	case err != nil:
-		fmt.Fprintf(c.err, "warning: its secrets in the OS keychain were not deleted: %v\n", err)
+		fmt.Fprintf(c.err, "warning: its secrets in %s were not deleted: %v\n", c.sec.Where(), err)
 	case len(gone) > 0:
-		fmt.Fprintf(c.out, "deleted its secrets from the OS keychain: %s\n", strings.Join(gone, ", "))
+		fmt.Fprintf(c.out, "deleted its secrets from %s: %s\n", c.sec.Where(), strings.Join(gone, ", "))
 	}
 }
 

@@ -71,7 +71,7 @@ Agents (each is a Linux user in the VM; its tools reach MCP clients):
   agent remove NAME [--purge [--yes]]
                         remove an agent and its Linux user (--purge: its home too)
   mcp --agent NAME      serve the agent's tools over stdio (what MCP clients run)
-  secret set AGENT KEY  store an agent's secret in the OS keychain (value from stdin)
+  secret set AGENT KEY  store an agent's secret (OS keychain, or secretStore file) from stdin
   secret list AGENT [--json]
                         list an agent's secret names
   secret remove AGENT KEY
@@ -225,7 +225,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 		}
 	}
 	if len(args) == 0 {
-		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
+		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.ForDataDir(paths)}
 		return c.gui()
 	}
 	switch {
@@ -254,7 +254,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.NewAt(paths.SecretRemovals())}
+	c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.ForDataDir(paths)}
 	cmd, rest := args[0], args[1:]
 	run, ok := c.commands()[cmd]
 	if !ok {

@@ -96,7 +96,7 @@ var helps = []cmdHelp{
 	{name: "mcp", summary: "serve an agent's tools over stdio (what MCP clients run)",
 		usage: []string{"mcp --agent NAME"}, flags: [][2]string{{"--agent NAME", "the agent whose tools to serve (name, slug or id)"}},
 		example: []string{"osaurus-sandbox mcp --agent alice"}},
-	{name: "secret", summary: "store, list and remove an agent's secrets in the OS keychain",
+	{name: "secret", summary: "store, list and remove an agent's secrets (OS keychain, or the file secretStore chooses)",
 		usage:   []string{"secret set AGENT KEY", "secret list AGENT [--json]", "secret remove AGENT KEY", "secret set|remove --app INFERENCE_API_KEY"},
 		flags:   [][2]string{{"--json", "list: print JSON"}, {"--app", "the app's own secret (the model server's API key)"}},
 		example: []string{"printf %s sk-... | osaurus-sandbox secret set alice OPENAI_API_KEY"}},

@@ -12,7 +12,7 @@ import (
 // whatever the agent is called.
 func TestAppSecretsApartFromAgents(t *testing.T) {
 	testkeyring.Start(t)
-	s := secrets.New()
+	s := secrets.NewKeychain()
 	if _, err := s.GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
 		t.Fatalf("GetApp before set: %v, want ErrNotFound", err)
 	}

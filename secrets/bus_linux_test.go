@@ -30,7 +30,7 @@ func TestNoSessionBus(t *testing.T) {
 			if addr == "" {
 				os.Unsetenv("DBUS_SESSION_BUS_ADDRESS")
 			}
-			s := New()
+			s := NewKeychain()
 			err := s.Set("alice", "OPENAI_API_KEY", "sk-123456")
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "keychain is not available") || !strings.Contains(err.Error(), "D-Bus") {
 				t.Errorf("Set without a bus: %v, want the keychain not available, with the hint", err)

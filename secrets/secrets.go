@@ -37,8 +37,9 @@ var (
 	keyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
-// Backend is the keychain; tests of other packages may pass an in-memory
-// one, the app uses Keychain.
+// Backend holds the values: the app uses the one its secretStore setting
+// names (ForDataDir): Keychain or File. Tests of other packages may pass
+// an in-memory one. An absent entry is keyring.ErrNotFound.
 type Backend interface {
 	Set(service, user, value string) error
 	Get(service, user string) (string, error)
@@ -71,6 +72,9 @@ func (Keychain) Delete(service, user string) error {
 	return keyring.Delete(service, user)
 }
 
+// Where names the store in messages.
+func (Keychain) Where() string { return "the OS keychain" }
+
 // Store is the per-agent secret store.
 type Store struct {
 	B Backend
@@ -83,8 +87,10 @@ type Store struct {
 	known   map[string]map[string]string // agent → the values last read or set here
 }
 
-// New returns a store on the OS keychain.
-func New() *Store { return &Store{B: Keychain{}} }
+// NewKeychain returns a store on the OS keychain that keeps no removal
+// marks, for tests; the app uses ForDataDir, which honours the
+// secretStore setting.
+func NewKeychain() *Store { return &Store{B: Keychain{}} }
 
 func entry(agent, key string) string { return agent + "/" + key }
 func indexEntry(agent string) string { return agent + "/" }
@@ -104,12 +110,15 @@ func checkAgent(agent string) error {
 	return nil
 }
 
-// hint says how to get a keychain on this OS.
+// fileHint is the way out on a machine with no keychain.
+const fileHint = "on a server without a desktop session, keep secrets in a file only you can read instead: `osaurus-sandbox config set secretStore file` (see docs/secrets.md)"
+
+// hint says how to get a keychain on this OS, or do without one.
 func hint() string {
 	if runtime.GOOS == "linux" {
-		return "no Secret Service answers on the session D-Bus; run a keyring daemon (e.g. gnome-keyring) in your desktop session"
+		return "no Secret Service answers on the session D-Bus; run a keyring daemon (e.g. gnome-keyring) in your desktop session, or, " + fileHint
 	}
-	return "the login keychain is locked or unavailable; unlock it in Keychain Access"
+	return "the login keychain is locked or unavailable; unlock it in Keychain Access, or, " + fileHint
 }
 
 func (s *Store) wrap(err error) error {
@@ -119,7 +128,8 @@ func (s *Store) wrap(err error) error {
 	if errors.Is(err, keyring.ErrNotFound) {
 		return ErrNotFound
 	}
-	if errors.Is(err, ErrUnavailable) {
+	// Already explained: the bus check's, and the file store's own.
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInvalid) {
 		return err
 	}
 	return fmt.Errorf("%w: %v (%s)", ErrUnavailable, err, hint())
@@ -281,7 +291,7 @@ func (s *Store) list(agent string) ([]string, error) {
 	}
 	var names []string
 	if err := json.Unmarshal([]byte(b), &names); err != nil {
-		return nil, fmt.Errorf("%w: the index of %s's secrets in the keychain is corrupt: %v", ErrUnavailable, agent, err)
+		return nil, fmt.Errorf("%w: the index of %s's secrets in %s is corrupt: %v", ErrUnavailable, agent, s.Where(), err)
 	}
 	sort.Strings(names)
 	return names, nil

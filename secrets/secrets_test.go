@@ -14,7 +14,7 @@ import (
 // TestKeychain runs the store against a real Secret Service.
 func TestKeychain(t *testing.T) {
 	testkeyring.Start(t)
-	s := secrets.New()
+	s := secrets.NewKeychain()
 	if err := s.Set("alice", "OPENAI_API_KEY", "sk-alice-123456"); err != nil {
 		t.Fatal(err)
 	}

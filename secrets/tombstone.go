@@ -25,11 +25,6 @@ func checkValue(key, value string) error {
 	return nil
 }
 
-// NewAt returns a store on the OS keychain that keeps its removal marks
-// in the file marks (config.Paths.SecretRemovals): the agents whose
-// secrets could not be deleted when they were removed.
-func NewAt(marks string) *Store { return &Store{B: Keychain{}, Marks: marks} }
-
 // readMarks returns the agents marked for removal.
 func (s *Store) readMarks() ([]string, error) {
 	if s.Marks == "" {

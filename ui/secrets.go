@@ -51,10 +51,19 @@ func (t *agentsTab) newSecretsView() {
 	t.sec = v
 }
 
+// secretsWhere names the store the secrets go to (the OS keychain, or the
+// file the secretStore setting chose), for labels.
+func (t *agentsTab) secretsWhere() string {
+	if w, ok := t.secrets.(interface{ Where() string }); ok {
+		return w.Where()
+	}
+	return "the OS keychain"
+}
+
 func (t *agentsTab) secretsContent() fyne.CanvasObject {
 	v := t.sec
 	return container.NewBorder(
-		widget.NewLabel("Secrets (OS keychain; the agent's commands read them with osaurus-host, models never see them)"),
+		widget.NewLabel("Secrets (the agent's commands read them with osaurus-host, models never see them)"),
 		container.NewVBox(container.NewHBox(v.SetBtn, v.RemoveSec), v.Note),
 		nil, nil,
 		container.NewGridWrap(fyne.NewSize(420, 110), v.List))
@@ -72,13 +81,13 @@ func (t *agentsTab) showSecrets(a *agents.Agent) {
 		v.Note.SetText("")
 	case t.secrets == nil:
 		v.SetBtn.Disable()
-		v.Note.SetText("No keychain is connected to this window.")
+		v.Note.SetText("No secret store is connected to this window.")
 	default:
 		v.SetBtn.Enable()
 		names, err := t.secrets.List(a.Slug)
 		switch {
 		case err != nil:
-			v.Note.SetText("The keychain can't be read: " + err.Error())
+			v.Note.SetText("The secrets can't be read: " + err.Error())
 		case len(names) == 0:
 			v.Note.SetText(a.Name + " has no secrets.")
 		default:
@@ -107,7 +116,7 @@ func (t *agentsTab) onSetSecret(key, description string) {
 	value.Validator = nonEmpty
 	t.SecretKey, t.SecretValue = name, value
 	items := []*widget.FormItem{widget.NewFormItem("Name", name), widget.NewFormItem("Value", value)}
-	items[1].HintText = "Stored in the OS keychain"
+	items[1].HintText = "Stored in " + t.secretsWhere()
 	dialog.ShowForm("Set a secret of "+a.Name, "Save", "Cancel", items, func(ok bool) {
 		t.SecretKey, t.SecretValue = nil, nil
 		if !ok {
@@ -175,7 +184,7 @@ func (t *agentsTab) promptSecret(ctx context.Context, req tools.SecretRequest) (
 			items = append(items, widget.NewFormItem("The agent says", l))
 		}
 		vi := widget.NewFormItem("Value", value)
-		vi.HintText = "Goes to the OS keychain; the agent's model never sees it"
+		vi.HintText = "Goes to " + t.secretsWhere() + "; the agent's model never sees it"
 		items = append(items, vi)
 		fd := dialog.NewForm("Secret requested by "+req.Agent.Name, "Save", "Deny", items, func(ok bool) {
 			t.PromptValue = nil

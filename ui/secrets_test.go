@@ -25,7 +25,7 @@ import (
 // session bus), so every keychain test of the window is a subtest here.
 func TestAgentSecrets(t *testing.T) {
 	testkeyring.Start(t)
-	store := secrets.New()
+	store := secrets.NewKeychain()
 
 	t.Run("remove deletes the agent's secrets", func(t *testing.T) {
 		w, reg := newTestWindow(t, newFake(t))

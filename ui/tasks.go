@@ -29,6 +29,9 @@ type tasksTab struct {
 	win   fyne.Window
 	do    func(func())
 	store *runner.Store
+	// sec is the data folder's secret store, for the model server's key;
+	// nil when the backend has no data folder.
+	sec *secrets.Store
 
 	URL, Model, Steps, Timeout *widget.Entry
 	Key                        *widget.Entry
@@ -46,12 +49,13 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	t := &tasksTab{b: b, win: win, do: do}
 	if p, ok := b.(interface{ Paths() config.Paths }); ok {
 		t.store = &runner.Store{Dir: filepath.Join(p.Paths().Root, "tasks")}
+		t.sec = secrets.ForDataDir(p.Paths())
 	}
 	t.URL, t.Model = widget.NewEntry(), widget.NewEntry()
 	t.URL.SetPlaceHolder("http://127.0.0.1:11434/v1")
 	t.Steps, t.Timeout = widget.NewEntry(), widget.NewEntry()
 	t.Key = widget.NewPasswordEntry()
-	t.Key.SetPlaceHolder("API key (kept in the keychain; empty for local servers)")
+	t.Key.SetPlaceHolder("API key (kept with the agents' secrets; empty for local servers)")
 	t.Saved = widget.NewLabel("")
 	t.Saved.Wrapping = fyne.TextWrapWord
 	t.Save = widget.NewButton("Save", t.onSave)
@@ -141,12 +145,16 @@ func (t *tasksTab) onStoreKey() {
 		t.Saved.SetText("Type the API key first.")
 		return
 	}
-	if err := secrets.New().SetApp(secrets.InferenceKey, t.Key.Text); err != nil {
+	if t.sec == nil {
+		t.Saved.SetText("This window has no data folder to store the key for.")
+		return
+	}
+	if err := t.sec.SetApp(secrets.InferenceKey, t.Key.Text); err != nil {
 		t.Saved.SetText(err.Error())
 		return
 	}
 	t.Key.SetText("")
-	t.Saved.SetText("API key stored in the keychain.")
+	t.Saved.SetText("API key stored in " + t.sec.Where() + ".")
 }
 
 func (t *tasksTab) onCancel() {

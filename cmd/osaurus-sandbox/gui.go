@@ -47,7 +47,7 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 		if o.Registry, err = agents.OpenReadOnly(p.AgentsJSON()); err != nil {
 			return err
 		}
-		sec := secrets.NewAt(p.SecretRemovals())
+		sec := secrets.ForDataDir(p)
 		o.Secrets, o.Prompts = sec, &secretprompt.Broker{Store: sec, Pages: &secretprompt.Pages{Store: sec}}
 	case err != nil:
 		return err

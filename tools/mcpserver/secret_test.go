@@ -90,7 +90,7 @@ func (s *seen) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.all.
 // every keychain test of this package is a subtest here.
 func TestSecretPromptOverMCP(t *testing.T) {
 	testkeyring.Start(t)
-	store := secrets.New()
+	store := secrets.NewKeychain()
 	pages := &secretprompt.Pages{Store: store}
 	t.Cleanup(func() { pages.Close() })
 	broker := &secretprompt.Broker{Store: store, Pages: pages}

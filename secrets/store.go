@@ -1,0 +1,75 @@
+package secrets
+
+import (
+	"github.com/osaurus/osaurus-sandbox/config"
+)
+
+// ForDataDir returns the secret store of the data folder p, the only
+// constructor the app uses: its backend is the one p's secretStore
+// setting names, so every process on the folder (owner, CLI, window)
+// reads and writes the same secrets.
+func ForDataDir(p config.Paths) *Store {
+	return &Store{B: chosen{p}, Marks: p.SecretRemovals()}
+}
+
+// chosen is the backend the setting names, looked up at each call: a
+// changed setting applies to a running owner at once, instead of the
+// owner and the CLI using different stores until it restarts.
+type chosen struct{ p config.Paths }
+
+func (c chosen) backend() (Backend, error) {
+	cfg, err := config.LoadSandbox(c.p.SandboxJSON())
+	if err != nil {
+		// Never a guess: taking the keychain for a damaged setting
+		// would hide the file's secrets, or put new ones where the
+		// user did not choose.
+		return nil, &storeError{msg: "secret store: which store holds the secrets (secretStore) can't be read: " + err.Error(), err: err}
+	}
+	if cfg.SecretBackend() == config.SecretStoreFile {
+		return File{Path: c.p.SecretsFile(), Lock: c.p.SecretsLock()}, nil
+	}
+	return Keychain{}, nil
+}
+
+func (c chosen) Set(service, user, value string) error {
+	b, err := c.backend()
+	if err != nil {
+		return err
+	}
+	return b.Set(service, user, value)
+}
+
+func (c chosen) Get(service, user string) (string, error) {
+	b, err := c.backend()
+	if err != nil {
+		return "", err
+	}
+	return b.Get(service, user)
+}
+
+func (c chosen) Delete(service, user string) error {
+	b, err := c.backend()
+	if err != nil {
+		return err
+	}
+	return b.Delete(service, user)
+}
+
+func (c chosen) Where() string {
+	b, err := c.backend()
+	if err != nil {
+		return "the secret store"
+	}
+	return where(b)
+}
+
+// where names a backend in messages.
+func where(b Backend) string {
+	if w, ok := b.(interface{ Where() string }); ok {
+		return w.Where()
+	}
+	return "the secret store"
+}
+
+// Where names the store in messages: the OS keychain, or the file.
+func (s *Store) Where() string { return where(s.B) }
