@@ -129,8 +129,7 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
 		}
-		// exec -it is the shell's terminal, not yet carried.
-		if !ok || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
+		if !ok {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", what, rc.Name, what))
 		}
 		c.remote = &rc
