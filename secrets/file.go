@@ -50,19 +50,6 @@ const lockWait = 30 * time.Second
 // test can play another user.
 var currentUID = os.Geteuid
 
-// storeError is a failure of the file store. Callers treat it as
-// ErrUnavailable (the secrets can't be had now), but it carries its own
-// message: ErrUnavailable's speaks of the keychain.
-type storeError struct {
-	msg string
-	err error
-}
-
-func (e *storeError) Error() string { return e.msg }
-func (e *storeError) Unwrap() error { return e.err }
-func (e *storeError) Is(target error) bool {
-	return target == ErrUnavailable || errors.Is(ErrUnavailable, target)
-}
 
 func fileErr(err error, format string, a ...any) error {
 	return &storeError{msg: "secret store: " + fmt.Sprintf(format, a...), err: err}
