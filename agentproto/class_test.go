@@ -65,3 +65,16 @@ func TestEveryClassHasACode(t *testing.T) {
 		}
 	}
 }
+
+// A guest op's error names the op; an owner's control op answers the
+// user with its own sentence.
+func TestRemoteErrorText(t *testing.T) {
+	for _, tt := range []struct{ op, want string }{
+		{"exec", "agent exec: no such file"},
+		{"ctl.agent_update", "no such file"},
+	} {
+		if got := (&RemoteError{Op: tt.op, Code: "not_found", Message: "no such file"}).Error(); got != tt.want {
+			t.Errorf("op %s: %q, want %q", tt.op, got, tt.want)
+		}
+	}
+}

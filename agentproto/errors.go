@@ -3,6 +3,7 @@ package agentproto
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
 )
@@ -81,6 +82,12 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string {
+	// The owner's control ops ("ctl.…") answer a front end: their
+	// messages are sentences for the user, and "agent ctl.x:" would name
+	// neither the agent nor anything the user typed.
+	if strings.HasPrefix(e.Op, "ctl.") {
+		return e.Message
+	}
 	return fmt.Sprintf("agent %s: %s", e.Op, e.Message)
 }
 
