@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -49,11 +50,17 @@ func ready(st control.Status) Readiness {
 // mcp, counted as activity.
 func (h *Host) healthMux(mcp http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, req *http.Request) {
+		if !loopbackHost(w, req) {
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, req *http.Request) {
+		if !loopbackHost(w, req) {
+			return
+		}
 		r := ready(h.m.Status())
 		w.Header().Set("Content-Type", "application/json")
 		if !r.Ready {
@@ -63,4 +70,19 @@ func (h *Host) healthMux(mcp http.Handler) http.Handler {
 	})
 	mux.Handle("/", h.use.handler(mcp))
 	return mux
+}
+
+// loopbackHost refuses a request not addressed to a loopback name: a web
+// page whose name was rebound to 127.0.0.1 reaches this port, but its
+// requests carry that name, and the VM's state is none of its business.
+func loopbackHost(w http.ResponseWriter, r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return true
+	}
+	http.Error(w, "forbidden: ask http://127.0.0.1:PORT/", http.StatusForbidden)
+	return false
 }

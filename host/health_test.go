@@ -71,6 +71,14 @@ func TestHealthPaths(t *testing.T) {
 	if code != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &r) != nil || r.Ready || r.State != control.NotProvisioned {
 		t.Errorf("%s of an owner without a VM: %d %s", ReadyPath, code, body)
 	}
+	// A page whose name was rebound to this address is refused.
+	req, _ := http.NewRequest("GET", base+ReadyPath, nil)
+	req.Host = "evil.example:80"
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Errorf("%s for Host evil.example: %v %v", ReadyPath, res, err)
+	} else {
+		res.Body.Close()
+	}
 	if _, ok := h.use.idle(); !ok {
 		t.Error("probing the health paths counted as activity")
 	}
