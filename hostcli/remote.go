@@ -95,7 +95,8 @@ func (c *cli) contextStore() remotes.Store {
 // Commands by what a remote context does with them.
 var (
 	// over the control protocol, through dial-stdio on the far side
-	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp"}
+	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
+		"changes", "apply", "discard"}
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
@@ -129,6 +130,11 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
 		}
+		if cmd == "project" && len(args) > 0 {
+			what, ok = "project "+args[0], slices.Contains(remoteProjectCmds, args[0])
+		} else if cmd == "project" {
+			ok = true
+		}
 		if !ok {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", what, rc.Name, what))
 		}
@@ -139,6 +145,15 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		}
 		return run(ctx, args)
 	}
+}
+
+// contextArg is "--context NAME " through a remote context, for the
+// commands a message suggests.
+func (c *cli) contextArg() string {
+	if c.remote == nil {
+		return ""
+	}
+	return "--context " + c.remote.Name + " "
 }
 
 // dialer reaches the context's owner with ssh and dial-stdio.
