@@ -113,7 +113,13 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tPATH\tAGENTS")
 		for _, v := range out {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", v.Name, v.Path, strings.Join(v.Agents, ","))
+			where := v.Path
+			if v.UploadedFrom != "" {
+				// Apply writes only this copy; the other machine writes
+				// its own folder.
+				where += " (uploaded from " + projects.Shown(v.UploadedFrom) + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", v.Name, where, strings.Join(v.Agents, ","))
 		}
 		w.Flush()
 		return ExitOK
