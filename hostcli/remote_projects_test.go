@@ -95,6 +95,11 @@ func TestProjectsThroughContext(t *testing.T) {
 	if l, _ := projects.Load(config.Paths{Root: local}.ProjectsJSON()); len(l) != 0 {
 		t.Errorf("this machine's projects.json got %v", l)
 	}
+	// The far owner refuses a taken name before reading the upload; its
+	// answer still arrives.
+	if _, errOut, code := box("project", "add", user, "--name", "app"); code != ExitError || !strings.Contains(errOut, `the name "app" is taken`) {
+		t.Errorf("a second add: %d %s", code, errOut)
+	}
 	if _, _, code := box("project", "list"); code != ExitError {
 		t.Errorf("project list through the context: %d", code)
 	}
