@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -166,9 +167,31 @@ func (h *Host) AddProject(ctx context.Context, req control.ProjectAddRequest) (p
 	return projects.Add(h.paths.ProjectsJSON(), req.Path, req.Name, h.paths.Root)
 }
 
-// RemoveProject forgets a project no agent is granted.
+// UploadProject records the folder another machine sends as a project.
+func (h *Host) UploadProject(ctx context.Context, req control.ProjectUploadRequest, body io.Reader) (projects.Project, error) {
+	return projects.ReceiveUpload(ctx, body, h.paths.ProjectsJSON(), h.paths.Root, req.Name, req.From)
+}
+
+// OpenProjectFile is a reviewed file of an uploaded project's copy.
+func (h *Host) OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	p, err := projects.Get(h.paths.ProjectsJSON(), req.Project)
+	if err != nil {
+		return nil, err
+	}
+	return projects.OpenUploaded(ctx, p, req.Path, req.Hash, req.Size)
+}
+
+// RemoveProject forgets a project no agent is granted; an uploaded
+// one's copy goes with it.
 func (h *Host) RemoveProject(ctx context.Context, name string) error {
-	return projects.Remove(h.paths.ProjectsJSON(), name, h.reg.List())
+	p, err := projects.Get(h.paths.ProjectsJSON(), name)
+	if err != nil {
+		return err
+	}
+	if err := projects.Remove(h.paths.ProjectsJSON(), name, h.reg.List()); err != nil {
+		return err
+	}
+	return projects.RemoveUpload(p, h.paths.Root)
 }
 
 // view resolves req's agent and project: the agent must be granted the

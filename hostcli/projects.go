@@ -60,6 +60,9 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		if abs, err := filepath.Abs(dir[0]); err == nil {
 			dir[0] = abs
 		}
+		if c.remote != nil {
+			return c.projectAddRemote(ctx, dir[0], *name)
+		}
 		var p projects.Project
 		err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
 			p, err = ctl.AddProject(ctx, control.ProjectAddRequest{Path: dir[0], Name: *name})
@@ -110,7 +113,13 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tPATH\tAGENTS")
 		for _, v := range out {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", v.Name, v.Path, strings.Join(v.Agents, ","))
+			where := v.Path
+			if v.UploadedFrom != "" {
+				// Apply writes only this copy; the other machine writes
+				// its own folder.
+				where += " (uploaded from " + projects.Shown(v.UploadedFrom) + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", v.Name, where, strings.Join(v.Agents, ","))
 		}
 		w.Flush()
 		return ExitOK
@@ -118,6 +127,9 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		if len(args) != 1 {
 			fmt.Fprintln(c.err, projectUsage)
 			return ExitUsage
+		}
+		if c.remote != nil {
+			return c.projectRemoveRemote(ctx, args[0])
 		}
 		if err := c.withOwner(ctx, func(ctl api.Controller) error { return ctl.RemoveProject(ctx, args[0]) }); err != nil {
 			return c.fail(err)
@@ -164,8 +176,12 @@ func (c *cli) setProjects(ctx context.Context, ref, value string) int {
 	return ExitOK
 }
 
-// agentProject resolves the AGENT PROJECT pair of changes, apply and discard.
-func (c *cli) agentProject(agent, project string) (agents.Agent, projects.Project, error) {
+// agentProject resolves the AGENT PROJECT pair of changes, apply and
+// discard: through a remote context, on the far side.
+func (c *cli) agentProject(ctx context.Context, agent, project string) (agents.Agent, projects.Project, error) {
+	if c.remote != nil {
+		return c.agentProjectRemote(ctx, agent, project)
+	}
 	reg, err := c.openAgents()
 	if err != nil {
 		return agents.Agent{}, projects.Project{}, err
@@ -191,7 +207,7 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, projectUsage)
 		return ExitUsage
 	}
-	a, p, err := c.agentProject(args[0], args[1])
+	a, p, err := c.agentProject(ctx, args[0], args[1])
 	if err != nil {
 		return c.fail(err)
 	}
@@ -217,7 +233,7 @@ func (c *cli) changes(ctx context.Context, args []string) int {
 			fmt.Fprintf(c.out, "\nbinary %s: %d bytes, sha256 %s (was %d bytes, %s)\n", projects.Shown(ch.Path), ch.Size, ch.Hash, ch.OldSize, orNone(ch.OldHash))
 		}
 	}
-	fmt.Fprintf(c.out, "\napply exactly these with `osaurus-sandbox apply %s %s --review %s [PATHS...]`\n", a.Slug, p.Name, cs.Review)
+	fmt.Fprintf(c.out, "\napply exactly these with `osaurus-sandbox %sapply %s %s --review %s [PATHS...]`\n", c.contextArg(), a.Slug, p.Name, cs.Review)
 	return ExitOK
 }
 
@@ -307,9 +323,13 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 			paths = append(paths, fs.Arg(0))
 			rest = fs.Args()[1:]
 		}
-		a, p, err := c.agentProject(args[0], args[1])
+		a, p, err := c.agentProject(ctx, args[0], args[1])
 		if err != nil {
 			return c.fail(err)
+		}
+		if c.remote != nil && !discard {
+			return c.applyRemote(ctx, a, p, projects.ApplyOptions{Review: *reviewID, Paths: paths, Force: *force,
+				AllowHostExec: *allowExec, AllowLarge: *allowLarge}, *yes)
 		}
 		var shown []string
 		for _, p := range paths {

@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent (but agent repair) work; the rest say so (docs/remote.md)."},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder) and discard work; the rest say so (docs/remote.md)."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
@@ -95,7 +95,8 @@ func (c *cli) contextStore() remotes.Store {
 // Commands by what a remote context does with them.
 var (
 	// over the control protocol, through dial-stdio on the far side
-	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp"}
+	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
+		"changes", "apply", "discard"}
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
@@ -129,6 +130,11 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
 		}
+		if cmd == "project" && len(args) > 0 {
+			what, ok = "project "+args[0], slices.Contains(remoteProjectCmds, args[0])
+		} else if cmd == "project" {
+			ok = true
+		}
 		if !ok {
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", what, rc.Name, what))
 		}
@@ -139,6 +145,15 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 		}
 		return run(ctx, args)
 	}
+}
+
+// contextArg is "--context NAME " through a remote context, for the
+// commands a message suggests.
+func (c *cli) contextArg() string {
+	if c.remote == nil {
+		return ""
+	}
+	return "--context " + c.remote.Name + " "
 }
 
 // dialer reaches the context's owner with ssh and dial-stdio.

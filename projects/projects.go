@@ -40,6 +40,12 @@ type Project struct {
 	Name    string    `json:"name"`
 	Path    string    `json:"path"`
 	AddedAt time.Time `json:"addedAt"`
+	// UploadedFrom is set for a project another machine uploaded through
+	// a remote context (ReceiveUpload): Path is then the owner's copy in
+	// its data folder, and applying writes only that copy; the other
+	// machine writes its own folder. It names that folder as the other
+	// machine said (shown, never opened).
+	UploadedFrom string `json:"uploadedFrom,omitempty"`
 }
 
 type listFile struct {
@@ -109,6 +115,10 @@ func DefaultName(dir string) string {
 // the app's data folder: a project can't hold it or lie in it, or agents'
 // views would copy each other.
 func Add(path, dir, name, dataRoot string) (Project, error) {
+	return add(path, dir, name, dataRoot, "")
+}
+
+func add(path, dir, name, dataRoot, from string) (Project, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Project{}, fmt.Errorf("%w: path: %v", ErrInvalid, err)
@@ -128,7 +138,7 @@ func Add(path, dir, name, dataRoot string) (Project, error) {
 	if !st.IsDir() {
 		return Project{}, fmt.Errorf("%w: path: %s is not a folder", ErrInvalid, abs)
 	}
-	if dataRoot != "" {
+	if dataRoot != "" && from == "" {
 		dr, _ := filepath.Abs(dataRoot)
 		if real, err := filepath.EvalSymlinks(dr); err == nil {
 			dr = real
@@ -155,7 +165,7 @@ func Add(path, dir, name, dataRoot string) (Project, error) {
 			return Project{}, fmt.Errorf("%w: %s is already project %q", ErrExists, abs, p.Name)
 		}
 	}
-	p := Project{Name: name, Path: abs, AddedAt: time.Now().UTC()}
+	p := Project{Name: name, Path: abs, AddedAt: time.Now().UTC(), UploadedFrom: from}
 	return p, save(path, append(list, p))
 }
 

@@ -20,6 +20,14 @@ const (
 	OpViewChanges = "ctl.view_changes" // → projects.ChangeSet
 	OpViewApply   = "ctl.view_apply"   // → projects.Result
 	OpViewDiscard = "ctl.view_discard" // → projects.Result
+	// A project of another machine (a remote context's `project add`):
+	// after the request the stream is a raw pipe carrying the folder as
+	// a tar (projects.SendUpload), answered by one api.UploadReply line.
+	OpProjectUpload = "ctl.project_upload" // ProjectUploadRequest
+	// OpProjectFile answers with a raw pipe carrying a file of an
+	// uploaded project's copy, once it is the reviewed one: what a
+	// remote context's `apply` writes into the user's own folder.
+	OpProjectFile = "ctl.project_file" // ProjectFileRequest
 )
 
 // What AgentAddRequest.Home does with a home a removed agent of the same
@@ -77,4 +85,20 @@ type ProjectAddRequest struct {
 // ProjectRef names a project.
 type ProjectRef struct {
 	Name string `json:"name"`
+}
+
+// ProjectUploadRequest adds the folder that follows as project Name.
+// From describes the uploading machine's folder, shown only.
+type ProjectUploadRequest struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+}
+
+// ProjectFileRequest asks for Path of uploaded project Project, which
+// must be Size bytes of SHA-256 Hash.
+type ProjectFileRequest struct {
+	Project string `json:"project"`
+	Path    string `json:"path"`
+	Hash    string `json:"sha256"`
+	Size    int64  `json:"size"`
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"io"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -39,7 +41,17 @@ type AgentOps interface {
 
 	// AddProject records a folder as a project.
 	AddProject(ctx context.Context, req control.ProjectAddRequest) (projects.Project, error)
-	// RemoveProject forgets a project no agent is granted.
+	// UploadProject records the folder another machine sends (a tar,
+	// projects.SendUpload) as a project whose copy is the owner's: the
+	// remote context's user's folder never is this machine's.
+	UploadProject(ctx context.Context, req control.ProjectUploadRequest, body io.Reader) (projects.Project, error)
+	// OpenProjectFile is a file of an uploaded project's copy, once it is
+	// the size and hash asked for: a remote apply writes it into the
+	// other machine's folder. Projects of this machine's folders are
+	// refused.
+	OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error)
+	// RemoveProject forgets a project no agent is granted (and deletes
+	// an uploaded one's copy).
 	RemoveProject(ctx context.Context, name string) error
 	// RepairProjects rewrites a damaged projects.json (projects.Repair).
 	RepairProjects(ctx context.Context) (projects.RepairResult, error)
@@ -70,4 +82,10 @@ type ViewRequest struct {
 	Project string                `json:"project"`
 	Apply   projects.ApplyOptions `json:"apply"`
 	Paths   []string              `json:"paths,omitempty"`
+}
+
+// UploadReply ends an upload's pipe: the project, or why not.
+type UploadReply struct {
+	Project projects.Project      `json:"project"`
+	Error   *agentproto.WireError `json:"error,omitempty"`
 }

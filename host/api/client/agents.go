@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -126,4 +130,89 @@ func (c *Client) viewResult(ctx context.Context, op string, req api.ViewRequest)
 		return partial, err
 	}
 	return r, nil
+}
+
+// UploadProject sends body (a tar, projects.SendUpload) for the owner to
+// record as a project. A failure reading body ends the upload at once:
+// the owner, missing the tar's end, records nothing.
+func (c *Client) UploadProject(ctx context.Context, req control.ProjectUploadRequest, body io.Reader) (projects.Project, error) {
+	conn, err := c.openConn(ctx, control.OpProjectUpload, req)
+	if err != nil {
+		return projects.Project{}, err
+	}
+	defer conn.Close()
+	src := &readErr{r: body}
+	if _, err := io.Copy(conn, src); src.err != nil {
+		return projects.Project{}, src.err
+	} else if err != nil && ctx.Err() != nil {
+		return projects.Project{}, ctx.Err()
+	}
+	// A write that failed because the owner refused part way still
+	// leaves its answer to read.
+	var reply api.UploadReply
+	if err := json.NewDecoder(conn).Decode(&reply); err != nil {
+		if ctx.Err() != nil {
+			return projects.Project{}, ctx.Err()
+		}
+		return projects.Project{}, c.lostOr(fmt.Errorf("%s: no answer: %w", control.OpProjectUpload, err))
+	}
+	if reply.Error != nil {
+		return projects.Project{}, &agentproto.RemoteError{Op: control.OpProjectUpload, Code: reply.Error.Code, Message: reply.Error.Message}
+	}
+	return reply.Project, nil
+}
+
+// OpenProjectFile reads a reviewed file of an uploaded project's copy;
+// the caller checks its size and hash.
+func (c *Client) OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	return c.openConn(ctx, control.OpProjectFile, req)
+}
+
+// openConn opens a raw pipe call (agentproto.Peer.OpenConn) that ctx
+// also cuts.
+func (c *Client) openConn(ctx context.Context, op string, req any) (*deadlineConn, error) {
+	p, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.OpenConn(ctx, op, req)
+	if err != nil {
+		if errors.Is(err, agentproto.ErrSessionEnded) {
+			err = c.lostOr(err)
+		}
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	return &deadlineConn{conn, stop}, nil
+}
+
+type deadlineConn struct {
+	net.Conn
+	stop func() bool
+}
+
+func (d *deadlineConn) Close() error {
+	d.stop()
+	return d.Conn.Close()
+}
+
+// lostOr is err, as the lost link when the client goes over one.
+func (c *Client) lostOr(err error) error {
+	if c.via != nil {
+		return c.linkLost(err)
+	}
+	return err
+}
+
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -68,6 +70,38 @@ func (s *Server) agentOps(m *agentproto.Mux) {
 			return c.Respond(r)
 		})
 	}
+	m.Handle(control.OpProjectUpload, func(ctx context.Context, c *agentproto.Call) error {
+		var req control.ProjectUploadRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		conn, err := c.Accept()
+		if err != nil {
+			return err
+		}
+		p, err := s.Ctl.UploadProject(ctx, req, conn)
+		json.NewEncoder(conn).Encode(api.UploadReply{Project: p, Error: agentproto.ToWire(err)})
+		return agentproto.ErrHijacked
+	})
+	m.Handle(control.OpProjectFile, func(ctx context.Context, c *agentproto.Call) error {
+		var req control.ProjectFileRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		f, err := s.Ctl.OpenProjectFile(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		conn, err := c.Accept()
+		if err != nil {
+			return err
+		}
+		// The caller checks size and hash: a cut-short copy is refused
+		// there.
+		io.Copy(conn, f)
+		return agentproto.ErrHijacked
+	})
 	m.Handle(control.OpProjectRepair, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*projects.RepairResult, error) {
 		r, err := s.Ctl.RepairProjects(ctx)
 		return &r, err

@@ -1,0 +1,337 @@
+package hostcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
+	"github.com/osaurus/osaurus-sandbox/projects"
+)
+
+// Projects across the link (docs/projects.md, "A project on another
+// machine"): through a remote context, `project add` uploads the folder
+// to the far owner, which keeps a copy of its own; `changes` and
+// `discard` are the far owner's; `apply` has the far owner apply the
+// review to its copy and then writes the same changes into this
+// machine's folder itself, checking each again here (projects.CheckLocal
+// and WriteApplied). Which local folder a far project is written into is
+// recorded here, never taken from the far side: a far side that lies
+// can't choose where this machine writes.
+
+// remoteProjectCmds are the project subcommands that work through a
+// remote context.
+var remoteProjectCmds = []string{"add", "remove"}
+
+// remoteLink is one project uploaded through a context: the far project
+// and the folder of this machine it came from.
+type remoteLink struct {
+	Context string `json:"context"`
+	URL     string `json:"url"`
+	Project string `json:"project"`
+	Dir     string `json:"dir"`
+}
+
+type remoteLinks struct {
+	Links []remoteLink `json:"links"`
+}
+
+// linksPath is written by this machine's command line only (as
+// contexts.json is): no owner holds it.
+func (c *cli) linksPath() string {
+	return filepath.Join(c.paths.ConfigDir(), "remote-projects.json")
+}
+
+func (c *cli) loadLinks() (remoteLinks, error) {
+	var l remoteLinks
+	b, err := os.ReadFile(c.linksPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return l, err
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, fmt.Errorf("%s: %w", c.linksPath(), err)
+	}
+	return l, nil
+}
+
+func (c *cli) saveLinks(l remoteLinks) error {
+	if err := os.MkdirAll(c.paths.ConfigDir(), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(c.linksPath(), append(b, '\n'), 0o600)
+}
+
+// setLink records (or, with dir "", forgets) where the context's project
+// came from.
+func (c *cli) setLink(project, dir string) error {
+	l, err := c.loadLinks()
+	if err != nil {
+		return err
+	}
+	l.Links = slices.DeleteFunc(l.Links, func(k remoteLink) bool { return k.Context == c.remote.Name && k.Project == project })
+	if dir != "" {
+		l.Links = append(l.Links, remoteLink{Context: c.remote.Name, URL: c.remote.URL, Project: project, Dir: dir})
+	}
+	return c.saveLinks(l)
+}
+
+// linkedDir is the folder of this machine the context's project was
+// uploaded from.
+func (c *cli) linkedDir(project string) (string, error) {
+	l, err := c.loadLinks()
+	if err != nil {
+		return "", err
+	}
+	for _, k := range l.Links {
+		if k.Context != c.remote.Name || k.Project != project {
+			continue
+		}
+		if k.URL != c.remote.URL {
+			return "", fmt.Errorf("project %s was uploaded to %s, but context %s is now %s: nothing is written; upload it again with `osaurus-sandbox --context %s project add DIR --name %s`", project, k.URL, c.remote.Name, c.remote.URL, c.remote.Name, project)
+		}
+		return k.Dir, nil
+	}
+	return "", fmt.Errorf("%w: project %s of context %s was not uploaded from this machine (`osaurus-sandbox --context %s project add DIR`), so there is no folder here to apply to; apply it on that machine", projects.ErrNotFound, project, c.remote.Name, c.remote.Name)
+}
+
+// projectAddRemote uploads dir to the far owner as project name.
+func (c *cli) projectAddRemote(ctx context.Context, dir, name string) int {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return c.fail(fmt.Errorf("%w: path: %s is not a folder", projects.ErrInvalid, dir))
+	}
+	if name == "" {
+		name = projects.DefaultName(dir)
+	}
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	host, _ := os.Hostname()
+	pr, pw := io.Pipe()
+	var stats projects.UploadStats
+	go func() {
+		var err error
+		stats, err = projects.SendUpload(ctx, dir, pw)
+		pw.CloseWithError(err)
+	}()
+	fmt.Fprintf(c.err, "uploading %s to context %s...\n", dir, c.remote.Name)
+	p, err := ctl.UploadProject(ctx, control.ProjectUploadRequest{Name: name, From: host + ":" + dir}, pr)
+	pr.CloseWithError(errors.New("upload ended"))
+	if err != nil {
+		return c.fail(c.farError(err, "take uploads"))
+	}
+	if err := c.setLink(p.Name, dir); err != nil {
+		return c.fail(fmt.Errorf("uploaded project %s, but could not record its folder here: %w", p.Name, err))
+	}
+	for _, s := range stats.Skipped {
+		fmt.Fprintf(c.err, "left out %s: %s\n", projects.Shown(s.Path), s.Reason)
+	}
+	fmt.Fprintf(c.out, "added project %s on context %s: a copy of %s (%d files, %d bytes); your folder stays here, and `apply` writes reviewed changes into it\ngrant it to an agent with `osaurus-sandbox --context %s agent set AGENT projects %s`; it sees its own view at %s\n",
+		p.Name, c.remote.Name, dir, stats.Files, stats.Bytes, c.remote.Name, p.Name, projects.GuestDir(p.Name))
+	return ExitOK
+}
+
+// projectRemoveRemote forgets the far project (and its copy there) and
+// the record of its folder here; the folder is untouched.
+func (c *cli) projectRemoveRemote(ctx context.Context, name string) int {
+	if err := c.withOwner(ctx, func(ctl api.Controller) error { return ctl.RemoveProject(ctx, name) }); err != nil {
+		return c.fail(err)
+	}
+	if err := c.setLink(name, ""); err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.out, "removed project %s from context %s (your folder is untouched)\n", name, c.remote.Name)
+	return ExitOK
+}
+
+// agentProjectRemote resolves AGENT PROJECT on the far side: the agent
+// by its owner, the project by name (its owner checks the grant).
+func (c *cli) agentProjectRemote(ctx context.Context, agent, project string) (agents.Agent, projects.Project, error) {
+	src, err := c.agentSource()
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	a, err := src.get(ctx, agent)
+	if err != nil {
+		return agents.Agent{}, projects.Project{}, err
+	}
+	return a, projects.Project{Name: project}, nil
+}
+
+// applyRemote applies review of a's changes to the far project p.Name
+// and writes them into this machine's folder. Changes this folder can't
+// take (refused here, or changed here since the upload without --force)
+// are left out of what the far side applies, so they stay changes there.
+func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Project, o projects.ApplyOptions, yes bool) int {
+	dir, err := c.linkedDir(p.Name)
+	if err != nil {
+		return c.fail(err)
+	}
+	cs, err := c.viewChanges(ctx, a, p)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(cs.Changes) == 0 {
+		fmt.Fprintf(c.out, "nothing to apply: %s has not changed %s since its view was taken\n", a.Name, p.Name)
+		return ExitOK
+	}
+	if o.Review == "" {
+		c.printChanges(cs)
+		o.Review = cs.Review
+	} else if o.Review != cs.Review {
+		// A review is its content: another id means the changes differ
+		// from what was shown.
+		return c.fail(fmt.Errorf("%w: review %s is no longer what %s changed in %s (now review %s); see them again with `osaurus-sandbox --context %s changes %s %s`",
+			projects.ErrInvalid, projects.Shown(o.Review), a.Name, p.Name, cs.Review, c.remote.Name, a.Slug, p.Name))
+	}
+	chosen := cs.Changes
+	if len(o.Paths) > 0 {
+		chosen = nil
+		for _, want := range o.Paths {
+			clean := path.Clean(strings.TrimPrefix(want, "./"))
+			i := slices.IndexFunc(cs.Changes, func(ch projects.Change) bool { return ch.Path == clean })
+			if i < 0 {
+				return c.fail(fmt.Errorf("%w: paths: %q is not one of the changes; see `osaurus-sandbox --context %s changes %s %s`", projects.ErrInvalid, projects.Shown(want), c.remote.Name, a.Slug, p.Name))
+			}
+			chosen = append(chosen, cs.Changes[i])
+		}
+	}
+	if !yes {
+		var shown []string
+		for _, p := range o.Paths {
+			shown = append(shown, projects.Shown(p))
+		}
+		what := "every change"
+		if len(shown) > 0 {
+			what = strings.Join(shown, ", ") + ", as"
+		}
+		if !c.confirm(fmt.Sprintf("This writes %s of review %s from %s's view (context %s) into %s.", what, o.Review, a.Name, c.remote.Name, dir)) {
+			return ExitDeclined
+		}
+	}
+	// Judged here first: what this folder refuses or the user changed
+	// is not applied on the far side either.
+	checks, err := projects.CheckLocal(ctx, dir, chosen, o)
+	if err != nil {
+		return c.fail(err)
+	}
+	local := &projects.Result{}
+	var send []string
+	for _, ch := range chosen {
+		lc := checks[ch.Path]
+		switch {
+		case ch.Refused != "":
+			send = append(send, ch.Path) // the far side says why
+		case lc.Refused != "":
+			local.Refused = append(local.Refused, projects.Skipped{Path: ch.Path, Reason: lc.Refused})
+		case lc.Conflict != "":
+			local.Conflict = append(local.Conflict, projects.Skipped{Path: ch.Path, Reason: lc.Conflict})
+		default:
+			send = append(send, ch.Path)
+		}
+	}
+	if len(o.Paths) == 0 && len(send) == len(cs.Changes) {
+		send = nil // all: the far side also names what appeared since
+	}
+	var far *projects.Result
+	if len(send) > 0 || len(o.Paths) == 0 && len(local.Refused)+len(local.Conflict) == 0 {
+		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: send, Apply: projects.ApplyOptions{Review: o.Review, Paths: send,
+			Force: o.Force, AllowHostExec: o.AllowHostExec, AllowLarge: o.AllowLarge}}
+		err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
+			far, err = ctl.ApplyChanges(ctx, req)
+			return err
+		})
+		if far != nil && far.Checkpoint != "" {
+			fmt.Fprintf(c.err, "saved the sandbox on context %s first as checkpoint %s\n", c.remote.Name, far.Checkpoint)
+		}
+		if far == nil && err != nil {
+			return c.fail(err)
+		}
+	}
+	var wrote *projects.Result
+	var werr error
+	if far != nil && len(far.Done) > 0 {
+		// Only changes of the review are written, as the review has
+		// them; a path the far side names that is not one is refused.
+		var todo []projects.Change
+		for _, d := range far.Done {
+			i := slices.IndexFunc(chosen, func(ch projects.Change) bool { return ch.Path == d })
+			if send != nil && !slices.Contains(send, d) {
+				i = -1 // not asked for: held back here
+			}
+			if i < 0 {
+				local.Refused = append(local.Refused, projects.Skipped{Path: d, Reason: "the far side applied a path that is not one it was asked to apply: not written here"})
+				continue
+			}
+			todo = append(todo, chosen[i])
+		}
+		ctl, oerr := c.owner(ctx)
+		if oerr != nil {
+			return c.fail(oerr)
+		}
+		fetch := func(ctx context.Context, ch projects.Change) (io.ReadCloser, error) {
+			return ctl.OpenProjectFile(ctx, control.ProjectFileRequest{Project: p.Name, Path: ch.Path, Hash: ch.Hash, Size: ch.Size})
+		}
+		wrote, werr = projects.WriteApplied(ctx, dir, todo, o, fetch)
+	}
+	for _, r := range []*projects.Result{wrote, far, local} {
+		if r == nil {
+			continue
+		}
+		if r == wrote {
+			for _, d := range r.Done {
+				fmt.Fprintf(c.out, "applied %s\n", projects.Shown(d))
+			}
+		}
+		for _, s := range r.Refused {
+			fmt.Fprintf(c.out, "refused %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
+		}
+		for _, s := range r.Conflict {
+			fmt.Fprintf(c.out, "conflict %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
+		}
+		for _, s := range r.Changed {
+			fmt.Fprintf(c.out, "changed %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
+		}
+	}
+	notHere := 0
+	if far != nil && wrote != nil {
+		notHere = len(far.Done) - len(wrote.Done)
+	} else if far != nil {
+		notHere = len(far.Done)
+	}
+	if notHere > 0 {
+		// The far copy moved on: these are no longer changes there.
+		fmt.Fprintf(c.err, "%d change(s) applied to the copy on context %s were not written into %s (above); copy them from the agent's view by hand\n", notHere, c.remote.Name, dir)
+	}
+	if err = errors.Join(err, werr); err != nil {
+		return c.fail(err)
+	}
+	bad := len(local.Refused) + len(local.Conflict) + notHere
+	if far != nil {
+		bad += len(far.Refused) + len(far.Conflict) + len(far.Changed)
+	}
+	if bad > 0 {
+		return ExitError
+	}
+	return ExitOK
+}

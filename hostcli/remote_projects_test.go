@@ -1,0 +1,243 @@
+package hostcli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/server"
+	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
+)
+
+func put(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func has(t *testing.T, path, want string) {
+	t.Helper()
+	if b, err := os.ReadFile(path); err != nil || string(b) != want {
+		t.Errorf("%s: %q %v, want %q", path, b, err, want)
+	}
+}
+
+func absent(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s exists (%v)", path, err)
+	}
+}
+
+// A project across the link: `project add` through a context uploads
+// the folder (no link followed, the folder untouched), the agent's view
+// on the far side is taken from that copy, `changes` shows its changes
+// here, and `apply` writes them into this machine's folder, leaving
+// alone what the user changed since the upload (until --force) and
+// writing nothing through a link of the folder.
+func TestProjectsThroughContext(t *testing.T) {
+	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv(remotes.Env, "")
+	t.Setenv(config.HomeEnv, far)
+	if _, errOut, code := run(t, "agent", "add", "alice"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Close)
+	t.Setenv(config.HomeEnv, local)
+	farSide(t, "box", far)
+
+	user, outside := t.TempDir(), t.TempDir()
+	put(t, filepath.Join(user, "README.md"), "hello\n")
+	put(t, filepath.Join(user, "keep.txt"), "keep\n")
+	put(t, filepath.Join(user, "both.txt"), "v1\n")
+	put(t, filepath.Join(user, "docs/guide.md"), "guide\n")
+	put(t, filepath.Join(outside, "secret"), "SECRET\n")
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(user, "secret-link"))
+	box := func(args ...string) (string, string, int) {
+		t.Helper()
+		return run(t, append([]string{"--context", "box"}, args...)...)
+	}
+
+	out, errOut, code := box("project", "add", user, "--name", "app")
+	if code != ExitOK || !strings.Contains(out, "added project app on context box") || !strings.Contains(errOut, "left out secret-link") {
+		t.Fatalf("project add: %d\n%s\n%s", code, out, errOut)
+	}
+	fp := config.Paths{Root: far}
+	p, err := projects.Get(fp.ProjectsJSON(), "app")
+	if err != nil || p.UploadedFrom == "" || !strings.HasPrefix(p.Path, far) {
+		t.Fatalf("the far project: %+v %v", p, err)
+	}
+	has(t, filepath.Join(p.Path, "README.md"), "hello\n")
+	absent(t, filepath.Join(p.Path, "secret-link"))
+	if l, _ := projects.Load(config.Paths{Root: local}.ProjectsJSON()); len(l) != 0 {
+		t.Errorf("this machine's projects.json got %v", l)
+	}
+	// The far owner refuses a taken name before reading the upload; its
+	// answer still arrives.
+	if _, errOut, code := box("project", "add", user, "--name", "app"); code != ExitError || !strings.Contains(errOut, `the name "app" is taken`) {
+		t.Errorf("a second add: %d %s", code, errOut)
+	}
+	if _, _, code := box("project", "list"); code != ExitError {
+		t.Errorf("project list through the context: %d", code)
+	}
+
+	if out, errOut, code := box("agent", "set", "alice", "projects", "app"); code != ExitOK {
+		t.Fatalf("grant: %s %s", out, errOut)
+	}
+	// The agent changes its view (on the far side's host, as the guest
+	// would).
+	view := projects.Views{Paths: fp}.Dir(agents.Agent{Slug: "alice"}, "app")
+	put(t, filepath.Join(view, "README.md"), "hello from alice\n")
+	put(t, filepath.Join(view, "src/new.go"), "package main\n")
+	put(t, filepath.Join(view, "both.txt"), "alice's\n")
+	put(t, filepath.Join(view, "docs/extra.md"), "extra\n")
+	os.Remove(filepath.Join(view, "keep.txt"))
+
+	out, errOut, code = box("changes", "alice", "app")
+	if code != ExitOK || !strings.Contains(out, "+hello from alice") || !strings.Contains(out, "src/new.go") || !strings.Contains(out, "--context box apply alice app --review") {
+		t.Fatalf("changes: %d\n%s\n%s", code, out, errOut)
+	}
+	var cs projects.ChangeSet
+	if out, _, _ := box("changes", "alice", "app", "--json"); json.Unmarshal([]byte(out), &cs) != nil || len(cs.Changes) != 5 {
+		t.Fatalf("changes --json: %s", out)
+	}
+
+	// Meanwhile the user changes both.txt and turns docs into a link.
+	put(t, filepath.Join(user, "both.txt"), "the user's\n")
+	os.Rename(filepath.Join(user, "docs"), filepath.Join(user, "docs-moved"))
+	os.Symlink(outside, filepath.Join(user, "docs"))
+
+	out, errOut, code = box("apply", "alice", "app", "--yes")
+	if code != ExitError {
+		t.Fatalf("apply: %d, want %d\n%s\n%s", code, ExitError, out, errOut)
+	}
+	for _, want := range []string{"applied README.md", "applied src/new.go", "applied keep.txt", "conflict both.txt", "refused docs/extra.md"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply: no %q in\n%s\n%s", want, out, errOut)
+		}
+	}
+	has(t, filepath.Join(user, "README.md"), "hello from alice\n")
+	has(t, filepath.Join(user, "src/new.go"), "package main\n")
+	absent(t, filepath.Join(user, "keep.txt"))
+	has(t, filepath.Join(user, "both.txt"), "the user's\n")
+	absent(t, filepath.Join(outside, "extra.md"))
+	has(t, filepath.Join(p.Path, "README.md"), "hello from alice\n") // the far copy too
+
+	// What was not written here is still a change there; --force takes
+	// the conflict.
+	out, errOut, code = box("apply", "alice", "app", "--yes", "--force", "both.txt")
+	if code != ExitOK || !strings.Contains(out, "applied both.txt") {
+		t.Fatalf("apply --force: %d\n%s\n%s", code, out, errOut)
+	}
+	has(t, filepath.Join(user, "both.txt"), "alice's\n")
+
+	// discard is the far side's; remove forgets the project there and
+	// its folder here, which stays.
+	if out, errOut, code := box("discard", "alice", "app", "--yes"); code != ExitOK || !strings.Contains(out, "discarded docs/extra.md") {
+		t.Fatalf("discard: %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := box("agent", "set", "alice", "projects", "none"); code != ExitOK {
+		t.Fatalf("ungrant: %s %s", out, errOut)
+	}
+	if out, errOut, code := box("project", "remove", "app"); code != ExitOK {
+		t.Fatalf("remove: %s %s", out, errOut)
+	}
+	absent(t, p.Path)
+	has(t, filepath.Join(user, "README.md"), "hello from alice\n")
+	if out, errOut, code := box("apply", "alice", "app", "--yes"); code == ExitOK {
+		t.Errorf("apply after remove: %s %s", out, errOut)
+	}
+}
+
+// liar is a far owner that lies about what it applied: paths outside
+// the folder, a path not in the review, and content that is not the
+// reviewed content.
+type liar struct{ api.Controller }
+
+func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+func (liar) GetAgent(context.Context, string) (agents.Agent, error) {
+	return agents.Agent{ID: "id-1", Name: "alice", Slug: "alice", UID: 2001}, nil
+}
+
+func (liar) ViewChanges(context.Context, api.ViewRequest) (*projects.ChangeSet, error) {
+	ch := func(p, body string) projects.Change {
+		return projects.Change{Path: p, Kind: projects.Added, Type: projects.TypeFile, Size: int64(len(body)), Hash: sum(body), Mode: 0o644}
+	}
+	return &projects.ChangeSet{Review: "0123456789abcdef0123456789abcdef", Agent: "alice", Project: "app",
+		Changes: []projects.Change{ch("../escape.txt", "x"), ch("/tmp/osaurus-liar-abs", "x"), ch("ok.txt", "good"), ch("sub/through-link.txt", "x")}}, nil
+}
+
+func (liar) ApplyChanges(_ context.Context, req api.ViewRequest) (*projects.Result, error) {
+	return &projects.Result{Done: append(req.Apply.Paths, "../escape.txt", "/tmp/osaurus-liar-abs", "not-reviewed.txt", "ok.txt")}, nil
+}
+
+func (liar) OpenProjectFile(_ context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("evil")), nil // never the reviewed bytes
+}
+
+// A far side that lies writes nothing outside the folder, nothing not
+// reviewed, no content but the reviewed one, and nothing through a link.
+func TestApplyThroughContextTrustsNoFarSide(t *testing.T) {
+	local, far := shortDir(t, "loc"), shortDir(t, "liar")
+	t.Setenv(config.HomeEnv, local)
+	t.Setenv(remotes.Env, "")
+	ln, err := server.Listen(config.Paths{Root: far})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); (&server.Server{Ctl: liar{}}).Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	farSide(t, "liar", far)
+	parent := t.TempDir()
+	user, outside := filepath.Join(parent, "user"), t.TempDir()
+	os.Mkdir(user, 0o755)
+	os.Symlink(outside, filepath.Join(user, "sub"))
+	c := &cli{paths: config.Paths{Root: local}, remote: &remotes.Context{Name: "liar", URL: "ssh://me@liar"}}
+	if err := c.setLink("app", user); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "--context", "liar", "apply", "alice", "app", "--yes")
+	if code == ExitOK {
+		t.Errorf("apply against a liar succeeded:\n%s\n%s", out, errOut)
+	}
+	for _, want := range []string{"refused ../escape.txt", "refused /tmp/osaurus-liar-abs", "refused not-reviewed.txt: the far side applied a path that is not one it was asked", "refused ok.txt: the far side sent", "refused sub/through-link.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s\n%s", want, out, errOut)
+		}
+	}
+	absent(t, filepath.Join(parent, "escape.txt"))
+	absent(t, "/tmp/osaurus-liar-abs")
+	absent(t, filepath.Join(user, "ok.txt"))
+	absent(t, filepath.Join(user, "not-reviewed.txt"))
+	absent(t, filepath.Join(outside, "through-link.txt"))
+	if ents, _ := os.ReadDir(user); len(ents) != 1 {
+		t.Errorf("the folder holds %v", ents)
+	}
+}
