@@ -95,7 +95,10 @@ func (c *cli) contextStore() remotes.Store {
 // Commands by what a remote context does with them.
 var (
 	// over the control protocol, through dial-stdio on the far side
-	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp"}
+	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
+		// this machine's store of the context's secrets, once its owner
+		// says it keeps none (secretStore client)
+		"secret"}
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
@@ -128,6 +131,10 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 			what, ok = "agent "+args[0], slices.Contains(remoteAgentCmds, args[0])
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
+		}
+		// The app's own key is of this machine's app.
+		if cmd == "secret" && len(args) > 1 && args[1] == "--app" {
+			what, ok = "secret --app", false
 		}
 		// exec -it is the shell's terminal, not yet carried.
 		if !ok || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {
@@ -625,6 +632,8 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 		previews = &previewRelay{ctxName: c.remote.Name, open: fwd.open}
 	)
 	defer fwd.closeAll()
+	// The far owner may keep its agents' secrets on this machine.
+	defer c.offeringSecrets(ctx)()
 	write := func(b []byte) {
 		outMu.Lock()
 		c.out.Write(b)

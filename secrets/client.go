@@ -234,6 +234,19 @@ func (c *Clients) Where() string {
 // another's entries, nor the local sandbox's.
 func ClientService(ctxName string) string { return ServiceName() + "/ctx/" + ctxName }
 
+// InService is B with every entry under Service, whatever service name
+// its caller gives: this machine's store of one context's sandbox, for
+// the `secret` commands through that context and for Provide.
+type InService struct {
+	B       Backend
+	Service string
+}
+
+func (n InService) Get(_, user string) (string, error) { return n.B.Get(n.Service, user) }
+func (n InService) Set(_, user, value string) error    { return n.B.Set(n.Service, user, value) }
+func (n InService) Delete(_, user string) error        { return n.B.Delete(n.Service, user) }
+func (n InService) Where() string                      { return where(n.B) }
+
 // checkEntry accepts only the entries a Store makes: agent/KEY and an
 // agent's index, agent/.
 func checkEntry(e string) error {
@@ -250,6 +263,7 @@ func checkEntry(e string) error {
 // ignored, so no request can reach other entries. It returns when conn
 // ends or ctx does, closing conn. Values are never logged.
 func Provide(ctx context.Context, conn io.ReadWriteCloser, b Backend, service string) error {
+	in := InService{B: b, Service: service}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	defer conn.Close()
@@ -265,15 +279,15 @@ func Provide(ctx context.Context, conn io.ReadWriteCloser, b Backend, service st
 		if err = checkEntry(req.Entry); err == nil {
 			switch req.Op {
 			case "get":
-				a.Value, err = b.Get(service, req.Entry)
+				a.Value, err = in.Get(req.Service, req.Entry)
 			case "set":
 				if len(req.Value) > maxClientLine/2 {
 					err = fmt.Errorf("%w: a value of %d bytes is too large", ErrInvalid, len(req.Value))
 				} else {
-					err = b.Set(service, req.Entry, req.Value)
+					err = in.Set(req.Service, req.Entry, req.Value)
 				}
 			case "delete":
-				err = b.Delete(service, req.Entry)
+				err = in.Delete(req.Service, req.Entry)
 			default:
 				err = fmt.Errorf("%w: unknown request %q", ErrInvalid, req.Op)
 			}
