@@ -27,7 +27,7 @@ const secretUsage = `usage:
 // OS keychain, or the file secretStore names).
 func (c *cli) secret(ctx context.Context, args []string) int {
 	if len(args) >= 2 && args[1] == "--app" {
-		return c.secretApp(args)
+		return c.secretApp(ctx, args)
 	}
 	if len(args) < 2 {
 		fmt.Fprintln(c.err, secretUsage)

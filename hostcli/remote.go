@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent and agent (but agent repair) work; the rest say so (docs/remote.md)."},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent, agent (but agent repair) and, with secretStore client there, secret work; the rest say so (docs/remote.md)."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
@@ -131,10 +131,6 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 			what, ok = "agent "+args[0], slices.Contains(remoteAgentCmds, args[0])
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
-		}
-		// The app's own key is of this machine's app.
-		if cmd == "secret" && len(args) > 1 && args[1] == "--app" {
-			what, ok = "secret --app", false
 		}
 		// exec -it is the shell's terminal, not yet carried.
 		if !ok || cmd == "exec" && len(args) > 0 && isTTYFlag(args[0]) {

@@ -24,24 +24,37 @@ func (c *cli) farSecrets() *secrets.Store {
 	return &secrets.Store{B: secrets.InService{B: c.sec.B, Service: secrets.ClientService(c.remote.Name)}}
 }
 
-// farSecretAgent resolves ref on the far side's owner (a typo is caught
-// there, and the entries are under the slug its store uses), once it
-// says its secrets are kept here.
-func (c *cli) farSecretAgent(ctx context.Context, ref string) (agents.Agent, error) {
+// farKeepsSecretsHere fails unless the far owner's secretStore is
+// "client": otherwise what is written here is never read there.
+func (c *cli) farKeepsSecretsHere(ctx context.Context) error {
 	ctl, err := c.owner(ctx)
 	if err != nil {
-		return agents.Agent{}, err
+		return err
 	}
 	st, err := ctl.Status(ctx)
 	if err != nil {
-		return agents.Agent{}, c.farError(err, "say where its secrets are")
+		return c.farError(err, "say where its secrets are")
 	}
 	if st.SecretStore != config.SecretStoreClient {
 		store := st.SecretStore
 		if store == "" {
 			store = "unknown: an older osaurus-sandbox"
 		}
-		return agents.Agent{}, fmt.Errorf("context %s keeps its secrets on that machine (secretStore %s): set them there (ssh ... osaurus-sandbox secret ...), or keep them on this machine with `ssh ... osaurus-sandbox config set secretStore client` there (docs/secrets.md)", c.remote.Name, store)
+		return fmt.Errorf("context %s keeps its secrets on that machine (secretStore %s): set them there (ssh ... osaurus-sandbox secret ...), or keep them on this machine with `ssh ... osaurus-sandbox config set secretStore client` there (docs/secrets.md)", c.remote.Name, store)
+	}
+	return nil
+}
+
+// farSecretAgent resolves ref on the far side's owner (a typo is caught
+// there, and the entries are under the slug its store uses), once it
+// says its secrets are kept here.
+func (c *cli) farSecretAgent(ctx context.Context, ref string) (agents.Agent, error) {
+	if err := c.farKeepsSecretsHere(ctx); err != nil {
+		return agents.Agent{}, err
+	}
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return agents.Agent{}, err
 	}
 	a, err := ctl.GetAgent(ctx, ref)
 	if err != nil {

@@ -67,7 +67,7 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 		{[]string{"secret", "set", "alice", "TOKEN"}, "from-this-machine-1\n", ExitOK, "stored TOKEN for alice"},
 		{[]string{"secret", "set", "alicee", "TOKEN"}, "typo-value-123\n", ExitError, "alicee"},
 		{[]string{"secret", "list", "alice"}, "", ExitOK, "TOKEN"},
-		{[]string{"secret", "set", "--app", secrets.InferenceKey}, "k", ExitError, `"secret --app" doesn't work through a remote context`},
+		{[]string{"secret", "set", "--app", secrets.InferenceKey}, "far-inference-key-3\n", ExitOK, "stored " + secrets.InferenceKey},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(append([]string{"--context", "box"}, tt.args...), strings.NewReader(tt.stdin), &out, &errOut, Owner{})
@@ -103,6 +103,9 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 	})
 	if v, err := farSecrets.Get("alice", "TOKEN"); err != nil || v != "from-this-machine-1" {
 		t.Fatalf("the far owner's read with the relay running: %q, %v", v, err)
+	}
+	if v, err := farSecrets.GetApp(secrets.InferenceKey); err != nil || v != "far-inference-key-3" {
+		t.Errorf("the far owner's app key: %q, %v", v, err)
 	}
 	if got := farSecrets.Scrub("alice", "echo from-this-machine-1"); got != "echo [REDACTED:TOKEN]" {
 		t.Errorf("the far side's Scrub = %q", got)

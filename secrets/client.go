@@ -247,10 +247,13 @@ func (n InService) Set(_, user, value string) error    { return n.B.Set(n.Servic
 func (n InService) Delete(_, user string) error        { return n.B.Delete(n.Service, user) }
 func (n InService) Where() string                      { return where(n.B) }
 
-// checkEntry accepts only the entries a Store makes: agent/KEY and an
-// agent's index, agent/.
+// checkEntry accepts only the entries a Store makes: agent/KEY, an
+// agent's index (agent/) and the app's (:app/KEY).
 func checkEntry(e string) error {
 	agent, key, ok := strings.Cut(e, "/")
+	if agent == AppScope && CheckKey(key) == nil {
+		return nil
+	}
 	if !ok || checkAgent(agent) != nil || key != "" && CheckKey(key) != nil {
 		return fmt.Errorf("%w: %q is not an entry of an agent's secrets", ErrInvalid, e)
 	}
