@@ -88,8 +88,11 @@ type Sandbox struct {
 	BackgroundIdleMinutes float64 `json:"backgroundIdleMinutes"`
 	// SecretStore is where secrets are kept: SecretStoreKeychain (the OS
 	// keychain; also "") or SecretStoreFile (Paths.SecretsFile, for a
-	// server with no desktop keychain). A choice the user makes, never a
-	// fallback: a keychain that fails does not quietly become a file.
+	// server with no desktop keychain) or SecretStoreClient (the keychain
+	// of the machine that drives this sandbox through a remote context,
+	// asked over the control socket while one is connected). A choice the
+	// user makes, never a fallback: a keychain that fails does not quietly
+	// become a file.
 	SecretStore string `json:"secretStore,omitempty"`
 }
 
@@ -97,10 +100,13 @@ type Sandbox struct {
 const (
 	SecretStoreKeychain = "keychain"
 	SecretStoreFile     = "file"
+	// SecretStoreClient keeps the secrets on the user's own machine: a
+	// server reached through a remote context never holds them.
+	SecretStoreClient = "client"
 )
 
-// SecretBackend is the secret store in use: SecretStoreKeychain or
-// SecretStoreFile.
+// SecretBackend is the secret store in use: SecretStoreKeychain,
+// SecretStoreFile or SecretStoreClient.
 func (s Sandbox) SecretBackend() string {
 	if s.SecretStore == "" {
 		return SecretStoreKeychain
@@ -298,8 +304,8 @@ func (s Sandbox) Validate() error {
 		return fmt.Errorf("%w: backgroundIdleMinutes: %g, allowed 0–%d (minutes, fractions allowed; 0 keeps it until `osaurus-sandbox stop`)", ErrInvalid, s.BackgroundIdleMinutes, MaxIdleSuspendMinutes)
 	case s.SafetyCheckpoints < 0 || s.SafetyCheckpoints > MaxSafetyCheckpoints:
 		return fmt.Errorf("%w: safetyCheckpoints: %d, allowed 0–%d (0 takes none before a reset)", ErrInvalid, s.SafetyCheckpoints, MaxSafetyCheckpoints)
-	case !slices.Contains([]string{"", SecretStoreKeychain, SecretStoreFile}, s.SecretStore):
-		return fmt.Errorf("%w: secretStore: %s, allowed \"keychain\" (the OS keychain, the default) or \"file\" (a file only you can read, for a server without a keychain)", ErrInvalid, QuoteShort(s.SecretStore))
+	case !slices.Contains([]string{"", SecretStoreKeychain, SecretStoreFile, SecretStoreClient}, s.SecretStore):
+		return fmt.Errorf("%w: secretStore: %s, allowed \"keychain\" (the OS keychain, the default), \"file\" (a file only you can read, for a server without a keychain) or \"client\" (the keychain of the machine that drives this sandbox through a remote context)", ErrInvalid, QuoteShort(s.SecretStore))
 	case len(s.InferenceModel) > 256 || strings.ContainsFunc(s.InferenceModel, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: inferenceModel: %q, want a model name of at most 256 printable characters, or empty", ErrInvalid, s.InferenceModel)
 	}
@@ -460,7 +466,7 @@ var keyDocs = []struct{ Key, Doc string }{
 	{"rateLimits", "each agent's calls per minute, as service=count pairs overriding the defaults, e.g. exec=600,bridge=60 (services: sandbox.read, sandbox.write, exec, install, secrets, http, bridge, inference, dispatch, memory, events; restart required)"},
 	{"turnIdleSeconds", "seconds without a command that end an agent's turn and its maxCommandsPerTurn count (default 15; restart required)"},
 	{"backgroundIdleMinutes", "minutes a background owner (started by a command or a stdio MCP client) lingers with no client, MCP request or awake VM before it stops the VM and exits (default 10; 0 never; fractions allowed)"},
-	{"secretStore", "where secrets are kept: keychain (the OS keychain, default) or file (a file in the data folder only you can read, for a server without a keychain; see docs/secrets.md)"},
+	{"secretStore", "where secrets are kept: keychain (the OS keychain, default) file (a file in the data folder only you can read, for a server without a keychain) or client (the keychain of the machine that drives this sandbox with --context, asked while it is connected); see docs/secrets.md"},
 	{"mcpPort", "loopback port of MCP over HTTP, 1024–65535 (default 47821; the owner must restart)"},
 }
 

@@ -81,6 +81,8 @@ func TestValidateNamesKeyAndRange(t *testing.T) {
 		{"turnIdleSeconds", "soon", `turnIdleSeconds: "soon" is not a number`},
 		{"secretStore", "file", ""},
 		{"secretStore", "keychain", ""},
+		{"secretStore", "client", ""},
+		{"secretStore", "Client", `"client" (the keychain of the machine that drives`},
 		{"secretStore", "", ""},
 		{"secretStore", "File", `secretStore: "File", allowed "keychain"`},
 		{"secretStore", "plaintext", `secretStore: "plaintext", allowed "keychain"`},
@@ -179,6 +181,7 @@ func TestSecretStoreSetting(t *testing.T) {
 		{`{}`, SecretStoreKeychain, false},
 		{`{"secretStore": "keychain"}`, SecretStoreKeychain, false},
 		{`{"secretStore": "file"}`, SecretStoreFile, false},
+		{`{"secretStore": "client"}`, SecretStoreClient, false},
 		{`{"secretStore": "disk"}`, "", true},
 	}
 	for _, tc := range tests {

@@ -17,7 +17,12 @@ var _ api.Controller = (*Host)(nil)
 
 // Status returns the manager's view.
 func (h *Host) Status(context.Context) (api.Status, error) {
-	return h.apiStatus(h.m.Status()), nil
+	st := h.apiStatus(h.m.Status())
+	// Read now, as the store does: a changed setting holds at once.
+	if cfg, err := config.LoadSandbox(h.paths.SandboxJSON()); err == nil {
+		st.SecretStore = cfg.SecretBackend()
+	}
+	return st, nil
 }
 
 // Subscribe follows the manager's status.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -237,7 +238,7 @@ func OpenData(ctx context.Context, p config.Paths, logf func(string, ...any)) (a
 	}
 	srvCtx, stopServing := context.WithCancel(context.Background())
 	h.stopServing = stopServing
-	go (&server.Server{Ctl: h}).Serve(srvCtx, h.ln)
+	go (&server.Server{Ctl: h, ProvideSecrets: h.provideSecrets}).Serve(srvCtx, h.ln)
 	return h, nil
 }
 
@@ -259,7 +260,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	h.onClose(h.serveMCP(sctx))
 	srvCtx, stopServing := context.WithCancel(context.Background())
 	h.stopServing = stopServing
-	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal, InUse: h.use.hold}).Serve(srvCtx, h.ln)
+	go (&server.Server{Ctl: h, Guest: h.running, Shell: h.ToolHost.Terminal, InUse: h.use.hold, ProvideSecrets: h.provideSecrets}).Serve(srvCtx, h.ln)
 	h.onClose(h.enforceDisk(sctx))
 	return h, nil
 }
@@ -292,6 +293,20 @@ func (h *Host) Tools() *tools.Env { return h.env }
 
 // Secrets is the keychain the whole process shares.
 func (h *Host) Secrets() *secrets.Store { return h.secrets }
+
+// provideSecrets serves a front end that offers its machine's secrets
+// (secretStore "client") until it goes.
+func (h *Host) provideSecrets(ctx context.Context, conn net.Conn) error {
+	cl := h.secrets.Clients()
+	if cl == nil {
+		conn.Close()
+		return fmt.Errorf("%w: this owner's secret store takes no secrets from its clients", agentproto.ErrUnsupported)
+	}
+	h.logf("secrets: a front end offers its machine's secrets (%d connected)", cl.Connected()+1)
+	err := cl.Serve(ctx, conn)
+	h.logf("secrets: a front end that offered its secrets went (%d connected)", cl.Connected())
+	return err
+}
 
 // Prompts asks the user for secrets sandbox_secret_set wants without a
 // value: through the MCP client's URL elicitation (a one-time page on

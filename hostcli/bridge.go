@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
@@ -26,19 +27,32 @@ const secretUsage = `usage:
 // OS keychain, or the file secretStore names).
 func (c *cli) secret(ctx context.Context, args []string) int {
 	if len(args) >= 2 && args[1] == "--app" {
-		return c.secretApp(args)
+		return c.secretApp(ctx, args)
 	}
 	if len(args) < 2 {
 		fmt.Fprintln(c.err, secretUsage)
 		return ExitUsage
 	}
-	reg, err := c.openAgents()
-	if err != nil {
-		return c.fail(err)
-	}
-	a, err := reg.Get(args[1])
-	if err != nil {
-		return c.fail(err)
+	var (
+		a   agents.Agent
+		sec = c.sec
+	)
+	if c.remote != nil {
+		// This machine's entries of the context; the far side names the
+		// agent.
+		var err error
+		if a, err = c.farSecretAgent(ctx, args[1]); err != nil {
+			return c.fail(err)
+		}
+		sec = c.farSecrets()
+	} else {
+		reg, err := c.openAgents()
+		if err != nil {
+			return c.fail(err)
+		}
+		if a, err = reg.Get(args[1]); err != nil {
+			return c.fail(err)
+		}
 	}
 	switch {
 	case args[0] == "set" && len(args) == 3:
@@ -49,13 +63,13 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		if err := c.sec.Set(a.Slug, args[2], v); err != nil {
+		if err := sec.Set(a.Slug, args[2], v); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "stored %s for %s\n", args[2], a.Slug)
 		return ExitOK
 	case args[0] == "list" && (len(args) == 2 || len(args) == 3 && args[2] == "--json"):
-		names, err := c.sec.List(a.Slug)
+		names, err := sec.List(a.Slug)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -71,7 +85,7 @@ func (c *cli) secret(ctx context.Context, args []string) int {
 		}
 		return ExitOK
 	case args[0] == "remove" && len(args) == 3:
-		if err := c.sec.Remove(a.Slug, args[2]); err != nil {
+		if err := sec.Remove(a.Slug, args[2]); err != nil {
 			if errors.Is(err, secrets.ErrNotFound) {
 				return c.fail(fmt.Errorf("%s has no secret %s (see `osaurus-sandbox secret list %s`)", a.Slug, args[2], a.Slug))
 			}

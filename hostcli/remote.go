@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder) and discard work; the rest say so (docs/remote.md)."},
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder), discard and, with secretStore client there, secret work; the rest say so (docs/remote.md)."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
 			usage:   []string{"dial-stdio [--no-start]"},
@@ -96,7 +96,10 @@ func (c *cli) contextStore() remotes.Store {
 var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
-		"changes", "apply", "discard"}
+		"changes", "apply", "discard",
+		// this machine's store of the context's secrets, once its owner
+		// says it keeps none (secretStore client)
+		"secret"}
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
@@ -639,6 +642,8 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 		previews = &previewRelay{ctxName: c.remote.Name, open: fwd.open}
 	)
 	defer fwd.closeAll()
+	// The far owner may keep its agents' secrets on this machine.
+	defer c.offeringSecrets(ctx)()
 	write := func(b []byte) {
 		outMu.Lock()
 		c.out.Write(b)

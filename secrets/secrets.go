@@ -38,7 +38,7 @@ var (
 )
 
 // Backend holds the values: the app uses the one its secretStore setting
-// names (ForDataDir): Keychain or File. Tests of other packages may pass
+// names (ForDataDir): Keychain, File or Clients. Tests of other packages may pass
 // an in-memory one. An absent entry is keyring.ErrNotFound.
 type Backend interface {
 	Set(service, user, value string) error
@@ -180,6 +180,11 @@ func (s *Store) Get(agent, key string) (string, error) {
 		return "", err
 	}
 	v, err := s.B.Get(ServiceName(), entry(agent, key))
+	if err == nil {
+		// For Scrub while the store can't be read: with secretStore
+		// client, once the machine that holds the values disconnects.
+		s.remember(agent, map[string]string{key: v})
+	}
 	return v, s.wrap(err)
 }
 

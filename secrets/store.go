@@ -9,13 +9,29 @@ import (
 // setting names, so every process on the folder (owner, CLI, window)
 // reads and writes the same secrets.
 func ForDataDir(p config.Paths) *Store {
-	return &Store{B: chosen{p}, Marks: p.SecretRemovals()}
+	return &Store{B: chosen{p: p, clients: &Clients{}}, Marks: p.SecretRemovals()}
+}
+
+// Clients are the front ends that offer their machine's secrets to this
+// store (secretStore "client"); the owner serves them over its control
+// socket. nil when the store's backend is not the data folder's.
+func (s *Store) Clients() *Clients {
+	if c, ok := s.B.(chosen); ok {
+		return c.clients
+	}
+	return nil
 }
 
 // chosen is the backend the setting names, looked up at each call: a
 // changed setting applies to a running owner at once, instead of the
 // owner and the CLI using different stores until it restarts.
-type chosen struct{ p config.Paths }
+type chosen struct {
+	p config.Paths
+	// clients are the providers of secretStore "client": in any process
+	// but the owner none ever connect, so there every read fails with
+	// ErrNoClient.
+	clients *Clients
+}
 
 func (c chosen) backend() (Backend, error) {
 	cfg, err := config.LoadSandbox(c.p.SandboxJSON())
@@ -25,8 +41,11 @@ func (c chosen) backend() (Backend, error) {
 		// user did not choose.
 		return nil, &storeError{msg: "secret store: which store holds the secrets (secretStore) can't be read: " + err.Error(), err: err}
 	}
-	if cfg.SecretBackend() == config.SecretStoreFile {
+	switch cfg.SecretBackend() {
+	case config.SecretStoreFile:
 		return File{Path: c.p.SecretsFile(), Lock: c.p.SecretsLock()}, nil
+	case config.SecretStoreClient:
+		return c.clients, nil
 	}
 	return Keychain{}, nil
 }

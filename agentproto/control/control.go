@@ -52,6 +52,12 @@ const (
 	// as agentproto's exec does. Only the control socket, the user's own,
 	// offers it: no tool and no bridge route reaches it.
 	OpShell = "ctl.shell"
+	// OpSecretsProvide is a front end offering its machine's secrets to
+	// an owner whose secretStore is "client" (agentproto.Empty): the owner
+	// accepts, and the stream becomes a pipe of JSON lines for as long as
+	// the front end stays: the owner's secrets.ClientRequest, the front
+	// end's secrets.ClientAnswer.
+	OpSecretsProvide = "ctl.secrets_provide"
 )
 
 // ShellRequest is OpShell's request.

@@ -60,6 +60,10 @@ type Status struct {
 	// IdleExit is set for a background owner that exits when unused (the
 	// backgroundIdleMinutes setting).
 	IdleExit *IdleExit `json:"idleExit,omitempty"`
+	// SecretStore is the owner's secretStore setting: "client" asks a
+	// front end driving it from afar to offer its machine's secrets
+	// (control.OpSecretsProvide). Empty from an owner before it.
+	SecretStore string `json:"secretStore,omitempty"`
 }
 
 // IdleExit says when a background owner stops its VM and exits: after

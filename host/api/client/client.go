@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -299,6 +300,18 @@ func (c *Client) Shell(ctx context.Context, req control.ShellRequest, stdin io.R
 		return agentproto.ExitStatus{}, err
 	}
 	return p.ExecStream(ctx, control.OpShell, req, stdin, stdout, stdout, agentproto.ExecControl{Resize: resize})
+}
+
+// OfferSecrets offers this machine's secrets to the owner
+// (control.OpSecretsProvide): the conn it returns carries the owner's
+// requests and the answers (secrets.Provide serves it) until it is
+// closed or the connection ends.
+func (c *Client) OfferSecrets(ctx context.Context) (net.Conn, error) {
+	p, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.OpenConn(ctx, control.OpSecretsProvide, agentproto.Empty{})
 }
 
 // NetLog reads the guest's log of refused connections through the owner.

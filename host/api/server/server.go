@@ -26,6 +26,10 @@ type Server struct {
 	// Shell builds the exec of a terminal (control.OpShell) and says which
 	// guest runs it; without it terminals are refused.
 	Shell func(ctx context.Context, req control.ShellRequest) (*agentproto.Client, agentproto.ExecRequest, error)
+	// ProvideSecrets serves a front end that offers its machine's secrets
+	// (control.OpSecretsProvide) on conn until it goes; without it the
+	// offer is refused.
+	ProvideSecrets func(ctx context.Context, conn net.Conn) error
 	// InUse, when set, is called as a client connects; what it returns is
 	// called as it goes (a background owner exits only when unused).
 	InUse func() (done func())
@@ -213,6 +217,17 @@ func (s *Server) mux() *agentproto.Mux {
 		}
 		er.Stdin = true // the client's keys
 		return g.Peer.ForwardAs(ctx, c, agentproto.OpExec, er)
+	})
+	m.Handle(control.OpSecretsProvide, func(ctx context.Context, c *agentproto.Call) error {
+		if s.ProvideSecrets == nil {
+			return fmt.Errorf("%w: this owner takes no secrets from its clients", agentproto.ErrUnsupported)
+		}
+		conn, err := c.Accept()
+		if err != nil {
+			return err
+		}
+		s.ProvideSecrets(ctx, conn)
+		return agentproto.ErrHijacked
 	})
 	m.HandleDefault(func(ctx context.Context, c *agentproto.Call) error {
 		if !control.Relayed[c.Op] || s.Guest == nil {

@@ -1,0 +1,153 @@
+package hostcli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
+	"github.com/osaurus/osaurus-sandbox/remotes"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+)
+
+// A far side whose secretStore is "client" keeps its agents' secrets on
+// this machine: `--context box secret set/list/remove` write this
+// machine's store under the context's service (the far side names the
+// agent, and never sees the value), and while `mcp --agent` relays, the
+// far owner reads them from here; before and after, its reads fail
+// saying to connect. The far side is a second data folder on this machine
+// with an owner running, reached by the real dial-stdio through a
+// stand-in ssh; this machine's store is the file store (TestMain leaves
+// no keychain).
+func TestSecretsFromThisMachineThroughContext(t *testing.T) {
+	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv(remotes.Env, "")
+	t.Setenv(config.HomeEnv, far)
+	for _, args := range [][]string{{"agent", "add", "alice"}, {"config", "set", "secretStore", "client"}} {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatal(errOut)
+		}
+	}
+	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Close)
+	farSecrets := ctl.(*host.Host).Secrets()
+	t.Setenv(config.HomeEnv, local)
+	if _, errOut, code := run(t, "config", "set", "secretStore", "file"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	lp := config.Paths{Root: local}
+	// This machine's own sandbox has a secret of an agent of that name:
+	// the far side must never get it.
+	if err := secrets.ForDataDir(lp).Set("alice", "TOKEN", "this-machines-own-sandbox"); err != nil {
+		t.Fatal(err)
+	}
+	farSide(t, "box", far)
+	localFile := secrets.File{Path: lp.SecretsFile(), Lock: lp.SecretsLock()}
+	inContext := func(key string) (string, error) {
+		return localFile.Get(secrets.ClientService("box"), "alice/"+key)
+	}
+
+	const noClient = "no machine that holds this sandbox's secrets is connected"
+	for _, tt := range []struct {
+		args  []string
+		stdin string
+		code  int
+		out   string // in stdout, or stderr when code != 0
+	}{
+		{[]string{"secret", "set", "alice", "TOKEN"}, "from-this-machine-1\n", ExitOK, "stored TOKEN for alice"},
+		{[]string{"secret", "set", "alicee", "TOKEN"}, "typo-value-123\n", ExitError, "alicee"},
+		{[]string{"secret", "list", "alice"}, "", ExitOK, "TOKEN"},
+		{[]string{"secret", "set", "--app", secrets.InferenceKey}, "far-inference-key-3\n", ExitOK, "stored " + secrets.InferenceKey},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--context", "box"}, tt.args...), strings.NewReader(tt.stdin), &out, &errOut, Owner{})
+		text := out.String()
+		if code != ExitOK {
+			text = errOut.String()
+		}
+		if code != tt.code || !strings.Contains(text, tt.out) {
+			t.Errorf("%v: exit %d (want %d), want %q\nstdout: %s\nstderr: %s", tt.args, code, tt.code, tt.out, out.String(), errOut.String())
+		}
+	}
+	if v, err := inContext("TOKEN"); err != nil || v != "from-this-machine-1" {
+		t.Fatalf("this machine's entry of the context: %q, %v", v, err)
+	}
+	if v, err := secrets.ForDataDir(lp).Get("alice", "TOKEN"); err != nil || v != "this-machines-own-sandbox" {
+		t.Fatalf("the context's set touched this machine's own sandbox: %q, %v", v, err)
+	}
+
+	// No front end offers them yet.
+	if v, err := farSecrets.Get("alice", "TOKEN"); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), noClient) {
+		t.Fatalf("the far owner's read with no client: %q, %v", v, err)
+	}
+
+	// An MCP session through the context offers them while it lasts.
+	mcpIn, feed := io.Pipe()
+	ended := make(chan int, 1)
+	var mcpOut, mcpErr bytes.Buffer
+	go func() {
+		ended <- Main([]string{"--context", "box", "mcp", "--agent", "alice"}, mcpIn, &mcpOut, &mcpErr, Owner{})
+	}()
+	testwait.Eventually(t, "the relay offers this machine's secrets", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farSecrets.Clients().Connected() == 1
+	})
+	if v, err := farSecrets.Get("alice", "TOKEN"); err != nil || v != "from-this-machine-1" {
+		t.Fatalf("the far owner's read with the relay running: %q, %v", v, err)
+	}
+	if v, err := farSecrets.GetApp(secrets.InferenceKey); err != nil || v != "far-inference-key-3" {
+		t.Errorf("the far owner's app key: %q, %v", v, err)
+	}
+	if got := farSecrets.Scrub("alice", "echo from-this-machine-1"); got != "echo [REDACTED:TOKEN]" {
+		t.Errorf("the far side's Scrub = %q", got)
+	}
+	// The far side stores through the relay too (sandbox_secret_set).
+	if err := farSecrets.Set("alice", "OTHER", "set-over-there-2"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := inContext("OTHER"); err != nil || v != "set-over-there-2" {
+		t.Errorf("the far side's set: %q, %v", v, err)
+	}
+
+	// The MCP client goes: the relay ends, and its offer with it.
+	feed.Close()
+	if code := <-ended; code != ExitOK {
+		t.Fatalf("mcp relay: exit %d\n%s", code, mcpErr.String())
+	}
+	// The far owner sees the link go once ssh and its dial-stdio exit.
+	testwait.Eventually(t, "the offer ends with the relay", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farSecrets.Clients().Connected() == 0
+	})
+	if _, err := farSecrets.Get("alice", "TOKEN"); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), noClient) {
+		t.Fatalf("the far owner's read after the relay: %v", err)
+	}
+	if strings.Contains(mcpErr.String(), "from-this-machine-1") || strings.Contains(mcpOut.String(), "from-this-machine-1") {
+		t.Errorf("a value was printed:\n%s\n%s", mcpOut.String(), mcpErr.String())
+	}
+
+	if out, errOut, code := runWith(t, Owner{}, "--context", "box", "secret", "remove", "alice", "TOKEN"); code != ExitOK || !strings.Contains(out, "removed TOKEN from alice") {
+		t.Fatalf("secret remove: %d %q %q", code, out, errOut)
+	}
+	if _, err := inContext("TOKEN"); err == nil {
+		t.Error("secret remove left this machine's entry")
+	}
+
+	// A far side that keeps its secrets itself is told apart.
+	t.Setenv(config.HomeEnv, far)
+	if _, errOut, code := run(t, "config", "set", "secretStore", "file"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	t.Setenv(config.HomeEnv, local)
+	if _, errOut, code := runWith(t, Owner{}, "--context", "box", "secret", "list", "alice"); code != ExitError || !strings.Contains(errOut, "keeps its secrets on that machine (secretStore file)") {
+		t.Errorf("secret list of a far side with its own store: %d %q", code, errOut)
+	}
+}
