@@ -5,6 +5,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +29,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/internal/testkeyring"
+	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
@@ -553,6 +557,18 @@ func TestRemoteContextMCP(t *testing.T) {
 	tm.typeLine("far", "exit 5")
 	tm.waitLine("far", "client-exit=5", time.Minute)
 
+	// The far owner keeps no secrets: this machine's store (a private
+	// test keyring) holds them, set through the context.
+	testkeyring.Start(t)
+	remote.ok("config", "set", "secretStore", "client")
+	const token = "tok-from-this-machine-4711"
+	setCmd := exec.Command(local.bin, "--context", "box", "secret", "set", "alice", "TOKEN")
+	setCmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home)
+	setCmd.Stdin = strings.NewReader(token)
+	if out, err := setCmd.CombinedOutput(); err != nil {
+		t.Fatalf("secret set through the context: %v\n%s", err, out)
+	}
+
 	mcpVia := func(args ...string) *session {
 		cmd := exec.Command(remote.bin, args...)
 		cmd.Env = append(os.Environ(), config.HomeEnv+"="+local.home)
@@ -607,6 +623,37 @@ func TestRemoteContextMCP(t *testing.T) {
 		n, ms(rd[n/2]), ms(rd[n*9/10]), ms(ld[n/2]), ms(ld[n*9/10]), ms(rd[n/2]-ld[n/2]))
 	near.cs.Close()
 
+	// While the relay runs, the far agent reads this machine's secret,
+	// and its output is redacted there.
+	sum := sha256.Sum256([]byte(token + "\n"))
+	if got := str(far.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get TOKEN | sha256sum"})["stdout"]); !strings.HasPrefix(got, hex.EncodeToString(sum[:])) {
+		t.Errorf("the far agent's hash of this machine's secret: %q, want %x", got, sum)
+	}
+	if got := str(far.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get TOKEN"})["stdout"]); got != "[REDACTED:TOKEN]\n" {
+		t.Errorf("the far tool result shows %q, want it redacted", got)
+	}
+	if _, err := os.Stat(filepath.Join(rp.Root, "secrets", "secrets.json")); err == nil {
+		t.Error("the far side wrote a secrets file")
+	}
+
+	// A folder of this machine, reviewed and applied across the link.
+	repo := t.TempDir()
+	write(t, filepath.Join(repo, "README.md"), "# far\n")
+	write(t, filepath.Join(repo, "keep.txt"), "mine\n")
+	local.ok("--context", "box", "project", "add", repo, "--name", "web")
+	local.ok("--context", "box", "agent", "set", "alice", "projects", "web")
+	view := projects.GuestDir("web")
+	far.ok(t, "sandbox_exec", map[string]any{"command": "cd " + view + " && echo '# far, edited' > README.md && echo new > NEW.txt"})
+	if out := local.ok("--context", "box", "changes", "alice", "web"); !strings.Contains(out, "README.md") || !strings.Contains(out, "NEW.txt") || !strings.Contains(out, "+# far, edited") {
+		t.Fatalf("changes through the context:\n%s", out)
+	}
+	local.ok("--context", "box", "apply", "alice", "web", "--yes")
+	for name, want := range map[string]string{"README.md": "# far, edited\n", "NEW.txt": "new\n", "keep.txt": "mine\n"} {
+		if b, err := os.ReadFile(filepath.Join(repo, name)); err != nil || string(b) != want {
+			t.Errorf("after apply through the context, %s here: %q %v, want %q", name, b, err, want)
+		}
+	}
+
 	// The SSH connection dies in the middle of a call.
 	const marker = "sleep 597"
 	type result struct {
@@ -660,6 +707,17 @@ func TestRemoteContextMCP(t *testing.T) {
 		return procsNaming("mcp\x00--agent\x00alice") == 0
 	})
 	waitFor(t, "the cut-off command to end in the VM", time.Minute, func() bool { return !inVM() })
+
+	// No relay offers this machine's secrets any more: the far agent's
+	// read fails saying how to connect.
+	cmd = exec.Command(remote.bin, "mcp", "--agent", "alice")
+	cmd.Env = append(os.Environ(), config.HomeEnv+"="+rp.Root)
+	cmd.Stderr = testLog{t, "far mcp: "}
+	alone := newSession(t, "far side's mcp, no relay", &mcp.CommandTransport{Command: cmd})
+	if r := alone.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get TOKEN"}); num(r["exit_code"]) == 0 || !strings.Contains(str(r["stderr"]), "--context NAME") {
+		t.Errorf("a secret read with no machine connected: %v, want a failure saying to connect", r)
+	}
+	alone.cs.Close()
 
 	// A control call (exec) whose SSH connection dies: exit 3, the lost
 	// link named; the far side's dial-stdio and the command end.
