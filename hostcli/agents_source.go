@@ -24,6 +24,16 @@ type agentSource interface {
 	checkpoints(ctx context.Context, a agents.Agent) (n int, disk int64, err error)
 }
 
+// lookupAgent is the agent ref names (name, slug or id), read where
+// agentSource reads: the far owner through a remote context.
+func (c *cli) lookupAgent(ctx context.Context, ref string) (agents.Agent, error) {
+	src, err := c.agentSource()
+	if err != nil {
+		return agents.Agent{}, err
+	}
+	return src.get(ctx, ref)
+}
+
 func (c *cli) agentSource() (agentSource, error) {
 	if c.remote != nil {
 		return &farAgents{c: c}, nil

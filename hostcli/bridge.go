@@ -146,11 +146,7 @@ func (c *cli) readSecret(agent, key string) (string, error) {
 
 // agentLogs prints an agent's bridge log buffer (osaurus-host log).
 func (c *cli) agentLogs(ctx context.Context, name string) int {
-	reg, err := c.openAgents()
-	if err != nil {
-		return c.fail(err)
-	}
-	a, err := reg.Get(name)
+	a, err := c.lookupAgent(ctx, name)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -743,6 +743,9 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 	if *agent != "" {
 		return c.agentLogs(ctx, *agent)
 	}
+	if c.remote != nil {
+		return c.fail(fmt.Errorf("the VM's console log doesn't come through a remote context yet (context %s): run `ssh ... osaurus-sandbox logs` on that machine; `logs --agent NAME` works through it", c.remote.Name))
+	}
 	f, err := os.Open(c.paths.ConsoleLog())
 	for errors.Is(err, os.ErrNotExist) {
 		if !*follow {

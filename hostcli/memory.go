@@ -54,11 +54,7 @@ func (c *cli) memory(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, memoryUsage)
 		return ExitUsage
 	}
-	reg, err := c.openAgents()
-	if err != nil {
-		return c.fail(err)
-	}
-	a, err := reg.Get(*agent)
+	a, err := c.lookupAgent(ctx, *agent)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -148,11 +144,7 @@ func (c *cli) events(ctx context.Context, args []string) int {
 	}
 	f := control.EventFilter{Last: *last}
 	if *agent != "" {
-		reg, err := c.openAgents()
-		if err != nil {
-			return c.fail(err)
-		}
-		a, err := reg.Get(*agent)
+		a, err := c.lookupAgent(ctx, *agent)
 		if err != nil {
 			return c.fail(err)
 		}

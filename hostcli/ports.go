@@ -76,11 +76,7 @@ func (c *cli) portsClose(ctx context.Context, args []string) int {
 		req.Port = p
 		fallthrough
 	case 1:
-		reg, err := c.openAgents()
-		if err != nil {
-			return c.fail(err)
-		}
-		a, err := reg.Get(args[0])
+		a, err := c.lookupAgent(ctx, args[0])
 		if err != nil {
 			return c.fail(err)
 		}

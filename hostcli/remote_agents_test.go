@@ -21,6 +21,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/remotes"
+	"github.com/osaurus/osaurus-sandbox/store/events"
+	"github.com/osaurus/osaurus-sandbox/store/memory"
 )
 
 // shortDir is a temporary folder with a path short enough for the
@@ -170,6 +172,41 @@ func TestAgentCommandsThroughContext(t *testing.T) {
 	}
 	if out, _, _ := runWith(t, notHere, "--context", "box", "agent", "list"); strings.Contains(out, "carol") {
 		t.Errorf("the far side's list has this machine's agent:\n%s", out)
+	}
+	// The far side's memory, events and agent logs, through its owner.
+	fp := config.Paths{Root: far}
+	mem, err := memory.Open(context.Background(), fp.MemoryDB(), memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	mem.Add(context.Background(), "alice", "alice likes tea on the far side", nil)
+	ev, err := events.Open(context.Background(), fp.EventsDB(), events.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	ev.Emit(context.Background(), "alice", "build.far", nil)
+	for _, tt := range []struct {
+		args []string
+		code int
+		out  string // in stdout, or stderr when code != 0
+	}{
+		{[]string{"memory", "list", "--agent", "alice"}, ExitOK, "alice likes tea on the far side"},
+		{[]string{"memory", "list", "--agent", "carol"}, ExitError, "carol"}, // this machine's agent
+		{[]string{"events", "--agent", "alice"}, ExitOK, "alice  build.far"},
+		{[]string{"events"}, ExitOK, "build.far"},
+		{[]string{"logs", "--agent", "alice"}, ExitOK, "alice's log is empty"},
+		{[]string{"logs"}, ExitError, "console log doesn't come through a remote context"},
+	} {
+		out, errOut, code := runWith(t, notHere, append([]string{"--context", "box"}, tt.args...)...)
+		text := out
+		if code != ExitOK {
+			text = errOut
+		}
+		if code != tt.code || !strings.Contains(text, tt.out) {
+			t.Errorf("%v: exit %d (want %d), want %q\nstdout: %s\nstderr: %s", tt.args, code, tt.code, tt.out, out, errOut)
+		}
 	}
 	if after, err := os.ReadFile(localJSON); err != nil || !bytes.Equal(after, before) {
 		t.Errorf("this machine's agents.json changed: %v\n%s", err, after)

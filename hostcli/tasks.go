@@ -54,11 +54,7 @@ func (c *cli) task(ctx context.Context, args []string) int {
 	case args[0] == "list" && fs.NArg() == 0:
 		slug := ""
 		if agent != "" {
-			reg, err := c.openAgents()
-			if err != nil {
-				return c.fail(err)
-			}
-			a, err := reg.Get(agent)
+			a, err := c.lookupAgent(ctx, agent)
 			if err != nil {
 				return c.fail(err)
 			}
