@@ -744,7 +744,7 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 		return c.agentLogs(ctx, *agent)
 	}
 	if c.remote != nil {
-		return c.fail(fmt.Errorf("the VM's console log doesn't come through a remote context yet (context %s): run `ssh ... osaurus-sandbox logs` on that machine; `logs --agent NAME` works through it", c.remote.Name))
+		return c.farConsoleLog(ctx, *follow)
 	}
 	f, err := os.Open(c.paths.ConsoleLog())
 	for errors.Is(err, os.ErrNotExist) {
@@ -891,6 +891,31 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 		return c.fail(errors.New("this build can't own the VM"))
 	}
 	if err := c.own.Serve(ctx, c.paths, *background, Version); err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
+}
+
+// farConsoleLog prints the far VM's console log, which is a file of that
+// machine: the far owner streams it.
+func (c *cli) farConsoleLog(ctx context.Context, follow bool) int {
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer ctl.Close()
+	r, err := ctl.ConsoleLog(ctx, control.ConsoleLogRequest{Follow: follow})
+	if errors.Is(err, agentproto.ErrNotFound) {
+		fmt.Fprintln(c.out, "the console log is empty: the VM has not booted in that data folder yet (`osaurus-sandbox --context "+c.remote.Name+" start` boots it)")
+		return ExitOK
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	defer r.Close()
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	defer stop()
+	if _, err := io.Copy(c.out, r); err != nil && ctx.Err() == nil {
 		return c.fail(err)
 	}
 	return ExitOK

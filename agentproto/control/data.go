@@ -20,7 +20,17 @@ const (
 	OpAgentStores  = "ctl.agent_stores" // AgentRef → AgentStores
 	OpAgentLog     = "ctl.agent_log"    // AgentRef → AgentLog
 	OpImagePlan    = "ctl.image_plan"   // ImagePlanRequest → ImagePlan
+	// OpConsoleLog answers with a raw pipe carrying the VM's console log
+	// (ConsoleLogRequest), and with Follow what is written to it after,
+	// until the caller closes it.
+	OpConsoleLog = "ctl.console_log"
 )
+
+// ConsoleLogRequest asks for the VM's console log; Follow keeps the pipe
+// open for what the VM writes next (and waits for a first boot's log).
+type ConsoleLogRequest struct {
+	Follow bool `json:"follow,omitempty"`
+}
 
 // MemoryEntry is one of an agent's memories.
 type MemoryEntry struct {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
@@ -28,6 +29,11 @@ type DataOps interface {
 	AgentStores(ctx context.Context, agent string) (control.AgentStores, error)
 	// AgentLog is an agent's (a slug) log buffer.
 	AgentLog(ctx context.Context, agent string) (string, error)
+	// ConsoleLog reads the VM's console log (a host file the VM writes):
+	// to its end, or with Follow on as it grows until ctx ends or the
+	// reader is closed. With no log yet and no Follow it fails with an
+	// agentproto.ErrNotFound error.
+	ConsoleLog(ctx context.Context, req control.ConsoleLogRequest) (io.ReadCloser, error)
 	// ImagePlan describes what provisioning the image of a manifest
 	// fetches, asking its servers for sizes.
 	ImagePlan(ctx context.Context, req control.ImagePlanRequest) (control.ImagePlan, error)

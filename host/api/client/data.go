@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -102,6 +103,11 @@ func (c *Client) AgentLog(ctx context.Context, agent string) (string, error) {
 	var r control.AgentLog
 	err := c.dataCall(ctx, control.OpAgentLog, control.AgentRef{Agent: agent}, &r, true)
 	return r.Text, err
+}
+
+// ConsoleLog reads the VM's console log over a raw pipe of the owner.
+func (c *Client) ConsoleLog(ctx context.Context, req control.ConsoleLogRequest) (io.ReadCloser, error) {
+	return c.openConn(ctx, control.OpConsoleLog, req)
 }
 
 // ImagePlan asks the owner what provisioning an image fetches.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -35,6 +36,29 @@ func (s *Server) dataOps(m *agentproto.Mux) {
 			return err
 		}
 		return c.Respond(agentproto.Empty{})
+	})
+	m.Handle(control.OpConsoleLog, func(ctx context.Context, c *agentproto.Call) error {
+		var req control.ConsoleLogRequest
+		if err := c.Decode(&req); err != nil {
+			return err
+		}
+		r, err := s.Ctl.ConsoleLog(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		conn, err := c.Accept()
+		if err != nil {
+			return err
+		}
+		// A follower's copy ends when the caller closes the pipe (the
+		// write fails) or the call's ctx ends (the reader returns).
+		stop := context.AfterFunc(ctx, func() { r.Close() })
+		defer stop()
+		go func() { io.Copy(io.Discard, conn); r.Close() }() // the caller hung up
+		io.Copy(conn, r)
+		conn.Close()
+		return agentproto.ErrHijacked
 	})
 	m.Handle(control.OpEventsLast, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*control.EventsLast, error) {
 		id, err := s.Ctl.LastEventID(ctx)
