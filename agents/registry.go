@@ -75,6 +75,9 @@ type Registry struct {
 	recs []record
 	uids uidState
 	seen os.FileInfo // the file as of the last Reload, for ReloadIfChanged
+	// fetch, for a Mirror, is where Reload reads the agents: another
+	// machine's owner, which has the file.
+	fetch func() ([]Agent, error)
 
 	subs subscribers.List[struct{}]
 }
@@ -101,6 +104,38 @@ func OpenReadOnly(path string) (*Registry, error) {
 	}
 	r.readOnly = true
 	return r, nil
+}
+
+// Mirror is a read-only registry of the agents another machine's owner
+// has (a remote context's, asked over the control protocol): there is no
+// file here to read, so Reload and ReloadIfChanged call fetch. Tokens are
+// not carried: Token fails.
+func Mirror(fetch func() ([]Agent, error)) (*Registry, error) {
+	r := &Registry{readOnly: true, fetch: fetch}
+	if err := r.Reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reloadMirror is Reload of a Mirror.
+func (r *Registry) reloadMirror() error {
+	list, err := r.fetch()
+	if err != nil {
+		return err
+	}
+	recs := make([]record, len(list))
+	for i, a := range list {
+		recs[i] = record{Agent: a}
+	}
+	r.mu.Lock()
+	changed := !sameRecords(r.recs, recs)
+	r.recs = recs
+	r.mu.Unlock()
+	if changed {
+		r.notify()
+	}
+	return nil
 }
 
 // errReadOnly: a change through a registry opened by OpenReadOnly.
@@ -255,8 +290,13 @@ func (r *Registry) Token(ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if r.fetch != nil {
+		return "", errMirrorToken
+	}
 	return r.recs[i].Token, nil
 }
+
+var errMirrorToken = fmt.Errorf("%w: agents: the token is kept on the agent's own machine", agentproto.ErrUnsupported)
 
 // RegenerateToken replaces the agent's token; the old one stops working at
 // once in this process.
@@ -309,6 +349,9 @@ func (r *Registry) Subscribe(fn func()) (cancel func()) {
 
 // Reload re-reads the file, to see changes made by another process.
 func (r *Registry) Reload() error {
+	if r.fetch != nil {
+		return r.reloadMirror()
+	}
 	// Under mu, as modify's whole cycle is: a read begun before one of
 	// this registry's writes must not land after it and put the old
 	// records back (a Dispatch then missed a dispatchTo just granted).
@@ -335,6 +378,9 @@ func (r *Registry) Reload() error {
 // caller can afford it before acting on a setting another process may
 // have just changed.
 func (r *Registry) ReloadIfChanged() error {
+	if r.fetch != nil {
+		return r.reloadMirror() // nothing here says whether it changed
+	}
 	fi, err := os.Stat(r.path)
 	r.mu.Lock()
 	seen := r.seen

@@ -145,8 +145,9 @@ var Version = "dev"
 // died). cmd/osaurus-sandbox passes the host package's; the zero Owner
 // makes those commands fail.
 type Owner struct {
-	// GUI opens the window; a UsageError prints the usage.
-	GUI func(ctx context.Context, p config.Paths, stderr io.Writer) error
+	// GUI opens the window on the context named (remotes.Local: this
+	// machine's data folder p); a UsageError prints the usage.
+	GUI func(ctx context.Context, p config.Paths, contextName string, stderr io.Writer) error
 	// Serve runs a headless owner until a signal or a Quit request.
 	Serve func(ctx context.Context, p config.Paths, background bool, version string) error
 	// StopOrphan adopts and stops a VM nobody owns, returning its pid.
@@ -226,7 +227,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, own Owner) i
 	}
 	if len(args) == 0 {
 		c := &cli{paths: paths, in: stdin, out: stdout, err: stderr, own: own, sec: secrets.ForDataDir(paths)}
-		return c.gui()
+		return c.gui(ctxFlag)
 	}
 	switch {
 	case args[0] == "help" && len(args) > 1:
@@ -315,13 +316,23 @@ type cli struct {
 	far      *client.Client   // its owner, once dialled (farOwner)
 }
 
-// gui opens the window: this process owns the VM unless another process
-// (a `serve` daemon) already does; then the window drives that one.
-func (c *cli) gui() int {
+// gui opens the window on the context --context, OSAURUS_SANDBOX_CONTEXT
+// or the current one names: for this machine, this process owns the VM
+// unless another process (a `serve` daemon) already does, and then the
+// window drives that one; for a remote context, the far side's owner.
+func (c *cli) gui(ctxFlag string) int {
 	if c.own.GUI == nil {
 		return c.fail(errors.New("this build has no window"))
 	}
-	err := c.own.GUI(context.Background(), c.paths, c.err)
+	rc, remote, err := c.contextStore().Select(ctxFlag, os.Getenv(remotes.Env))
+	if err != nil {
+		return c.fail(err)
+	}
+	name := remotes.Local
+	if remote {
+		name = rc.Name
+	}
+	err = c.own.GUI(context.Background(), c.paths, name, c.err)
 	var ue UsageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(c.err, "osaurus-sandbox: %v\n\n", ue.Err)

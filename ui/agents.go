@@ -11,6 +11,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/netpolicy"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver/connect"
 )
 
@@ -82,6 +84,11 @@ type agentsTab struct {
 	// readLog reads an agent's log buffer (bridge.LogStore.Read).
 	readLog func(slug string) (string, error)
 	logs    *agentLogView
+	// remote is the context whose agents these are (nil: this
+	// machine's): their MCP clients are connected from the CLI.
+	remote *remotes.Context
+	// FarConnect says how, in place of the Connect card and snippets.
+	FarConnect *widget.Label
 	// The open secret dialogs' entries, for tests.
 	SecretKey, SecretValue, PromptValue *widget.Entry
 }
@@ -137,7 +144,7 @@ func newAgentsTab(reg *agents.Registry, win fyne.Window, do func(func())) *agent
 		if err != nil {
 			return
 		}
-		if err := openTerminal(t.Connect.dataDir, a.Slug); err != nil {
+		if err := openTerminal(t.Connect.dataDir, t.remote, a.Slug); err != nil {
 			showError(t.win, "Opening a terminal failed", err)
 		}
 	})
@@ -166,9 +173,17 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewLabel("Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
 	)))
+	var connectPart, snippetsPart fyne.CanvasObject = t.Connect.content(), snippets
+	if t.remote != nil {
+		// The configs and token here would be this machine's files and
+		// the far side's secret: the CLI writes them, running the MCP
+		// server through the context.
+		t.FarConnect = wrapped(fmt.Sprintf("Connect an MCP client on this machine to an agent of %s with `osaurus-sandbox --context %s agent connect NAME --client claude-desktop` (or claude-code, cursor, vscode): the client then runs the agent's tools there over ssh.", t.remote.Name, t.remote.Name))
+		connectPart, snippetsPart = widget.NewCard("Connect", "", t.FarConnect), layout.NewSpacer()
+	}
 	editor := container.NewVBox(
 		t.Name,
-		t.Connect.content(),
+		connectPart,
 		widget.NewCard("Permissions", "", container.NewVBox(
 			t.Enabled,
 			widget.NewForm(widget.NewFormItem("Commands per turn", t.MaxCmds)),
@@ -184,7 +199,7 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		)),
 		container.NewHBox(t.SaveAgent, t.RemoveBtn, t.Terminal),
 		t.Status,
-		snippets,
+		snippetsPart,
 		t.secretsContent(),
 		t.logContent(),
 		t.Memory.content(),

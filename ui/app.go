@@ -14,6 +14,7 @@ import (
 	"fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -21,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
@@ -32,8 +34,10 @@ type Window struct {
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
 	Plugins   *pluginsTab // nil when the backend has no plugin library
-	Tasks     *tasksTab
-	Work      *workTabs // Projects, Changes, Ports
+	Tasks     *tasksTab   // nil for a remote context (its tasks are there)
+	Work      *workTabs   // Projects, Changes, Ports; nil for a remote context
+	// Body is the window's content: the tabs, under the context picker.
+	Body      fyne.CanvasObject
 	Events    *eventsView
 	Tabs      *container.AppTabs
 	stop      func()
@@ -48,11 +52,28 @@ func NewWindow(a fyne.App, b Backend, reg *agents.Registry) *Window {
 // newWindow takes the function that applies updates coming from other
 // goroutines (fyne.Do; tests serialise it with their own reads).
 func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Window {
-	w := &Window{Win: a.NewWindow("Osaurus Sandbox")}
+	return newWindowIn(a.NewWindow(windowTitle(b)), a, b, reg, do, nil)
+}
+
+// windowTitle names a remote context in the title: two windows, or one
+// switched, must never be mistaken for each other.
+func windowTitle(b Backend) string {
+	if rc, ok := remoteOf(b); ok {
+		return "Osaurus Sandbox — " + rc.Name + " (" + rc.URL + ")"
+	}
+	return "Osaurus Sandbox"
+}
+
+// newWindowIn builds the window's content for b in win, under header (the
+// context picker; nil: none). Switching contexts builds it again in the
+// same window.
+func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, do func(func()), header fyne.CanvasObject) *Window {
+	w := &Window{Win: win}
+	win.SetTitle(windowTitle(b))
+	rc, remote := remoteOf(b)
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
 	w.Agents.ops = opsOf(b)
-	w.Agents.Connect.dataDir = b.DataDir()
 	w.Agents.Connect.b = b
 	w.Container.Glance.names = func() map[string]string {
 		m := map[string]string{}
@@ -62,27 +83,44 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 		return m
 	}
 	w.Container.show(b.Status()) // with the agents' names
-	w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
-	w.Tasks = newTasksTab(b, w.Win, do)
+	if remote {
+		// The far side's files are not here: the terminal goes through
+		// the context, and the parts read from files say where they are.
+		w.Agents.remote = &rc
+		w.Container.remote = &rc
+		w.Container.Console.SetText(farOnly(rc, "The console log is", "logs", "-f"))
+	} else {
+		w.Agents.Connect.dataDir = b.DataDir()
+		w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
+	}
 	w.Events = newEventsView(do)
 	items := []*container.TabItem{
 		container.NewTabItem("Container", w.Container.content()),
 		container.NewTabItem("Agents", w.Agents.content()),
 	}
-	if ph, ok := b.(PluginHost); ok {
-		if src, err := ph.Plugins(); err != nil {
-			items = append(items, container.NewTabItem("Plugins", wrapped("The plugin library can't be opened: "+err.Error())))
-		} else {
-			w.Plugins = newPluginsTab(b, src, reg, w.Win, do)
-			items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
+	if remote {
+		items = append(items,
+			container.NewTabItem("Plugins", wrapped(farOnly(rc, "The plugin library is", "plugin", "list"))),
+			container.NewTabItem("Projects", wrapped(farOnly(rc, "Projects are", "project", "list"))),
+			container.NewTabItem("Changes", wrapped(farOnly(rc, "Agents' changes are", "changes", "AGENT", "PROJECT"))),
+			container.NewTabItem("Ports", wrapped(farOnly(rc, "Previews are", "ports"))),
+			container.NewTabItem("Tasks", wrapped(farOnly(rc, "Tasks are", "task", "list"))),
+		)
+	} else {
+		if ph, ok := b.(PluginHost); ok {
+			if src, err := ph.Plugins(); err != nil {
+				items = append(items, container.NewTabItem("Plugins", wrapped("The plugin library can't be opened: "+err.Error())))
+			} else {
+				w.Plugins = newPluginsTab(b, src, reg, w.Win, do)
+				items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
+			}
 		}
+		w.Work = newWorkTabs(a, b, reg, w.Win, do)
+		w.Tasks = newTasksTab(b, w.Win, do)
+		items = append(items, w.Work.items()...)
+		items = append(items, container.NewTabItem("Tasks", w.Tasks.content()))
 	}
-	w.Work = newWorkTabs(a, b, reg, w.Win, do)
-	items = append(items, w.Work.items()...)
-	items = append(items,
-		container.NewTabItem("Tasks", w.Tasks.content()),
-		container.NewTabItem("Events", w.Events.content()),
-	)
+	items = append(items, container.NewTabItem("Events", w.Events.content()))
 	w.Tabs = container.NewAppTabs(items...)
 	// The Agents tab's connection state and last call are read when it
 	// shows, not polled (and not the editor: unsaved edits stay).
@@ -110,13 +148,24 @@ func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Wi
 	for _, ti := range w.Tabs.Items {
 		ti.Content = container.NewScroll(ti.Content)
 	}
-	w.Win.SetContent(w.Tabs)
+	if header == nil && remote {
+		header = widget.NewLabelWithStyle(ContextLabel(b), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	}
+	w.Body = w.Tabs
+	if header != nil {
+		w.Body = container.NewBorder(header, nil, nil, nil, w.Tabs)
+	}
+	w.Win.SetContent(w.Body)
 	w.gateTabs(b.Status().State)
 	cancel := b.Subscribe(func(st control.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
 	go w.Container.followConsole(ctx)
 	go w.Container.followGlance(ctx)
-	go w.Tasks.follow(ctx)
-	go w.Work.follow(ctx)
+	if w.Tasks != nil {
+		go w.Tasks.follow(ctx)
+	}
+	if w.Work != nil {
+		go w.Work.follow(ctx)
+	}
 	w.stop = func() { cancel(); stopFollow() }
 	return w
 }
@@ -139,13 +188,15 @@ func (w *Window) gateTabs(s control.State) {
 // Close stops the window's background work. It may be called again.
 func (w *Window) Close() { w.closeOnce.Do(w.stop) }
 
-// Options wire the real app.
-type Options struct {
+// Session is one context's owner as the window drives it: this
+// machine's (the app's own Host, or another process's over the control
+// socket) or a remote context's (OpenRemote).
+type Session struct {
 	// Backend drives the owner; it changes agents and projects when it
 	// is an AgentChanger (NewBackend's is).
 	Backend Backend
-	// Registry is read only (the owner's own, or agents.OpenReadOnly's):
-	// changes go through the Backend's owner.
+	// Registry is read only (the owner's own, agents.OpenReadOnly's, or
+	// a remote owner's mirror): changes go through the Backend's owner.
 	Registry *agents.Registry
 	// Quit stops the VM (when this app owns it) before the app exits.
 	Quit func(ctx context.Context) error
@@ -153,7 +204,7 @@ type Options struct {
 	AutoStart bool
 	// AgentUsage reports an agent's resource use in the running VM.
 	AgentUsage func(context.Context, agents.Agent) (agents.Usage, error)
-	// Secrets is the agents' keychain store.
+	// Secrets is the agents' keychain store (nil hides them).
 	Secrets Secrets
 	// Prompts gets the window's secret dialog while the window runs.
 	Prompts *secretprompt.Broker
@@ -164,6 +215,21 @@ type Options struct {
 	// Both are the owner's, through its Controller.
 	Memory api.DataOps
 	Events api.DataOps
+	// Close ends the session (its connection, or this process's
+	// ownership); nil: nothing to end.
+	Close func()
+}
+
+// Options wire the real app.
+type Options struct {
+	// Session is the context the window opens on.
+	Session
+	// Context names it: "" or remotes.Local for this machine.
+	Context string
+	// Contexts is contexts.json, and Open opens a context's session, for
+	// the window's context picker (Open nil: no picker).
+	Contexts remotes.Store
+	Open     func(ctx context.Context, name string) (*Session, error)
 }
 
 // The window opens at defaultSize the first time: it fits a 1024×600
@@ -193,37 +259,16 @@ func initialSize(w, h float32) fyne.Size {
 // and no way back would be worse. SIGINT and SIGTERM quit as Quit does.
 func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
-	w := NewWindow(a, o.Backend, o.Registry)
-	w.Agents.usage = o.AgentUsage
-	w.Agents.secrets = o.Secrets
-	w.Agents.readLog = o.AgentLog
-	if o.Prompts != nil {
-		// While the window runs, secret prompts also show here.
-		defer o.Prompts.SetDialog(w.Agents.promptSecret)()
-	}
-	w.Agents.Memory.store = o.Memory
-	w.Agents.Memory.load()
-	w.Events.start(o.Events)
-	defer w.Events.close()
+	win := a.NewWindow(windowTitle(o.Backend))
+	sw := newSwitcher(a, win, fyne.Do, o.Contexts, o.Open)
 	prefs := a.Preferences()
-	w.Win.Resize(initialSize(
+	win.Resize(initialSize(
 		float32(prefs.FloatWithFallback("window.width", 0)),
 		float32(prefs.FloatWithFallback("window.height", 0))))
 	saveSize := func() {
-		sz := w.Win.Canvas().Size()
+		sz := win.Canvas().Size()
 		prefs.SetFloat("window.width", float64(sz.Width))
 		prefs.SetFloat("window.height", float64(sz.Height))
-	}
-	// stopVM stops the VM this process owns.
-	stopVM := func() {
-		if o.Quit == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := o.Quit(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
-		}
 	}
 	// quit ends the loop; the VM stops after it, below. Called on Fyne's
 	// thread only: once the loop has ended, a.Quit would reach a GLFW
@@ -233,46 +278,94 @@ func Run(o Options) error {
 		saveSize()
 		a.Quit()
 	}
-	unsubscribe := func() {}
+	// The tray's state line follows the context shown.
+	var trayState0 *fyne.MenuItem
+	var trayMenu *fyne.Menu
 	desk, ok := a.(desktop.App)
-	if ok && hasTrayHost() {
-		b := o.Backend
-		state := fyne.NewMenuItem(trayState(b.Status()), nil)
-		state.Disabled = true
-		menu := fyne.NewMenu("Osaurus Sandbox",
-			state,
+	tray := ok && hasTrayHost()
+	sw.attach = func(w *Window, s *Session) func() {
+		w.Agents.usage = s.AgentUsage
+		w.Agents.secrets = s.Secrets
+		w.Agents.readLog = s.AgentLog
+		undo := []func(){}
+		if s.Prompts != nil {
+			// While the window shows this session, secret prompts also
+			// show here.
+			undo = append(undo, s.Prompts.SetDialog(w.Agents.promptSecret))
+		}
+		w.Agents.Memory.store = s.Memory
+		w.Agents.Memory.load()
+		w.Events.start(s.Events)
+		undo = append(undo, w.Events.close)
+		if tray {
+			trayState0.Label = trayState(s.Backend.Status())
+			trayMenu.Refresh()
+			undo = append(undo, s.Backend.Subscribe(func(st control.Status) {
+				fyne.Do(func() {
+					trayState0.Label = trayState(st)
+					trayMenu.Refresh()
+				})
+			}))
+		}
+		return func() {
+			for _, f := range undo {
+				f()
+			}
+		}
+	}
+	if tray {
+		// Start and Stop act on the context shown.
+		run := func(verb string, op func(Backend) func(context.Context) error) func() {
+			return func() {
+				if sw.w != nil && sw.sess != nil {
+					sw.w.Container.run(verb, op(sw.sess.Backend))
+				}
+			}
+		}
+		trayState0 = fyne.NewMenuItem(trayState(o.Backend.Status()), nil)
+		trayState0.Disabled = true
+		trayMenu = fyne.NewMenu("Osaurus Sandbox",
+			trayState0,
 			fyne.NewMenuItemSeparator(),
-			fyne.NewMenuItem("Open", func() { w.Win.Show(); w.Win.RequestFocus() }),
-			fyne.NewMenuItem("Start", func() { w.Container.run("Start", b.Start) }),
-			fyne.NewMenuItem("Stop", func() { w.Container.run("Stop", b.Stop) }),
+			fyne.NewMenuItem("Open", func() { win.Show(); win.RequestFocus() }),
+			fyne.NewMenuItem("Start", run("Start", func(b Backend) func(context.Context) error { return b.Start })),
+			fyne.NewMenuItem("Stop", run("Stop", func(b Backend) func(context.Context) error { return b.Stop })),
 			fyne.NewMenuItem("Quit", quit),
 		)
-		desk.SetSystemTrayMenu(menu)
-		unsubscribe = b.Subscribe(func(st control.Status) {
-			fyne.Do(func() {
-				state.Label = trayState(st)
-				menu.Refresh()
-			})
-		})
+		desk.SetSystemTrayMenu(trayMenu)
 		// The tray keeps the app (and the VM) alive with the window closed.
-		w.Win.SetCloseIntercept(func() {
+		win.SetCloseIntercept(func() {
 			saveSize()
-			w.Win.Hide()
+			win.Hide()
 		})
 	} else {
-		w.Win.SetCloseIntercept(quit)
+		win.SetCloseIntercept(quit)
 	}
+	if o.Open == nil {
+		sw.header = nil // no picker: the window as it was
+	}
+	sw.show(o.Context, &o.Session)
 	if autoStart(o.AutoStart, o.Backend.Status()) {
-		w.Container.run("Start", o.Backend.Start)
+		sw.w.Container.run("Start", o.Backend.Start)
 	}
-	w.Win.ShowAndRun()
+	win.ShowAndRun()
 	// The loop can end without quit: Fyne itself quits on SIGINT and
-	// SIGTERM. However it ended, the VM stops as Quit stops it; only a
-	// crash leaves it running (for the next owner to adopt). The UI is
-	// gone by now: stop updating it first.
-	unsubscribe()
-	w.Close()
-	stopVM()
+	// SIGTERM. However it ended, the VM this app owns stops as Quit stops
+	// it; only a crash leaves it running (for the next owner to adopt).
+	// The UI is gone by now: stop updating it first. A remote context's
+	// VM is the far side's owner's, and keeps running.
+	if local := sw.close(); local != nil {
+		if local.Quit != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := local.Quit(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "osaurus-sandbox: stopping the VM:", err)
+			}
+			cancel()
+		}
+		if local.Close != nil {
+			local.Close()
+		}
+	}
 	return nil
 }
 

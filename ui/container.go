@@ -25,6 +25,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // What Reset and Remove delete and keep, shown before either runs.
@@ -82,6 +83,9 @@ type containerTab struct {
 	// set-up.
 	vmOnly []fyne.CanvasObject
 
+	// remote is the context whose sandbox this is (nil: this machine's).
+	remote *remotes.Context
+
 	mu     sync.Mutex
 	cancel context.CancelFunc // the provision in progress
 	since  time.Time
@@ -117,7 +121,7 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Stop = widget.NewButton("Stop", func() { t.run("Stop", b.Stop) })
 	// The owner's root shell in the VM.
 	t.Terminal = widget.NewButton("Open Terminal (root)", func() {
-		if err := openTerminal(b.DataDir(), ""); err != nil {
+		if err := openTerminal(b.DataDir(), t.remote, ""); err != nil {
 			showError(t.win, "Opening a terminal failed", err)
 		}
 	})
@@ -535,12 +539,16 @@ const consoleMinGap = 250 * time.Millisecond
 // followConsole shows the end of the console log as it grows, and the
 // running VM's uptime as it changes, until ctx ends.
 func (t *containerTab) followConsole(ctx context.Context) {
-	w := filewatch.Watch(ctx, time.Second, filewatch.File(t.b.ConsoleLog()))
+	var files []filewatch.Target
+	if t.remote == nil { // the far side's log is there, not here
+		files = append(files, filewatch.File(t.b.ConsoleLog()))
+	}
+	w := filewatch.Watch(ctx, time.Second, files...)
 	defer w.Close()
 	var last int64 = -1
 	var lastDetails string
 	for {
-		if st, err := os.Stat(t.b.ConsoleLog()); err == nil && st.Size() != last {
+		if st, err := os.Stat(t.b.ConsoleLog()); t.remote == nil && err == nil && st.Size() != last {
 			last = st.Size()
 			text := tail(t.b.ConsoleLog(), 16<<10)
 			t.do(func() {

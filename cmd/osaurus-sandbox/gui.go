@@ -6,53 +6,79 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
-	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
-	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/hostcli"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 	"github.com/osaurus/osaurus-sandbox/ui"
 )
 
-// gui opens the management window. The window's process owns the VM
-// unless another process (a `serve` daemon) already does; then the window
-// drives that one. Either way it goes through one api.Controller.
-func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
+// gui opens the management window on the context named: this machine's
+// sandbox (remotes.Local) or a remote context's. Its picker switches to
+// another context in the same window.
+func gui(ctx context.Context, p config.Paths, name string, stderr io.Writer) error {
 	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		return hostcli.UsageError{Err: ui.ErrNoDisplay}
 	}
+	store := remotes.Store{Path: filepath.Join(p.ConfigDir(), "contexts.json")}
+	open := func(ctx context.Context, name string) (*ui.Session, error) {
+		if name == remotes.Local {
+			// Not ctx, which the picker bounds: the Host lives on
+			// after the open, and ends with Close.
+			return openLocal(context.Background(), p, stderr)
+		}
+		rc, err := store.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return ui.OpenRemote(ctx, rc)
+	}
+	s, err := open(ctx, name)
+	if err != nil {
+		return err
+	}
+	return ui.Run(ui.Options{Session: *s, Context: name, Contexts: store, Open: open})
+}
+
+// openLocal is the session of this machine's sandbox. The window's
+// process owns the VM unless another process (a `serve` daemon) already
+// does; then the window drives that one. Either way it goes through one
+// api.Controller.
+func openLocal(ctx context.Context, p config.Paths, stderr io.Writer) (*ui.Session, error) {
 	logf := func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }
 	// The window reads the agents; it changes them, and the projects,
 	// through ctl, whose owner is their one writer.
-	o := ui.Options{}
+	o := &ui.Session{}
 	var ctl api.Controller
 	var pluginChanges func(func()) func()
+	var closers []func()
 	h, err := host.New(ctx, host.Options{Paths: p, Kind: "app", Logf: logf, Version: hostcli.Version})
 	switch {
 	case errors.Is(err, api.ErrOwned):
 		cl, err := client.Dial(ctx, p)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer cl.Close()
+		closers = append(closers, cl.Close)
 		ctl = cl // the owner keeps the VM when the window quits
 		if o.Registry, err = agents.OpenReadOnly(p.AgentsJSON()); err != nil {
-			return err
+			cl.Close()
+			return nil, err
 		}
 		sec := secrets.ForDataDir(p)
 		o.Secrets, o.Prompts = sec, &secretprompt.Broker{Store: sec, Pages: &secretprompt.Pages{Store: sec}}
 	case err != nil:
-		return err
+		return nil, err
 	default:
-		defer h.Close()
+		closers = append(closers, h.Close)
 		ctl = h
 		o.Registry = h.Registry()
 		// The owner's keychain and prompts: a secret typed in the window
@@ -68,33 +94,21 @@ func gui(ctx context.Context, p config.Paths, stderr io.Writer) error {
 	// this process's Host, or the owner's over the control socket.
 	o.Memory, o.Events = ctl, ctl
 	o.AgentLog = func(slug string) (string, error) { return ctl.AgentLog(ctx, slug) }
-	o.AgentUsage = func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return agentUsage(ctx, ctl, a) }
+	o.AgentUsage = func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return ui.UsageVia(ctx, ctl, a) }
 	b, err := ui.NewBackend(ctx, ctl, p)
 	if err != nil {
-		return err
+		for _, c := range closers {
+			c()
+		}
+		return nil, err
 	}
-	defer b.Close()
 	b.PluginChanges = pluginChanges
 	o.Backend = b
-	return ui.Run(o)
-}
-
-// agentUsage is an agent's resource use in the running VM, for the
-// window's Agents tab. It is bounded: a listing must not hang on a busy VM.
-func agentUsage(ctx context.Context, ctl api.Controller, a agents.Agent) (agents.Usage, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if st, err := ctl.Status(ctx); err != nil || st.State != control.Running {
-		return agents.Usage{}, errors.New("the VM is not running")
-	}
-	resp, err := ctl.Usage(ctx, agentproto.UsageRequest{Users: []string{a.User()}})
-	if err != nil {
-		return agents.Usage{}, fmt.Errorf("the VM did not report usage: %v", err)
-	}
-	for _, u := range resp.Users {
-		if u.User == a.User() {
-			return agents.UsageFrom(u), nil
+	o.Close = func() {
+		b.Close()
+		for _, c := range closers {
+			c()
 		}
 	}
-	return agents.Usage{}, nil // nothing run since the VM started
+	return o, nil
 }

@@ -1,0 +1,200 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/remotes"
+)
+
+// The window of a remote context (docs/remote.md): the sandbox of another
+// machine, driven through its owner over the user's ssh (dial-stdio). What
+// goes through api.Controller works as it does here; what the window
+// reads from this machine's data folder (settings, console log, plugins,
+// projects, tasks) is not shown, so this machine's files never pass for
+// the far side's.
+
+// RemoteBackend is the Backend of a remote context: a Controlled over the
+// far side's owner without the methods that read a local data folder
+// (Paths, Plugins), which is how the tabs built on them know to stay out.
+type RemoteBackend struct {
+	c  *Controlled
+	rc remotes.Context
+}
+
+// NewRemoteBackend is the Backend over ctl, the owner rc reaches. Close
+// it when done (ctl stays open).
+func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context) (*RemoteBackend, error) {
+	c, err := NewBackend(ctx, ctl, config.Paths{}) // no folder here: never read
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteBackend{c: c, rc: rc}, nil
+}
+
+// Remote is the context the backend drives.
+func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
+
+// Close stops following the status.
+func (r *RemoteBackend) Close() { r.c.Close() }
+
+// Ping asks the far side's owner for its status: an error means the link
+// is gone (ssh can't reach it again).
+func (r *RemoteBackend) Ping(ctx context.Context) error {
+	_, err := r.c.ctl.Status(ctx)
+	return err
+}
+
+func (r *RemoteBackend) Status() control.Status                   { return r.c.Status() }
+func (r *RemoteBackend) Subscribe(fn func(control.Status)) func() { return r.c.Subscribe(fn) }
+func (r *RemoteBackend) Provision(ctx context.Context) error      { return r.c.Provision(ctx) }
+func (r *RemoteBackend) Start(ctx context.Context) error          { return r.c.Start(ctx) }
+func (r *RemoteBackend) Stop(ctx context.Context) error           { return r.c.Stop(ctx) }
+func (r *RemoteBackend) Reset(ctx context.Context) error          { return r.c.Reset(ctx) }
+func (r *RemoteBackend) Remove(ctx context.Context) error         { return r.c.Remove(ctx) }
+func (r *RemoteBackend) Owner() string                            { return r.c.Owner() }
+func (r *RemoteBackend) AgentOps() AgentOps                       { return r.c.AgentOps() }
+func (r *RemoteBackend) Checkpoints() api.Checkpointer            { return r.c.Checkpoints() }
+func (r *RemoteBackend) MCP() (url, problem string)               { return r.c.MCP() }
+func (r *RemoteBackend) ConsoleLog() string                       { return "" }
+func (r *RemoteBackend) DataDir() string                          { return r.rc.DataDir }
+func (r *RemoteBackend) ImagePlan(ctx context.Context, manifestURL string) (control.ImagePlan, error) {
+	return r.c.ImagePlan(ctx, manifestURL)
+}
+func (r *RemoteBackend) Diagnostics(ctx context.Context, onResult func(diagnostics.Result)) ([]diagnostics.Result, error) {
+	return r.c.Diagnostics(ctx, onResult)
+}
+func (r *RemoteBackend) Usage(ctx context.Context, req agentproto.UsageRequest) (agentproto.UsageResponse, error) {
+	return r.c.Usage(ctx, req)
+}
+func (r *RemoteBackend) NetLog(ctx context.Context, req agentproto.NetLogRequest) (agentproto.NetLogResponse, error) {
+	return r.c.NetLog(ctx, req)
+}
+
+// Settings are the far side's sandbox.json, which the control protocol
+// doesn't carry yet: the Container tab says where to change them rather
+// than show this machine's.
+func (r *RemoteBackend) Settings() (config.Sandbox, error) {
+	return config.Sandbox{}, fmt.Errorf("%w: the settings are kept on %s: run `%s` to see them, `config set KEY VALUE` to change them",
+		agentproto.ErrUnsupported, r.rc.Name, FarCommand(r.rc, "config", "get"))
+}
+
+func (r *RemoteBackend) SaveSettings(config.Sandbox) error {
+	_, err := r.Settings()
+	return err
+}
+
+// remoteOf is the context b drives, ok false for this machine's sandbox.
+func remoteOf(b Backend) (remotes.Context, bool) {
+	if r, ok := b.(interface{ Remote() remotes.Context }); ok {
+		return r.Remote(), true
+	}
+	return remotes.Context{}, false
+}
+
+// FarCommand is the command line that runs osaurus-sandbox args on the
+// context's machine, as the user would type it here.
+func FarCommand(rc remotes.Context, args ...string) string {
+	t, _ := remotes.ParseURL(rc.URL)
+	dest := t.Host
+	if t.User != "" {
+		dest = t.User + "@" + dest
+	}
+	if t.Port != 0 {
+		dest = "-p " + strconv.Itoa(t.Port) + " " + dest
+	}
+	return "ssh " + dest + " " + rc.RemoteCommand(args...)
+}
+
+// ContextLabel names what the window drives: "box — ssh://me@box", or
+// this machine's data folder.
+func ContextLabel(b Backend) string {
+	if rc, ok := remoteOf(b); ok {
+		return rc.Name + " — " + rc.URL
+	}
+	return remotes.Local + " — this machine (" + b.DataDir() + ")"
+}
+
+// farOnly is the text of a tab that reads this machine's files, in the
+// window of a remote context.
+func farOnly(rc remotes.Context, what string, args ...string) string {
+	return fmt.Sprintf("%s shown on the machine itself: run `%s`, or open the window there.\n\n"+
+		"This window drives the sandbox of context %s (%s) through its owner; it never shows this machine's %s in its place.",
+		what, FarCommand(rc, args...), rc.Name, rc.URL, firstLower(what))
+}
+
+func firstLower(s string) string {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return s
+	}
+	return string(s[0]+'a'-'A') + s[1:]
+}
+
+// OpenRemote opens the session of a remote context: one connection (one
+// ssh running dial-stdio) to the far side's owner, started there when
+// none runs, as `--context NAME status` does. The agents are the far
+// side's, asked over it (ListAgents); the secrets and prompts are the far
+// side's keychain's, not shown.
+func OpenRemote(ctx context.Context, rc remotes.Context) (*Session, error) {
+	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
+	if err != nil {
+		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
+	}
+	b, err := NewRemoteBackend(ctx, cl, rc)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
+	}
+	reg, err := agents.Mirror(func() ([]agents.Agent, error) {
+		// Bounded: the Agents tab reloads on the UI's goroutine.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		l, err := cl.ListAgents(ctx)
+		return l.Agents, err
+	})
+	if err != nil {
+		b.Close()
+		cl.Close()
+		if errors.Is(err, agentproto.ErrUnsupported) {
+			return nil, fmt.Errorf("context %s: the far side's osaurus-sandbox can't list its agents (%w): install this version there with `osaurus-sandbox context install %s`", rc.Name, err, rc.Name)
+		}
+		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
+	}
+	return &Session{
+		Backend: b, Registry: reg,
+		Memory: cl, Events: cl,
+		AgentLog:   func(slug string) (string, error) { return cl.AgentLog(context.Background(), slug) },
+		AgentUsage: func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return UsageVia(ctx, cl, a) },
+		Close:      func() { b.Close(); cl.Close() },
+	}, nil
+}
+
+// UsageVia is an agent's resource use in the running VM of ctl's owner,
+// for the Agents tab. It is bounded: a listing must not hang on a busy VM.
+func UsageVia(ctx context.Context, ctl api.Controller, a agents.Agent) (agents.Usage, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if st, err := ctl.Status(ctx); err != nil || st.State != control.Running {
+		return agents.Usage{}, errors.New("the VM is not running")
+	}
+	resp, err := ctl.Usage(ctx, agentproto.UsageRequest{Users: []string{a.User()}})
+	if err != nil {
+		return agents.Usage{}, fmt.Errorf("the VM did not report usage: %v", err)
+	}
+	for _, u := range resp.Users {
+		if u.User == a.User() {
+			return agents.UsageFrom(u), nil
+		}
+	}
+	return agents.Usage{}, nil // nothing run since the VM started
+}
