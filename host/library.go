@@ -89,8 +89,8 @@ func (d *DataOwner) RepairPlugins(ctx context.Context) (api.PluginRepairs, error
 	return api.PluginRepairs{Repairs: rs}, err
 }
 
-// PluginLibrary reads the library (or req.Plugin of it) and req.Agent's
-// installs, for a front end whose own files are another machine's. A
+// PluginLibrary reads the library (or req.Plugin of it), or with
+// req.Agent only that agent's installs, for a front end whose own files are another machine's. A
 // damaged file is reported, as List does, not skipped.
 func (d *DataOwner) PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (api.PluginLibrary, error) {
 	lib, err := d.library()
@@ -98,6 +98,18 @@ func (d *DataOwner) PluginLibrary(ctx context.Context, req control.PluginLibrary
 		return api.PluginLibrary{}, err
 	}
 	r := api.PluginLibrary{Plugins: []*plugins.Entry{}, SetupAllowlist: datadir.SetupAllowlist(d.Paths)}
+	if req.Agent != "" {
+		// The installs alone: a plugin removed from the library may still
+		// be installed, and is uninstalled by this answer.
+		a, err := d.Tools.agent(req.Agent)
+		if err != nil {
+			return api.PluginLibrary{}, err
+		}
+		if r.Installed, err = d.Tools.installed().List(a.ID); err != nil {
+			return api.PluginLibrary{}, err
+		}
+		return r, nil
+	}
 	if req.Plugin != "" {
 		e, err := lib.Get(req.Plugin)
 		if err != nil {
@@ -113,15 +125,6 @@ func (d *DataOwner) PluginLibrary(ctx context.Context, req control.PluginLibrary
 				return api.PluginLibrary{}, err
 			}
 			r.Damaged = append(r.Damaged, api.PluginDamaged{ID: dmg.ID, Path: dmg.Path, Error: dmg.Err.Error()})
-		}
-	}
-	if req.Agent != "" {
-		a, err := d.Tools.agent(req.Agent)
-		if err != nil {
-			return api.PluginLibrary{}, err
-		}
-		if r.Installed, err = d.Tools.installed().List(a.ID); err != nil {
-			return api.PluginLibrary{}, err
 		}
 	}
 	return r, nil

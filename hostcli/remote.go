@@ -109,6 +109,12 @@ var (
 	// agents.json, and the repair without one is of that machine's file
 	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect",
 		"checkpoint", "checkpoints", "restore", "checkpoint-remove", "fork"}
+	// plugin subcommands that read the far side's library and installs
+	// through its owner (ctl.plugin_library) and change them there; import
+	// fetches here and the owner validates the recipe as any other. Not
+	// update (a file origin is a path of the far side) or repair (of the
+	// far side's install files, as agent repair is)
+	remotePluginCmds = []string{"import", "list", "show", "export", "duplicate", "install", "uninstall", "remove"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )
@@ -134,6 +140,11 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 			what, ok = "agent "+args[0], slices.Contains(remoteAgentCmds, args[0])
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
+		}
+		if cmd == "plugin" && len(args) > 0 {
+			what, ok = "plugin "+args[0], slices.Contains(remotePluginCmds, args[0])
+		} else if cmd == "plugin" {
+			ok = true // its usage
 		}
 		if cmd == "project" && len(args) > 0 {
 			what, ok = "project "+args[0], slices.Contains(remoteProjectCmds, args[0])

@@ -190,7 +190,7 @@ const (
 )
 
 // PluginLibraryRequest asks for the whole library, or only Plugin (an
-// id); with Agent (id, slug or name), also that agent's installs.
+// id); with Agent (id, slug or name), only that agent's installs.
 type PluginLibraryRequest struct {
 	Plugin string `json:"plugin,omitempty"`
 	Agent  string `json:"agent,omitempty"`

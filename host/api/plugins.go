@@ -35,8 +35,8 @@ type PluginRepairs struct {
 }
 
 // PluginLibrary is the library as the owner reads it: its entries
-// (sorted by id), the files it can't read, the setup allowlist recipes
-// are reviewed against there, and, when asked, an agent's installs.
+// (sorted by id), the files it can't read and the setup allowlist
+// recipes are reviewed against there; or, when asked, an agent's installs.
 type PluginLibrary struct {
 	Plugins        []*plugins.Entry                `json:"plugins"`
 	Damaged        []PluginDamaged                 `json:"damaged,omitempty"`
@@ -55,8 +55,8 @@ type PluginDamaged struct {
 // PluginLibraryReader reads the library through the owner, for a front
 // end on another machine (a remote context), whose own files are not it.
 type PluginLibraryReader interface {
-	// PluginLibrary is the library, or one plugin of it, and an agent's
-	// installs when req names one.
+	// PluginLibrary is the library, or one plugin of it, or when req
+	// names an agent that agent's installs.
 	PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (PluginLibrary, error)
 }
 

@@ -178,7 +178,7 @@ func (c *Client) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
 	return r, err
 }
 
-// PluginLibrary asks the owner for its library, or one plugin of it, and
+// PluginLibrary asks the owner for its library, or one plugin of it, or
 // an agent's installs. An owner older than the op answers
 // agentproto.ErrUnsupported.
 func (c *Client) PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (api.PluginLibrary, error) {
