@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 )
 
@@ -85,4 +87,56 @@ func (d *DataOwner) RepairPlugins(ctx context.Context) (api.PluginRepairs, error
 		rs = []plugins.InstalledRepair{}
 	}
 	return api.PluginRepairs{Repairs: rs}, err
+}
+
+// PluginLibrary reads the library (or req.Plugin of it), or with
+// req.Agent only that agent's installs, for a front end whose own files are another machine's. A
+// damaged file is reported, as List does, not skipped.
+func (d *DataOwner) PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (api.PluginLibrary, error) {
+	lib, err := d.library()
+	if err != nil {
+		return api.PluginLibrary{}, err
+	}
+	r := api.PluginLibrary{Plugins: []*plugins.Entry{}, SetupAllowlist: datadir.SetupAllowlist(d.Paths)}
+	if req.Agent != "" {
+		// The installs alone: a plugin removed from the library may still
+		// be installed, and is uninstalled by this answer.
+		a, err := d.Tools.agent(req.Agent)
+		if err != nil {
+			return api.PluginLibrary{}, err
+		}
+		if r.Installed, err = d.Tools.installed().List(a.ID); err != nil {
+			return api.PluginLibrary{}, err
+		}
+		return r, nil
+	}
+	if req.Plugin != "" {
+		e, err := lib.Get(req.Plugin)
+		if err != nil {
+			return api.PluginLibrary{}, err
+		}
+		r.Plugins = append(r.Plugins, e)
+	} else {
+		list, err := lib.List()
+		r.Plugins = append(r.Plugins, list...)
+		for _, e := range unjoinErr(err) {
+			var dmg *plugins.DamagedError
+			if !errors.As(e, &dmg) {
+				return api.PluginLibrary{}, err
+			}
+			r.Damaged = append(r.Damaged, api.PluginDamaged{ID: dmg.ID, Path: dmg.Path, Error: dmg.Err.Error()})
+		}
+	}
+	return r, nil
+}
+
+// unjoinErr is the errors errors.Join put together, or err alone.
+func unjoinErr(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -88,11 +88,11 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.err, "osaurus-sandbox plugin %s: %v\n%s\n", sub, err, pluginUsage)
 		return ExitUsage
 	}
-	lib, err := plugins.OpenLibrary(c.paths.PluginsDir())
+	src, err := c.pluginSource()
 	if err != nil {
 		return c.fail(err)
 	}
-	// The library is read here; the owner writes it.
+	// The library is read from src; the owner writes it.
 	save := func(p *plugins.Plugin, origin plugins.Origin) int {
 		b, err := p.Encode()
 		if err != nil {
@@ -107,18 +107,23 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		e, err := lib.Get(r.ID)
+		e, err := src.get(ctx, r.ID)
 		if err != nil {
 			return c.fail(err)
 		}
 		c.printSaved(e, r.Changed)
 		return ExitOK
 	}
+	// The importer fetches on this machine, under its settings; the
+	// recipe is reviewed against the allowlist where it will run.
 	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
 	if err != nil {
 		return c.fail(err)
 	}
 	im := datadir.PluginImporter(cfg, pluginHTTPClient)
+	review := func(p *plugins.Plugin, o plugins.Origin) plugins.Grant {
+		return plugins.Review(p, o, src.allowlist(ctx), nil)
+	}
 	switch {
 	case sub == "import" && len(pos) == 1:
 		p, origin, err := im.Import(ctx, pos[0])
@@ -128,7 +133,7 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		// The same id from somewhere else is most likely another plugin
 		// that happens to share the name: ask before making it a new
 		// version of the one in the library.
-		if e, err := lib.Get(p.ID()); err == nil {
+		if e, err := src.get(ctx, p.ID()); err == nil {
 			if cur := e.Current().Origin; cur.Location != origin.Location || cur.Kind != origin.Kind {
 				warn := fmt.Sprintf("The library already has a plugin %q, from %s.\nImporting %s makes it version %d of that plugin (the earlier versions are kept).",
 					p.ID(), orDash(cur.Location), origin.Location, e.Current().Number+1)
@@ -137,18 +142,24 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 				}
 			}
 		}
-		if code := c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "imported"); code != ExitOK {
+		if code := c.confirmGrant(p.ID(), review(p, origin), flags["yes"], "imported"); code != ExitOK {
 			return code
 		}
 		return save(p, origin)
 	case sub == "update" && len(pos) == 1:
 		code := ExitOK
 		var origin plugins.Origin
+		// Only here: withContext refuses update through a context (its
+		// file origin is a path of the far side).
+		lib, err := plugins.OpenLibrary(c.paths.PluginsDir())
+		if err != nil {
+			return c.fail(err)
+		}
 		if e, err := lib.Get(pos[0]); err == nil {
 			origin = e.Current().Origin
 		}
 		p, fetched, err := im.Refetch(ctx, lib, pos[0], func(p *plugins.Plugin) error {
-			if code = c.confirmGrant(p.ID(), datadir.ReviewImport(p, origin, cfg), flags["yes"], "updated"); code != ExitOK {
+			if code = c.confirmGrant(p.ID(), review(p, origin), flags["yes"], "updated"); code != ExitOK {
 				return errDeclined
 			}
 			return nil
@@ -161,11 +172,15 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		}
 		return save(p, fetched)
 	case sub == "list" && len(pos) == 0:
-		return c.pluginList(lib, flags["json"])
+		return c.pluginList(ctx, src, flags["json"])
 	case sub == "show" && len(pos) == 1:
-		return c.pluginShow(lib, pos[0], flags["json"])
+		return c.pluginShow(ctx, src, pos[0], flags["json"])
 	case sub == "export" && (len(pos) == 1 || len(pos) == 2):
-		b, err := lib.Export(pos[0])
+		e, err := src.get(ctx, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		b, err := e.Current().Recipe.Encode()
 		if err != nil {
 			return c.fail(err)
 		}
@@ -188,14 +203,14 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		e, err := lib.Get(r.ID)
+		e, err := src.get(ctx, r.ID)
 		if err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.out, "duplicated %s as %s (%q)\n", pos[0], e.ID, e.Current().Recipe.Name)
 		return ExitOK
 	case (sub == "install" || sub == "uninstall") && len(pos) == 1 && agentRef != "":
-		return c.pluginInstall(ctx, lib, pos[0], agentRef, sub == "install", flags["yes"])
+		return c.pluginInstall(ctx, src, pos[0], agentRef, sub == "install", flags["yes"])
 	case sub == "repair" && len(pos) == 0:
 		return c.pluginRepair(ctx)
 	case sub == "remove" && len(pos) == 1:
@@ -282,8 +297,8 @@ func summarize(e *plugins.Entry) pluginSummary {
 	return s
 }
 
-func (c *cli) pluginList(lib *plugins.Library, asJSON bool) int {
-	list, err := lib.List()
+func (c *cli) pluginList(ctx context.Context, src pluginSource, asJSON bool) int {
+	list, err := src.list(ctx)
 	rows := []pluginSummary{}
 	for _, e := range list {
 		rows = append(rows, summarize(e))
@@ -332,8 +347,8 @@ func orDash(s string) string {
 	return s
 }
 
-func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
-	e, err := lib.Get(id)
+func (c *cli) pluginShow(ctx context.Context, src pluginSource, id string, asJSON bool) int {
+	e, err := src.get(ctx, id)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -381,18 +396,10 @@ func (c *cli) pluginShow(lib *plugins.Library, id string, asJSON bool) int {
 		}
 		fmt.Fprintln(c.out)
 	}
-	for _, pr := range datadir.OutsideAllowlist(p, mustSandbox(c)) {
+	for _, pr := range plugins.CheckHosts(p, plugins.NewAllowlist(src.allowlist(ctx))) {
 		fmt.Fprintf(c.out, "warning: %s: %s\n", pr.Field, pr.Message)
 	}
 	return ExitOK
-}
-
-func mustSandbox(c *cli) config.Sandbox {
-	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
-	if err != nil {
-		return config.Defaults()
-	}
-	return cfg
 }
 
 var errDeclined = errors.New("declined")
@@ -416,12 +423,8 @@ func (p termPrompter) PromptSecret(_ context.Context, req tools.SecretRequest) e
 	return p.c.sec.Set(req.Agent.Slug, req.Key, v)
 }
 
-func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agentRef string, install, yes bool) int {
-	reg, err := c.openAgents()
-	if err != nil {
-		return c.fail(err)
-	}
-	a, err := reg.Get(agentRef)
+func (c *cli) pluginInstall(ctx context.Context, src pluginSource, id, agentRef string, install, yes bool) int {
+	a, err := c.lookupAgent(ctx, agentRef)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -431,7 +434,7 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		vmErr = fmt.Errorf("%w (start it with `osaurus-sandbox start`)", vmErr)
 	}
 	if !install {
-		if have, err := c.installed().List(a.ID); err == nil {
+		if have, err := src.installs(ctx, a); err == nil {
 			if _, ok := have[id]; !ok {
 				return c.fail(fmt.Errorf("plugin %s is not installed for %s; nothing was changed (`osaurus-sandbox agent show %s` lists its plugins)", id, a.Name, a.Slug))
 			}
@@ -456,18 +459,21 @@ func (c *cli) pluginInstall(ctx context.Context, lib *plugins.Library, id, agent
 		fmt.Fprintf(c.out, "uninstalled %s from %s\n", id, a.Name)
 		return ExitOK
 	}
-	e, err := lib.Get(id)
+	// The recipe reviewed is the one the owner installs: its library's.
+	e, err := src.get(ctx, id)
 	if err != nil {
 		return c.fail(err)
 	}
 	cur := e.Current()
-	if code := c.confirmGrant(id+" for "+a.Name, datadir.ReviewInstall(c.paths, a, cur), yes, "installed"); code != ExitOK {
+	if code := c.confirmGrant(id+" for "+a.Name, datadir.ReviewInstallWith(src.allowlist(ctx), a, cur), yes, "installed"); code != ExitOK {
 		return code
 	}
 	if vmErr != nil {
 		return c.fail(vmErr)
 	}
-	if f, ok := c.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	// Not through a context: the agent's secrets are the far side's
+	// (or this machine's store of them), and its install says what lacks.
+	if f, ok := c.in.(*os.File); ok && c.remote == nil && term.IsTerminal(int(f.Fd())) {
 		// A secret the plugin needs and the agent lacks is asked for
 		// here, without echo, as `secret set` would.
 		if err := c.askMissingSecrets(ctx, a, cur.Recipe); err != nil {

@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs and, with secretStore client there, secret work; the rest say so (docs/remote.md).",
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs, plugin (but update and repair; import sends the recipe there) and, with secretStore client there, secret work; the rest say so (docs/remote.md).",
 				"With no command (`--context NAME` alone, or a remote current context) the window opens on that context; its picker switches contexts without changing the current one."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
@@ -109,6 +109,12 @@ var (
 	// agents.json, and the repair without one is of that machine's file
 	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect",
 		"checkpoint", "checkpoints", "restore", "checkpoint-remove", "fork"}
+	// plugin subcommands that read the far side's library and installs
+	// through its owner (ctl.plugin_library) and change them there; import
+	// fetches here and the owner validates the recipe as any other. Not
+	// update (a file origin is a path of the far side) or repair (of the
+	// far side's install files, as agent repair is)
+	remotePluginCmds = []string{"import", "list", "show", "export", "duplicate", "install", "uninstall", "remove"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )
@@ -134,6 +140,11 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 			what, ok = "agent "+args[0], slices.Contains(remoteAgentCmds, args[0])
 		} else if cmd == "agent" {
 			ok = true // its usage: no agent is read
+		}
+		if cmd == "plugin" && len(args) > 0 {
+			what, ok = "plugin "+args[0], slices.Contains(remotePluginCmds, args[0])
+		} else if cmd == "plugin" {
+			ok = true // its usage
 		}
 		if cmd == "project" && len(args) > 0 {
 			what, ok = "project "+args[0], slices.Contains(remoteProjectCmds, args[0])

@@ -240,6 +240,10 @@ func (oldOwner) ListAgents(context.Context) (api.AgentList, error) {
 	return api.AgentList{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpAgentList)
 }
 
+func (oldOwner) PluginLibrary(context.Context, control.PluginLibraryRequest) (api.PluginLibrary, error) {
+	return api.PluginLibrary{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpPluginLibrary)
+}
+
 // A far side too old for ListAgents is told to install this version
 // there, as connect's lookup is, rather than failing with the op's name.
 func TestAgentListThroughContextToAnOldOwner(t *testing.T) {
@@ -256,7 +260,7 @@ func TestAgentListThroughContextToAnOldOwner(t *testing.T) {
 	go func() { defer wg.Done(); (&server.Server{Ctl: oldOwner{}}).Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
 	farSide(t, "old", far)
-	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}} {
+	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}} {
 		_, errOut, code := run(t, append([]string{"--context", "old"}, args...)...)
 		if code != ExitError || !strings.Contains(errOut, "the far side's osaurus-sandbox can't") || !strings.Contains(errOut, "`osaurus-sandbox context install old`") {
 			t.Errorf("%v: %d %q", args, code, errOut)

@@ -193,4 +193,15 @@ const (
 	// event: a report line), then deletes it from the library.
 	OpPluginRemove = "ctl.plugin_remove" // PluginRequest → api.PluginRemoved
 	OpPluginRepair = "ctl.plugin_repair" // Empty → api.PluginRepairs
+	// OpPluginLibrary reads the library (and an agent's installs) as the
+	// owner has them: what a remote context's plugin commands show and
+	// review, since the library files are the far side's.
+	OpPluginLibrary = "ctl.plugin_library" // PluginLibraryRequest → api.PluginLibrary
 )
+
+// PluginLibraryRequest asks for the whole library, or only Plugin (an
+// id); with Agent (id, slug or name), only that agent's installs.
+type PluginLibraryRequest struct {
+	Plugin string `json:"plugin,omitempty"`
+	Agent  string `json:"agent,omitempty"`
+}

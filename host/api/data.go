@@ -51,6 +51,8 @@ type DataOps interface {
 
 	// PluginLibraryOps write the plugin library and install records.
 	PluginLibraryOps
+	// PluginLibraryReader reads the library and the installs.
+	PluginLibraryReader
 }
 
 // EventLog is the owner's event log as a follower reads it

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+
 	"github.com/osaurus/osaurus-sandbox/plugins"
 )
 
@@ -30,6 +32,32 @@ type PluginRemoved struct {
 // PluginRepairs is what repairing the agents' install records did.
 type PluginRepairs struct {
 	Repairs []plugins.InstalledRepair `json:"repairs"`
+}
+
+// PluginLibrary is the library as the owner reads it: its entries
+// (sorted by id), the files it can't read and the setup allowlist
+// recipes are reviewed against there; or, when asked, an agent's installs.
+type PluginLibrary struct {
+	Plugins        []*plugins.Entry                `json:"plugins"`
+	Damaged        []PluginDamaged                 `json:"damaged,omitempty"`
+	SetupAllowlist []string                        `json:"setupAllowlist"`
+	Installed      map[string]plugins.Installation `json:"installed,omitempty"`
+}
+
+// PluginDamaged is a library file the owner can't read
+// (plugins.DamagedError).
+type PluginDamaged struct {
+	ID    string `json:"id"`
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// PluginLibraryReader reads the library through the owner, for a front
+// end on another machine (a remote context), whose own files are not it.
+type PluginLibraryReader interface {
+	// PluginLibrary is the library, or one plugin of it, or when req
+	// names an agent that agent's installs.
+	PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (PluginLibrary, error)
 }
 
 // PluginLibraryOps are the owner's writes to the plugin library and the

@@ -25,11 +25,17 @@ func SetupAllowlist(p config.Paths) []string {
 // and the network its setup and tools run under (plugins.Review), for the
 // confirmation the CLI and the window ask before an install.
 func ReviewInstall(p config.Paths, a agents.Agent, v plugins.Version) plugins.Grant {
+	return ReviewInstallWith(SetupAllowlist(p), a, v)
+}
+
+// ReviewInstallWith is ReviewInstall against setup allowlist allow: the
+// far side's, through a remote context, where the install runs.
+func ReviewInstallWith(allow []string, a agents.Agent, v plugins.Version) plugins.Grant {
 	agentPol := &netpolicy.Policy{Mode: netpolicy.None}
 	if pol, err := a.NetworkPolicy(); err == nil {
 		agentPol = &pol
 	}
-	return plugins.Review(v.Recipe, v.Origin, SetupAllowlist(p), agentPol)
+	return plugins.Review(v.Recipe, v.Origin, allow, agentPol)
 }
 
 // ReviewImport is what an imported recipe would get, before any agent.

@@ -183,3 +183,12 @@ func (c *Client) RepairPlugins(ctx context.Context) (api.PluginRepairs, error) {
 	err := c.dataCall(ctx, control.OpPluginRepair, agentproto.Empty{}, &r, false)
 	return r, err
 }
+
+// PluginLibrary asks the owner for its library, or one plugin of it, or
+// an agent's installs. An owner older than the op answers
+// agentproto.ErrUnsupported.
+func (c *Client) PluginLibrary(ctx context.Context, req control.PluginLibraryRequest) (api.PluginLibrary, error) {
+	var r api.PluginLibrary
+	err := c.dataCall(ctx, control.OpPluginLibrary, req, &r, true)
+	return r, err
+}

@@ -122,6 +122,10 @@ func (s *Server) dataOps(m *agentproto.Mux) {
 		}
 		return c.Respond(r)
 	})
+	m.Handle(control.OpPluginLibrary, agentproto.Unary(func(ctx context.Context, req *control.PluginLibraryRequest) (*api.PluginLibrary, error) {
+		r, err := s.Ctl.PluginLibrary(ctx, *req)
+		return &r, err
+	}))
 	m.Handle(control.OpPluginRepair, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*api.PluginRepairs, error) {
 		r, err := s.Ctl.RepairPlugins(ctx)
 		return &r, err
