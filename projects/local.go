@@ -317,7 +317,7 @@ func writeOne(ctx context.Context, root *os.File, c Change, o ApplyOptions, fetc
 	}
 	var st unix.Stat_t
 	if rawFD(dir, func(fd int) error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		mode = st.Mode & 0o777
+		mode = uint32(st.Mode) & 0o777
 	}
 	body, err := fetch(ctx, c)
 	if err != nil {

@@ -50,7 +50,6 @@ const lockWait = 30 * time.Second
 // test can play another user.
 var currentUID = os.Geteuid
 
-
 func fileErr(err error, format string, a ...any) error {
 	return &storeError{msg: "secret store: " + fmt.Sprintf(format, a...), err: err}
 }

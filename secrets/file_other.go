@@ -8,7 +8,6 @@ type File struct{ Path, Lock string }
 
 var errNoFileStore = &storeError{msg: "secret store: the file store is available on Linux and macOS only"}
 
-
 func (f File) Where() string                    { return "the secrets file " + f.Path }
 func (File) Get(string, string) (string, error) { return "", errNoFileStore }
 func (File) Set(string, string, string) error   { return errNoFileStore }
