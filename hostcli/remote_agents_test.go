@@ -59,6 +59,30 @@ func farSide(t *testing.T, name, dir string) {
 	}
 }
 
+// farAndLocal makes two data folders on this machine: the far side's,
+// set up by farCmds run there and then owned by a running owner (ctl),
+// and this machine's, current when it returns (HOME a temporary folder,
+// no context chosen by the environment).
+func farAndLocal(t *testing.T, farCmds ...[]string) (local, far string, ctl api.Controller) {
+	t.Helper()
+	local, far = shortDir(t, "loc"), shortDir(t, "far")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv(remotes.Env, "")
+	t.Setenv(config.HomeEnv, far)
+	for _, args := range farCmds {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatal(args, errOut)
+		}
+	}
+	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Close)
+	t.Setenv(config.HomeEnv, local)
+	return local, far, ctl
+}
+
 // farAgents reads the far side's agents.json, as its next reader would.
 func farAgentNames(t *testing.T, dir string) []string {
 	t.Helper()
@@ -80,19 +104,7 @@ func farAgentNames(t *testing.T, dir string) []string {
 // side is a second data folder on this machine with an owner running,
 // reached by the real dial-stdio through a stand-in ssh.
 func TestAgentCommandsThroughContext(t *testing.T) {
-	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv(remotes.Env, "")
-	t.Setenv(config.HomeEnv, far)
-	if _, errOut, code := run(t, "agent", "add", "alice"); code != ExitOK {
-		t.Fatal(errOut)
-	}
-	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctl.Close)
-	t.Setenv(config.HomeEnv, local)
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"})
 	if _, errOut, code := run(t, "agent", "add", "carol"); code != ExitOK {
 		t.Fatal(errOut)
 	}

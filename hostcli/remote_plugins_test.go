@@ -12,10 +12,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/plugins"
-	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // libraryIDs is the ids in the library of data folder dir.
@@ -41,9 +39,6 @@ func libraryIDs(t *testing.T, dir string) []string {
 // of the same id here is not what is listed, shown or reviewed for an
 // install, and this machine's library is left as it was.
 func TestPluginCommandsThroughContext(t *testing.T) {
-	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv(remotes.Env, "")
 	recipes := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(recipes, name)
@@ -58,18 +53,7 @@ func TestPluginCommandsThroughContext(t *testing.T) {
 	localOnly := write("local-only.json", strings.Replace(helloPlugin, "Hello Tools", "Local Only", 1))
 	fromHere := write("from-here.json", strings.Replace(helloPlugin, "Hello Tools", "From Here", 1))
 
-	t.Setenv(config.HomeEnv, far)
-	for _, args := range [][]string{{"agent", "add", "alice"}, {"plugin", "import", farHello, "--yes"}} {
-		if _, errOut, code := run(t, args...); code != ExitOK {
-			t.Fatal(args, errOut)
-		}
-	}
-	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctl.Close)
-	t.Setenv(config.HomeEnv, local)
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"plugin", "import", farHello, "--yes"})
 	for _, args := range [][]string{{"agent", "add", "carol"}, {"plugin", "import", localHello}, {"plugin", "import", localOnly}} {
 		if _, errOut, code := run(t, args...); code != ExitOK {
 			t.Fatal(args, errOut)

@@ -16,7 +16,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -54,19 +53,7 @@ func absent(t *testing.T, path string) {
 // alone what the user changed since the upload (until --force) and
 // writing nothing through a link of the folder.
 func TestProjectsThroughContext(t *testing.T) {
-	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv(remotes.Env, "")
-	t.Setenv(config.HomeEnv, far)
-	if _, errOut, code := run(t, "agent", "add", "alice"); code != ExitOK {
-		t.Fatal(errOut)
-	}
-	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctl.Close)
-	t.Setenv(config.HomeEnv, local)
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"})
 	farSide(t, "box", far)
 
 	user, outside := t.TempDir(), t.TempDir()

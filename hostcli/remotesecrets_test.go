@@ -2,7 +2,6 @@ package hostcli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
-	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -26,22 +24,8 @@ import (
 // stand-in ssh; this machine's store is the file store (TestMain leaves
 // no keychain).
 func TestSecretsFromThisMachineThroughContext(t *testing.T) {
-	local, far, home := shortDir(t, "loc"), shortDir(t, "far"), t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv(remotes.Env, "")
-	t.Setenv(config.HomeEnv, far)
-	for _, args := range [][]string{{"agent", "add", "alice"}, {"config", "set", "secretStore", "client"}} {
-		if _, errOut, code := run(t, args...); code != ExitOK {
-			t.Fatal(errOut)
-		}
-	}
-	ctl, err := host.OpenData(context.Background(), config.Paths{Root: far}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctl.Close)
+	local, far, ctl := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"config", "set", "secretStore", "client"})
 	farSecrets := ctl.(*host.Host).Secrets()
-	t.Setenv(config.HomeEnv, local)
 	if _, errOut, code := run(t, "config", "set", "secretStore", "file"); code != ExitOK {
 		t.Fatal(errOut)
 	}
