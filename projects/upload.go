@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
 )
@@ -32,7 +33,7 @@ const (
 )
 
 // ErrTooBig: the folder is bigger than an upload may be.
-var ErrTooBig = fmt.Errorf("%w: too big to upload", ErrInvalid)
+var ErrTooBig = agentproto.Class(agentproto.ErrInvalid, "too big to upload")
 
 // UploadStats says what SendUpload sent and left out.
 type UploadStats struct {
