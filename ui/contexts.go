@@ -121,7 +121,13 @@ func (sw *switcher) show(name string, s *Session) {
 		sw.local = s
 	}
 	sw.name, sw.sess = name, s
-	sw.w = newWindowIn(sw.win, sw.app, s.Backend, s.Registry, sw.do, sw.header)
+	// Until a context exists the picker could only offer this machine:
+	// the window stays as it was without one.
+	header := sw.header
+	if names, _ := sw.names(); len(names) == 1 && name == remotes.Local {
+		header = nil
+	}
+	sw.w = newWindowIn(sw.win, sw.app, s.Backend, s.Registry, sw.do, header)
 	if sw.attach != nil {
 		sw.detach = sw.attach(sw.w, s)
 	}
