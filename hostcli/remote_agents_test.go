@@ -83,6 +83,26 @@ func farAndLocal(t *testing.T, farCmds ...[]string) (local, far string, ctl api.
 	return local, far, ctl
 }
 
+// fakeFar makes context name reach a stand-in far owner serving ctl,
+// with this machine's data folder current; it returns that folder.
+func fakeFar(t *testing.T, name string, ctl api.Controller) (local string) {
+	t.Helper()
+	local, far := shortDir(t, "loc"), shortDir(t, name)
+	t.Setenv(config.HomeEnv, local)
+	t.Setenv(remotes.Env, "")
+	ln, err := server.Listen(config.Paths{Root: far})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); (&server.Server{Ctl: ctl}).Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	farSide(t, name, far)
+	return local
+}
+
 // farAgents reads the far side's agents.json, as its next reader would.
 func farAgentNames(t *testing.T, dir string) []string {
 	t.Helper()
@@ -259,19 +279,7 @@ func (oldOwner) PluginLibrary(context.Context, control.PluginLibraryRequest) (ap
 // A far side too old for ListAgents is told to install this version
 // there, as connect's lookup is, rather than failing with the op's name.
 func TestAgentListThroughContextToAnOldOwner(t *testing.T) {
-	local, far := shortDir(t, "loc"), shortDir(t, "old")
-	t.Setenv(config.HomeEnv, local)
-	t.Setenv(remotes.Env, "")
-	ln, err := server.Listen(config.Paths{Root: far})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); (&server.Server{Ctl: oldOwner{}}).Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
-	farSide(t, "old", far)
+	fakeFar(t, "old", oldOwner{})
 	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}} {
 		_, errOut, code := run(t, append([]string{"--context", "old"}, args...)...)
 		if code != ExitError || !strings.Contains(errOut, "the far side's osaurus-sandbox can't") || !strings.Contains(errOut, "`osaurus-sandbox context install old`") {

@@ -10,14 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/host/api/server"
 	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/remotes"
 )
@@ -189,19 +187,7 @@ func (liar) OpenProjectFile(_ context.Context, req control.ProjectFileRequest) (
 // A far side that lies writes nothing outside the folder, nothing not
 // reviewed, no content but the reviewed one, and nothing through a link.
 func TestApplyThroughContextTrustsNoFarSide(t *testing.T) {
-	local, far := shortDir(t, "loc"), shortDir(t, "liar")
-	t.Setenv(config.HomeEnv, local)
-	t.Setenv(remotes.Env, "")
-	ln, err := server.Listen(config.Paths{Root: far})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); (&server.Server{Ctl: liar{}}).Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
-	farSide(t, "liar", far)
+	local := fakeFar(t, "liar", liar{})
 	parent := t.TempDir()
 	user, outside := filepath.Join(parent, "user"), t.TempDir()
 	os.Mkdir(user, 0o755)
