@@ -519,9 +519,12 @@ func mustRead(t *testing.T, p string) string {
 // call on the far side's own `mcp`), then the SSH connection killed in the
 // middle of a call: the call fails saying the link was lost, and nothing
 // of it is left on either side (the relay, the far side's mcp, the
-// command in the VM). stop ends the far side's owner and VM.
+// command in the VM). A preview of a server the far agent runs opens on
+// this machine's loopback. stop ends the far side's owner and VM.
 func TestRemoteContextMCP(t *testing.T) {
-	box := startSSHBox(t)
+	// Previews are carried by ssh -W: forwarding to the far side's
+	// loopback only.
+	box := startSSHBox(t, "Match all", "AllowTcpForwarding local", "PermitOpen 127.0.0.1:*")
 	remote, rp := ownerSetup(t, false) // the far side's data folder and binary
 	local := cliRun{t: t, bin: remote.bin, home: t.TempDir()}
 	t.Cleanup(func() {
@@ -652,6 +655,32 @@ func TestRemoteContextMCP(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(repo, name)); err != nil || string(b) != want {
 			t.Errorf("after apply through the context, %s here: %q %v, want %q", name, b, err, want)
 		}
+	}
+
+	// A preview of the far agent's server, opened on this machine's
+	// loopback through the context's ssh.
+	far.ok(t, "sandbox_write_file", map[string]any{"path": "site/index.html", "content": "<h1>far preview</h1>\n"})
+	far.ok(t, "sandbox_exec_background", map[string]any{"command": "cd ~/site && exec python3 -m http.server 8000 --bind 127.0.0.1"})
+	var exposed map[string]any
+	waitFor(t, "the far server to listen", time.Minute, func() bool {
+		e := far.call(t, "sandbox_expose_port", map[string]any{"port": 8000})
+		if e.OK {
+			exposed = e.Result.(map[string]any)
+		}
+		return e.OK
+	})
+	url := str(exposed["url"])
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.Contains(str(exposed["forwarded"]), "context box") {
+		t.Fatalf("the preview through the context: %v", exposed)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(page) != "<h1>far preview</h1>\n" {
+		t.Fatalf("GET %s: %s %q", url, resp.Status, page)
 	}
 
 	// The SSH connection dies in the middle of a call.
