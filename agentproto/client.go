@@ -2,6 +2,7 @@ package agentproto
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,10 +21,7 @@ type Client struct {
 // version and hands over the host's clock.
 func Handshake(ctx context.Context, p *Peer) (*Client, error) {
 	var resp HelloResponse
-	err := p.Call(ctx, OpHello, HelloRequest{
-		Major: VersionMajor, Minor: VersionMinor, TimeUnixNano: time.Now().UnixNano(),
-		HostAddrs: hostAddrs(),
-	}, &resp)
+	err := p.Call(ctx, OpHello, greeting(), &resp)
 	if err != nil {
 		return nil, err
 	}
@@ -39,10 +37,18 @@ func Handshake(ctx context.Context, p *Peer) (*Client, error) {
 // Hello is idempotent on the guest, which sets its clock when it is more
 // than a second off.
 func (c *Client) SyncClock(ctx context.Context) error {
-	return c.Peer.Call(ctx, OpHello, HelloRequest{
+	return c.Peer.Call(ctx, OpHello, greeting(), &HelloResponse{})
+}
+
+// greeting is the host's hello: its clock, its addresses and 32 fresh
+// random bytes for the guest's pool.
+func greeting() HelloRequest {
+	seed := make([]byte, 32)
+	rand.Read(seed) // never fails (crypto/rand)
+	return HelloRequest{
 		Major: VersionMajor, Minor: VersionMinor, TimeUnixNano: time.Now().UnixNano(),
-		HostAddrs: hostAddrs(),
-	}, &HelloResponse{})
+		HostAddrs: hostAddrs(), Seed: seed,
+	}
 }
 
 // Exec runs a process and streams its output into stdout and stderr as it

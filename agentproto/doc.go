@@ -26,5 +26,5 @@ package agentproto
 // Version is the protocol version. Bump Major on incompatible changes.
 const (
 	VersionMajor = 2
-	VersionMinor = 9 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope; 4: Limits, ExitStatus.Limit, usage; 5: user_limit; 6: net_release, HelloRequest.HostAddrs; 7: UserLimitRequest.TmpMaxBytes, UserUsage.TmpBytes; 8: net.port_dial; 9: ExecRequest.Tty, Resize frames, SignalFrame.Children
+	VersionMinor = 10 // 2: ExecRequest.Network; 3: net_log, ExecRequest.NetScope; 4: Limits, ExitStatus.Limit, usage; 5: user_limit; 6: net_release, HelloRequest.HostAddrs; 7: UserLimitRequest.TmpMaxBytes, UserUsage.TmpBytes; 8: net.port_dial; 9: ExecRequest.Tty, Resize frames, SignalFrame.Children; 10: HelloRequest.Seed, HelloResponse.Reseeded
 )

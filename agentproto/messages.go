@@ -31,6 +31,10 @@ type HelloRequest struct {
 	// HostAddrs are the host's own addresses (minor 6), which the guest
 	// denies to every agent.
 	HostAddrs []string `json:"host_addrs,omitempty"`
+	// Seed is fresh randomness from the host (minor 10), mixed into the
+	// guest's kernel random pool and forcing a reseed: a VM resumed from
+	// a saved memory image would otherwise give every copy the same keys.
+	Seed []byte `json:"seed,omitempty"`
 }
 
 // HelloResponse describes the guest.
@@ -52,6 +56,9 @@ type HelloResponse struct {
 	// the host's clock at that moment it places the guest's boot on the
 	// host's time line.
 	UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+	// Reseeded says the guest mixed the hello's Seed into its random
+	// pool and reseeded it (minor 10).
+	Reseeded bool `json:"reseeded,omitempty"`
 }
 
 // BootPhase is one step of the guest's boot: Name ended at guest uptime

@@ -43,6 +43,9 @@ type Config struct {
 	// SetClock lets Hello set the system clock from the host's. Only the
 	// VM's PID 1 should; a development agent must not touch its host.
 	SetClock bool
+	// Reseed lets Hello mix the host's seed into the kernel's random
+	// pool (and reseed it). Only the VM's PID 1 should.
+	Reseed bool
 	// BootSeconds is the uptime at which the agent became ready.
 	BootSeconds float64
 	// Warnings are boot steps that failed without stopping the agent.
@@ -160,9 +163,10 @@ func (s *Service) account(user string) (*account.Account, error) {
 	return &a, nil
 }
 
-// Hello answers the handshake and, when allowed, sets the clock: a VM
+// Hello answers the handshake and, when allowed, sets the clock (a VM
 // restored or started without an RTC otherwise runs with a wrong date,
-// which breaks TLS and make.
+// which breaks TLS and make) and reseeds the random pool from the host's
+// seed (a VM restored from a saved image otherwise repeats its randoms).
 func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*agentproto.HelloResponse, error) {
 	if s.cfg.SetClock && req.TimeUnixNano > 0 {
 		host := time.Unix(0, req.TimeUnixNano)
@@ -178,7 +182,18 @@ func (s *Service) Hello(ctx context.Context, req *agentproto.HelloRequest) (*age
 	if s.cfg.NetPolicy != nil {
 		s.cfg.NetPolicy.SetHostAddrs(req.HostAddrs)
 	}
+	reseeded := false
+	// A seed too short to count is ignored (a confused host, not
+	// entropy), and says so only by Reseeded false.
+	if s.cfg.Reseed && len(req.Seed) >= minSeed {
+		if err := reseed(req.Seed); err != nil {
+			s.AddWarning("reseed the random pool: %v", err)
+		} else {
+			reseeded = true
+		}
+	}
 	resp := &agentproto.HelloResponse{
+		Reseeded:     reseeded,
 		Major:        agentproto.VersionMajor,
 		Minor:        agentproto.VersionMinor,
 		AgentVersion: s.cfg.AgentVersion,

@@ -148,6 +148,7 @@ func RunInit(agentVersion string) {
 		AgentVersion: agentVersion,
 		Reaper:       reaper,
 		SetClock:     true,
+		Reseed:       true,
 		BootSeconds:  uptime,
 		Warnings:     b.warnings,
 		BootPhases:   append(clock.Phases, moduleTimes...),
