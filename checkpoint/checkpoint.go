@@ -50,8 +50,10 @@ type Meta struct {
 	// Method is "clone" when the root disk was cloned, "sparse copy"
 	// otherwise.
 	Method string `json:"method"`
-	// Bytes is the size of what it holds; DiskBytes what it takes on disk
-	// (blocks allocated; a clone shares blocks, so less).
+	// Bytes is the size of what it holds; DiskBytes what taking it added
+	// on disk: the blocks it allocated, where a clone allocates none (it
+	// shares its source's until either is written) and a hard link counts
+	// its file's (the live name is replaced by a copy right after).
 	Bytes     int64   `json:"bytes"`
 	DiskBytes int64   `json:"diskBytes"`
 	Seconds   float64 `json:"seconds"` // how long taking it took

@@ -9,21 +9,21 @@ import (
 // cloneOrCopy creates dst (O_EXCL: never an existing name, nor through a
 // link) and fills it with in's size bytes: a clone (FICLONE: btrfs, XFS)
 // where the file system shares blocks, else a sparse copy.
-func cloneOrCopy(in *os.File, dst string, perm os.FileMode, size int64, st *stats) (*os.File, error) {
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+func cloneOrCopy(in *os.File, dst string, perm os.FileMode, size int64, st *stats) (out *os.File, cloned bool, err error) {
+	out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	st.bytes += size
 	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
-		return out, nil
+		return out, true, nil
 	}
 	st.copied = true
 	if err := sparseCopy(in, out, size); err != nil {
 		out.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // copyRange copies n bytes at off in the kernel (copy_file_range), or

@@ -41,11 +41,11 @@ func cloneFile(src, dst string, st *stats) error {
 // file in, whose stat is s, with s's owner, mode and times. perm is what
 // a created (not cloned) dst starts with.
 func copyFile(in *os.File, dst string, perm os.FileMode, s *unix.Stat_t, st *stats) error {
-	out, err := cloneOrCopy(in, dst, perm, s.Size, st)
+	out, cloned, err := cloneOrCopy(in, dst, perm, s.Size, st)
 	if err != nil {
 		return err
 	}
-	err = finish(out, s, st)
+	err = finish(out, s, st, !cloned)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -102,9 +102,11 @@ func bufCopy(in, out *os.File, off, n int64) error {
 	return err
 }
 
-// finish gives a copied file its source's owner, mode and times and
-// counts its blocks.
-func finish(out *os.File, s *unix.Stat_t, st *stats) error {
+// finish gives a copied file its source's owner, mode and times and,
+// when count, counts its blocks: a clone's are its source's, shared until
+// either is written, so taking it added none (st_blocks would count them
+// all again).
+func finish(out *os.File, s *unix.Stat_t, st *stats, count bool) error {
 	fd := int(out.Fd())
 	uid, gid := st.owner(s.Uid, s.Gid)
 	if err := unix.Fchown(fd, uid, gid); errors.Is(err, unix.EPERM) {
@@ -120,7 +122,7 @@ func finish(out *os.File, s *unix.Stat_t, st *stats) error {
 		return err
 	}
 	var o unix.Stat_t
-	if unix.Fstat(fd, &o) == nil {
+	if count && unix.Fstat(fd, &o) == nil {
 		st.disk += o.Blocks * 512
 	}
 	return nil
@@ -170,7 +172,7 @@ func copyDir(ctx context.Context, fd int, dst string, depth int, st *stats) erro
 		return err
 	}
 	defer d.Close()
-	return finish(d, &s, st)
+	return finish(d, &s, st, true)
 }
 
 func copyEntry(ctx context.Context, dirfd int, name, dst string, depth int, st *stats) error {

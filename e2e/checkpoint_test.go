@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/checkpoint"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
@@ -153,15 +155,21 @@ func BenchmarkCheckpoint(b *testing.B) {
 	disk := filepath.Join(e.p.ContainerDir(), "rootfs.ext4")
 	var allocated int64
 	var took, restore time.Duration
-	var extra int64
+	var extra, fsUsed int64
+	var method string
 	b.ResetTimer()
 	for i := range b.N {
 		name := "bench-" + strconv.Itoa(i)
+		free0 := freeBytes(b, e.p.Root)
 		t0 := time.Now()
 		e.ok("checkpoint", "create", name)
 		took += time.Since(t0)
+		// The file system's own count, beside the checkpoint's: a clone
+		// must cost it next to nothing.
+		fsUsed += free0 - freeBytes(b, e.p.Root)
 		l := e.checkpoints(b)
 		extra += l[len(l)-1].DiskBytes
+		method = l[len(l)-1].Method
 		t0 = time.Now()
 		e.ok("checkpoint", "restore", "--yes", name)
 		e.ok("exec", "--", "true")
@@ -174,6 +182,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 	b.ReportMetric(float64(extra/int64(b.N))/(1<<20), "extra-disk-MiB")
 	b.ReportMetric(float64(allocated)/(1<<20), "rootfs-allocated-MiB")
 	b.ReportMetric(float64(extra/int64(b.N))/float64(allocated)*100, "extra-disk-%-of-allocated")
+	b.ReportMetric(float64(fsUsed/int64(b.N))/(1<<20), "fs-used-MiB")
+	b.Logf("checkpoint method: %s (TMPDIR's file system decides: clones on btrfs and XFS)", method)
+}
+
+// freeBytes is the space free in the file system holding dir.
+func freeBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bfree) * st.Bsize
 }
 
 // allocatedBytes is what a file takes on disk (its blocks).
