@@ -34,7 +34,7 @@ type Window struct {
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
 	Plugins   *pluginsTab // nil when the backend has no plugin library
-	Tasks     *tasksTab   // nil for a remote context (its tasks are there)
+	Tasks     *tasksTab   // a remote context's through its owner
 	Work      *workTabs   // Projects, Changes, Ports; nil for a remote context
 	// Body is the window's content: the tabs, under the context picker.
 	Body      fyne.CanvasObject
@@ -104,8 +104,9 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 			container.NewTabItem("Projects", wrapped(farOnly(rc, "Projects are", "project", "list"))),
 			container.NewTabItem("Changes", wrapped(farOnly(rc, "Agents' changes are", "changes", "AGENT", "PROJECT"))),
 			container.NewTabItem("Ports", wrapped(farOnly(rc, "Previews are", "ports"))),
-			container.NewTabItem("Tasks", wrapped(farOnly(rc, "Tasks are", "task", "list"))),
 		)
+		w.Tasks = newTasksTab(b, w.Win, do)
+		items = append(items, container.NewTabItem("Tasks", w.Tasks.content()))
 	} else {
 		if ph, ok := b.(PluginHost); ok {
 			if src, err := ph.Plugins(); err != nil {

@@ -45,6 +45,29 @@ func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Contex
 // Remote is the context the backend drives.
 func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
 
+// Far is the far side's owner: the tabs whose data are files there (the
+// tasks, the plugin library, the console log, the agents' changes) read
+// and change them through it.
+func (r *RemoteBackend) Far() api.Controller { return r.c.ctl }
+
+// farOf is the far side's owner of a remote context's backend, nil for
+// this machine's sandbox.
+func farOf(b Backend) api.Controller {
+	if r, ok := b.(interface{ Far() api.Controller }); ok {
+		return r.Far()
+	}
+	return nil
+}
+
+// farPoll is how often a tab of a remote context asks the far side's
+// owner for what it shows: its files can't be watched from here. A
+// variable for tests.
+var farPoll = 3 * time.Second
+
+// farCall bounds one question to the far side's owner: a tab must not
+// wait forever on a link that hangs (watchLink notices it is gone).
+const farCall = 30 * time.Second
+
 // Close stops following the status.
 func (r *RemoteBackend) Close() { r.c.Close() }
 

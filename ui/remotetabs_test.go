@@ -1,0 +1,136 @@
+package ui
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
+)
+
+// farWindow is the window of a remote context "box" whose far side is a
+// real owner of its own data folder, reached by the real dial-stdio
+// through a stand-in ssh (farBox), as the app reaches one.
+type farWindow struct {
+	far    config.Paths   // the far side's data folder
+	farCtl api.Controller // its owner, in this process
+	local  config.Paths   // this machine's data folder: decoys the window must never show
+	cwd    string         // the window's working folder: nothing may be written there
+	w      *Window
+}
+
+// openFarWindow builds the window of box. This machine's data folder
+// (OSAURUS_SANDBOX_HOME) holds a task and a console log of its own; check
+// says the window never showed them and wrote nothing here.
+func openFarWindow(t *testing.T) *farWindow {
+	t.Helper()
+	old := farPoll
+	farPoll = 50 * time.Millisecond
+	t.Cleanup(func() { farPoll = old })
+	f := &farWindow{far: config.Paths{Root: shortDir(t, "far")}, local: config.Paths{Root: t.TempDir()}}
+	t.Setenv(config.HomeEnv, f.local.Root)
+	// A relative path (the empty data folder of a remote backend) would
+	// land here.
+	f.cwd = t.TempDir()
+	t.Chdir(f.cwd)
+	decoy := runner.Task{ID: "fedcba9876543210", Agent: "alice", Task: "LOCAL TASK", Source: "cli", State: runner.Done,
+		Created: time.Now(), Updated: time.Now()}
+	if err := (&runner.Store{Dir: f.local.TasksDir()}).Save(decoy); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(f.local.ConsoleLog()), 0o755)
+	if err := os.WriteFile(f.local.ConsoleLog(), []byte("LOCAL CONSOLE LINE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	st, _, _ := farBox(t, f.far.Root)
+	var err error
+	if f.farCtl, err = host.OpenData(context.Background(), f.far, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.farCtl.Close)
+	addAgent(t, f.farCtl, "alice")
+	rc, err := st.Get("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := OpenRemote(context.Background(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	a := test.NewTempApp(t)
+	lockedDo(func() {
+		f.w = newWindowIn(a.NewWindow(""), a, sess.Backend, sess.Registry, lockedDo, nil)
+		f.w.Win.Resize(fyne.NewSize(900, 760))
+	})
+	t.Cleanup(f.w.Close) // before the session closes
+	return f
+}
+
+// check fails the test when the window showed this machine's data or
+// wrote into the working folder.
+func (f *farWindow) check(t *testing.T) {
+	t.Helper()
+	lockedDo(func() {
+		for _, tk := range f.w.Tasks.tasks {
+			if tk.Task == "LOCAL TASK" {
+				t.Error("the Tasks tab of box lists this machine's task")
+			}
+		}
+		if strings.Contains(f.w.Container.Console.Text, "LOCAL") {
+			t.Error("the console of box shows this machine's log")
+		}
+	})
+	if ents, _ := os.ReadDir(f.cwd); len(ents) > 0 {
+		t.Errorf("the window of box wrote %s into its working folder", ents[0].Name())
+	}
+}
+
+// The Tasks tab of a remote context lists the far side's tasks, shows
+// their steps as they arrive, and Cancel asks the far side's owner.
+func TestRemoteTasksTab(t *testing.T) {
+	f := openFarWindow(t)
+	store := &runner.Store{Dir: f.far.TasksDir()}
+	now := time.Now()
+	task := runner.Task{ID: "0123456789abcdef", Agent: "alice", Task: "create hello.py", Source: "dispatch", State: runner.Running,
+		Created: now, Updated: now, PID: os.Getpid(), Steps: []runner.Step{{N: 1, Content: "writing it"}}}
+	if err := store.Save(task); err != nil {
+		t.Fatal(err)
+	}
+	tt := f.w.Tasks
+	eventually(t, "the far side's task", func() bool { return len(tt.tasks) == 1 })
+	lockedDo(func() {
+		tt.List.Select(0)
+		if !strings.Contains(tt.Detail.Text, "step 1: writing it") || tt.Cancel.Disabled() {
+			t.Errorf("detail %q, cancel disabled %v", tt.Detail.Text, tt.Cancel.Disabled())
+		}
+	})
+	tap(tt.Cancel)
+	eventually(t, "the far side's cancel request", func() bool {
+		_, err := os.Stat(filepath.Join(f.far.TasksDir(), task.ID+".cancel"))
+		return err == nil
+	})
+	// The far runner stops it: the tab shows the answer.
+	task.Steps = append(task.Steps, runner.Step{N: 2, Content: "stopped"})
+	task.State, task.Answer, task.Updated = runner.Cancelled, "Stopped early.", now.Add(time.Second)
+	if err := store.Save(task); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the task to finish", func() bool { return strings.Contains(tt.Detail.Text, "step 2: stopped") })
+	lockedDo(func() {
+		if !tt.Cancel.Disabled() {
+			t.Error("Cancel enabled for a finished task")
+		}
+	})
+	f.check(t)
+}
