@@ -88,7 +88,8 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 		// the context, and the parts read from files say where they are.
 		w.Agents.remote = &rc
 		w.Container.remote = &rc
-		w.Container.Console.SetText(farOnly(rc, "The console log is", "logs", "-f"))
+		// followFarConsole replaces it with the far side's log.
+		w.Container.Console.SetText("The console log of " + rc.Name + " shows here once its VM has booted.")
 	} else {
 		w.Agents.Connect.dataDir = b.DataDir()
 		w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
@@ -160,6 +161,9 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	w.gateTabs(b.Status().State)
 	cancel := b.Subscribe(func(st control.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
 	go w.Container.followConsole(ctx)
+	if far := farOf(b); far != nil {
+		go w.Container.followFarConsole(ctx, far, farPoll)
+	}
 	go w.Container.followGlance(ctx)
 	if w.Tasks != nil {
 		go w.Tasks.follow(ctx)

@@ -2,6 +2,8 @@ package ui
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
@@ -133,4 +136,57 @@ func TestRemoteTasksTab(t *testing.T) {
 		}
 	})
 	f.check(t)
+}
+
+// The Container tab of a remote context shows the far side's console log
+// as it grows, streamed by its owner.
+func TestRemoteConsoleLog(t *testing.T) {
+	f := openFarWindow(t)
+	lockedDo(func() {
+		if s := f.w.Container.Console.Text; !strings.Contains(s, "once its VM has booted") {
+			t.Errorf("console before a boot: %q", s)
+		}
+	})
+	path := f.far.ConsoleLog()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("[    0.000000] Linux version 6.1 (far)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the far side's first line", func() bool {
+		return strings.Contains(f.w.Container.Console.Text, "Linux version 6.1 (far)")
+	})
+	lf, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf.WriteString("far login: ready\n")
+	lf.Close()
+	eventually(t, "the line written next", func() bool {
+		s := f.w.Container.Console.Text
+		return strings.Contains(s, "Linux version 6.1 (far)\nfar login: ready")
+	})
+	f.check(t)
+}
+
+// A long console stream shows its end, from a line's start.
+func TestStreamConsoleKeepsTheEnd(t *testing.T) {
+	test.NewTempApp(t)
+	var c *containerTab
+	lockedDo(func() { c = &containerTab{Console: widget.NewMultiLineEntry(), do: lockedDo} })
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range 3000 {
+			fmt.Fprintf(pw, "line %04d\n", i)
+		}
+		pw.Close()
+	}()
+	c.streamConsole(context.Background(), pr)
+	lockedDo(func() {
+		s := c.Console.Text
+		if len(s) > consoleKeep || !strings.HasPrefix(s, "line ") || !strings.HasSuffix(s, "line 2999\n") {
+			t.Errorf("console shows %d bytes: %.20q … %q", len(s), s, s[max(0, len(s)-20):])
+		}
+	})
 }
