@@ -35,7 +35,7 @@ type Window struct {
 	Network   *networkTab // nil when the backend has no refusal log
 	Plugins   *pluginsTab // nil when the backend has no plugin library
 	Tasks     *tasksTab   // a remote context's through its owner
-	Work      *workTabs   // Projects, Changes, Ports; nil for a remote context
+	Work      *workTabs   // Projects, Changes, Ports (a remote context's: Changes only)
 	// Body is the window's content: the tabs, under the context picker.
 	Body      fyne.CanvasObject
 	Events    *eventsView
@@ -102,10 +102,9 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	if remote {
 		items = append(items,
 			container.NewTabItem("Plugins", wrapped(farOnly(rc, "The plugin library is", "plugin", "list"))),
-			container.NewTabItem("Projects", wrapped(farOnly(rc, "Projects are", "project", "list"))),
-			container.NewTabItem("Changes", wrapped(farOnly(rc, "Agents' changes are", "changes", "AGENT", "PROJECT"))),
-			container.NewTabItem("Ports", wrapped(farOnly(rc, "Previews are", "ports"))),
 		)
+		w.Work = newWorkTabs(a, b, reg, w.Win, do)
+		items = append(items, w.Work.items()...)
 		w.Tasks = newTasksTab(b, w.Win, do)
 		items = append(items, container.NewTabItem("Tasks", w.Tasks.content()))
 	} else {

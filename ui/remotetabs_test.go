@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -189,4 +192,70 @@ func TestStreamConsoleKeepsTheEnd(t *testing.T) {
 			t.Errorf("console shows %d bytes: %.20q … %q", len(s), s, s[max(0, len(s)-20):])
 		}
 	})
+}
+
+// The Changes tab of a remote context lists the far side's agents'
+// projects and their changes, and Discard throws a change away there;
+// Apply, which may write into this machine's folder, names the command
+// that does.
+func TestRemoteChangesTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	// A folder of the far machine, granted to alice there.
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), "line 1\nline 2\n")
+	writeFile(t, filepath.Join(dir, "b.txt"), "b\n")
+	if _, err := f.farCtl.AddProject(ctx, control.ProjectAddRequest{Path: dir, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.farCtl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: "alice", Projects: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := projects.Views{Paths: f.far}.Dir(a, "web")
+	writeFile(t, filepath.Join(view, "a.txt"), "line 1\nline 2 by alice\n")
+	writeFile(t, filepath.Join(view, "b.txt"), "b by alice\n")
+
+	v := f.w.Work.Changes
+	tap(v.Refresh) // the far side's grants, asked again
+	eventually(t, "alice offered", func() bool { return slices.Contains(v.Agent.Options, "alice") })
+	lockedDo(func() { v.Agent.SetSelected("alice"); v.Project.SetSelected("web") })
+	waitListed(t, v, "a.txt", "b.txt")
+	tap(rowFor(t, v, "a.txt").Show)
+	lockedDo(func() {
+		if !strings.Contains(v.Diff.Text, "+line 2 by alice") {
+			t.Errorf("a.txt diff:\n%s", v.Diff.Text)
+		}
+	})
+
+	// Apply is the command line's: nothing is written anywhere.
+	tap(rowFor(t, v, "a.txt").Pick)
+	tap(v.Apply)
+	lockedDo(func() {
+		if s := v.Result.Text; !strings.Contains(s, "osaurus-sandbox --context box apply alice web") {
+			t.Errorf("Apply in the window of box: %q", s)
+		}
+		if top := f.w.Win.Canvas().Overlays().Top(); top != nil {
+			t.Error("Apply asked to confirm a write it can't do")
+		}
+	})
+	if got := readFile(t, filepath.Join(dir, "a.txt")); got != "line 1\nline 2\n" {
+		t.Fatalf("Apply wrote a.txt: %q", got)
+	}
+
+	// Discard throws b.txt's change away in the far side's view.
+	tap(rowFor(t, v, "a.txt").Pick) // unchecked: a.txt stays
+	tap(rowFor(t, v, "b.txt").Pick)
+	tap(v.Discard)
+	tapInOverlay(t, f.w.Win, "Yes")
+	waitListed(t, v, "a.txt")
+	if got := readFile(t, filepath.Join(view, "b.txt")); got != "b\n" {
+		t.Fatalf("discarded b.txt in the far view: %q", got)
+	}
+	lockedDo(func() {
+		if !strings.Contains(v.Result.Text, "Discarded: b.txt") {
+			t.Errorf("result %q", v.Result.Text)
+		}
+	})
+	f.check(t)
 }
