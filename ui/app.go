@@ -33,7 +33,7 @@ type Window struct {
 	Container *containerTab
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
-	Plugins   *pluginsTab // nil when the backend has no plugin library
+	Plugins   *pluginsTab // nil when the backend has no plugin library (a remote context's: through its owner)
 	Tasks     *tasksTab   // a remote context's through its owner
 	Work      *workTabs   // Projects, Changes, Ports (a remote context's: Changes only)
 	// Body is the window's content: the tabs, under the context picker.
@@ -100,9 +100,8 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 		container.NewTabItem("Agents", w.Agents.content()),
 	}
 	if remote {
-		items = append(items,
-			container.NewTabItem("Plugins", wrapped(farOnly(rc, "The plugin library is", "plugin", "list"))),
-		)
+		w.Plugins = newFarPluginsTab(b, farOf(b), reg, w.Win, do)
+		items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
 		w.Work = newWorkTabs(a, b, reg, w.Win, do)
 		items = append(items, w.Work.items()...)
 		w.Tasks = newTasksTab(b, w.Win, do)

@@ -19,6 +19,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -257,5 +258,100 @@ func TestRemoteChangesTab(t *testing.T) {
 			t.Errorf("result %q", v.Result.Text)
 		}
 	})
+	f.check(t)
+}
+
+// The Plugins tab of a remote context lists the far side's library and
+// who installed what there, and Save, Duplicate and Remove change that
+// library through its owner; this machine's library is never shown.
+func TestRemotePluginsTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	mine, err := plugins.OpenLibrary(f.local.PluginsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mine.Save(ctx, recipe(t, notesJSON), plugins.Origin{Kind: plugins.OriginEditor}); err != nil {
+		t.Fatal(err)
+	}
+	hello, err := recipe(t, helloJSON).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.farCtl.SavePlugin(ctx, api.PluginSaveRequest{Recipe: hello, Origin: plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}}); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := f.farCtl.GetAgent(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plugins.NewInstalled(f.far.AgentStateDir()).Record(ctx, alice.ID, recipe(t, helloJSON), 1); err != nil {
+		t.Fatal(err)
+	}
+	farIDs := func() []string {
+		l, err := f.farCtl.PluginLibrary(ctx, control.PluginLibraryRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range l.Plugins {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+
+	pt := f.w.Plugins
+	eventually(t, "the far side's plugin, installed for alice", func() bool {
+		return len(pt.entries) == 1 && pt.entries[0].ID == "hello-tools" && slices.Equal(pt.installedFor["hello-tools"], []string{"alice"})
+	})
+	lockedDo(func() {
+		if len(pt.farAllow) == 0 {
+			t.Error("no setup allowlist from the far side's owner")
+		}
+		pt.List.Select(0)
+		if !strings.Contains(pt.Detail.Text, "Installed for: alice") {
+			t.Errorf("detail %q", pt.Detail.Text)
+		}
+	})
+
+	// Save: a new version in the far side's library.
+	lockedDo(func() {
+		pt.Editor.SetText(strings.Replace(pt.Editor.Text, "Says hello", "Says hello from afar", 1))
+	})
+	tap(pt.Save)
+	eventually(t, "version 2 saved there", func() bool { return strings.Contains(pt.Status.Text, "Saved hello-tools as library version 2") })
+	l, err := f.farCtl.PluginLibrary(ctx, control.PluginLibraryRequest{Plugin: "hello-tools"})
+	if err != nil || len(l.Plugins) != 1 || l.Plugins[0].Current().Recipe.Description != "Says hello from afar" {
+		t.Fatalf("far library after Save: %+v %v", l.Plugins, err)
+	}
+
+	// Duplicate, then Remove the copy.
+	tap(pt.Duplicate)
+	eventually(t, "the copy", func() bool { return strings.Contains(pt.Status.Text, "Duplicated hello-tools as") })
+	if ids := farIDs(); len(ids) != 2 {
+		t.Fatalf("far library after Duplicate: %v", ids)
+	}
+	var copyID string
+	lockedDo(func() { copyID = pt.selected })
+	if copyID == "hello-tools" || copyID == "" {
+		t.Fatalf("selected after Duplicate: %q", copyID)
+	}
+	tap(pt.Remove)
+	tapInOverlay(t, f.w.Win, "Remove")
+	eventually(t, "the copy removed", func() bool { return strings.Contains(pt.Status.Text, "Removed "+copyID) })
+	if ids := farIDs(); !slices.Equal(ids, []string{"hello-tools"}) {
+		t.Fatalf("far library after Remove: %v", ids)
+	}
+	eventually(t, "the list without the copy", func() bool { return len(pt.entries) == 1 })
+	lockedDo(func() {
+		for _, e := range pt.entries {
+			if e.ID == "notes" {
+				t.Error("the Plugins tab of box lists this machine's plugin")
+			}
+		}
+	})
+	if l, _ := mine.List(); len(l) != 1 {
+		t.Errorf("this machine's library changed: %d plugins", len(l))
+	}
 	f.check(t)
 }
