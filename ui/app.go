@@ -85,7 +85,8 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	w.Container.show(b.Status()) // with the agents' names
 	if remote {
 		// The far side's files are not here: the terminal goes through
-		// the context, and the parts read from files say where they are.
+		// the context, the console log is streamed by its owner, and the
+		// parts the owner can't give yet say where they are.
 		w.Agents.remote = &rc
 		w.Container.remote = &rc
 		// followFarConsole replaces it with the far side's log.

@@ -19,10 +19,11 @@ import (
 
 // The window of a remote context (docs/remote.md): the sandbox of another
 // machine, driven through its owner over the user's ssh (dial-stdio). What
-// goes through api.Controller works as it does here; what the window
-// reads from this machine's data folder (settings, console log, plugins,
-// projects, tasks) is not shown, so this machine's files never pass for
-// the far side's.
+// goes through api.Controller works as it does here, including the tabs
+// that read a data folder's files locally (console log, plugins, changes,
+// tasks), which ask the far side's owner (Far). What the protocol doesn't
+// carry yet (settings, projects, previews) is not shown, so this machine's
+// files never pass for the far side's.
 
 // RemoteBackend is the Backend of a remote context: a Controlled over the
 // far side's owner without the methods that read a local data folder
