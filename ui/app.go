@@ -33,9 +33,9 @@ type Window struct {
 	Container *containerTab
 	Agents    *agentsTab
 	Network   *networkTab // nil when the backend has no refusal log
-	Plugins   *pluginsTab // nil when the backend has no plugin library
-	Tasks     *tasksTab   // nil for a remote context (its tasks are there)
-	Work      *workTabs   // Projects, Changes, Ports; nil for a remote context
+	Plugins   *pluginsTab // nil when the backend has no plugin library (a remote context's: through its owner)
+	Tasks     *tasksTab   // a remote context's through its owner
+	Work      *workTabs   // Projects, Changes, Ports (a remote context's: Changes only)
 	// Body is the window's content: the tabs, under the context picker.
 	Body      fyne.CanvasObject
 	Events    *eventsView
@@ -85,10 +85,12 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	w.Container.show(b.Status()) // with the agents' names
 	if remote {
 		// The far side's files are not here: the terminal goes through
-		// the context, and the parts read from files say where they are.
+		// the context, the console log is streamed by its owner, and the
+		// parts the owner can't give yet say where they are.
 		w.Agents.remote = &rc
 		w.Container.remote = &rc
-		w.Container.Console.SetText(farOnly(rc, "The console log is", "logs", "-f"))
+		// followFarConsole replaces it with the far side's log.
+		w.Container.Console.SetText("The console log of " + rc.Name + " shows here once its VM has booted.")
 	} else {
 		w.Agents.Connect.dataDir = b.DataDir()
 		w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()
@@ -99,13 +101,12 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 		container.NewTabItem("Agents", w.Agents.content()),
 	}
 	if remote {
-		items = append(items,
-			container.NewTabItem("Plugins", wrapped(farOnly(rc, "The plugin library is", "plugin", "list"))),
-			container.NewTabItem("Projects", wrapped(farOnly(rc, "Projects are", "project", "list"))),
-			container.NewTabItem("Changes", wrapped(farOnly(rc, "Agents' changes are", "changes", "AGENT", "PROJECT"))),
-			container.NewTabItem("Ports", wrapped(farOnly(rc, "Previews are", "ports"))),
-			container.NewTabItem("Tasks", wrapped(farOnly(rc, "Tasks are", "task", "list"))),
-		)
+		w.Plugins = newFarPluginsTab(b, farOf(b), reg, w.Win, do)
+		items = append(items, container.NewTabItem("Plugins", w.Plugins.content()))
+		w.Work = newWorkTabs(a, b, reg, w.Win, do)
+		items = append(items, w.Work.items()...)
+		w.Tasks = newTasksTab(b, w.Win, do)
+		items = append(items, container.NewTabItem("Tasks", w.Tasks.content()))
 	} else {
 		if ph, ok := b.(PluginHost); ok {
 			if src, err := ph.Plugins(); err != nil {
@@ -159,6 +160,9 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	w.gateTabs(b.Status().State)
 	cancel := b.Subscribe(func(st control.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
 	go w.Container.followConsole(ctx)
+	if far := farOf(b); far != nil {
+		go w.Container.followFarConsole(ctx, far, farPoll)
+	}
 	go w.Container.followGlance(ctx)
 	if w.Tasks != nil {
 		go w.Tasks.follow(ctx)

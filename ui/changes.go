@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // changesView shows what an agent changed in its view of a project, a
@@ -28,6 +30,11 @@ type changesView struct {
 	ops   AgentOps // the owner's: it writes the views and the folders
 	win   fyne.Window
 	do    func(func())
+	// remote is the context whose agents' changes these are (nil: this
+	// machine's). Its owner shows and discards them; applying writes an
+	// uploaded project into this machine's folder, which the command
+	// line does (applyText).
+	remote *remotes.Context
 
 	Agent, Project          *widget.Select
 	Refresh, Apply, Discard *widget.Button
@@ -57,7 +64,7 @@ func newChangesView(p config.Paths, reg *agents.Registry, win fyne.Window, do fu
 	v.Agent.PlaceHolder = "agent"
 	v.Project = widget.NewSelect(nil, func(string) { v.Result.SetText(""); v.load() })
 	v.Project.PlaceHolder = "project"
-	v.Refresh = widget.NewButton("Refresh", func() { v.refreshChoices(); v.load() })
+	v.Refresh = widget.NewButton("Refresh", v.onRefresh)
 	v.Apply = widget.NewButton("Apply…", func() { v.confirm(false) })
 	v.Discard = widget.NewButton("Discard…", func() { v.confirm(true) })
 	v.All = widget.NewCheck("All", func(on bool) {
@@ -75,6 +82,76 @@ func newChangesView(p config.Paths, reg *agents.Registry, win fyne.Window, do fu
 	v.rows = container.NewVBox()
 	v.refreshChoices()
 	return v
+}
+
+// onRefresh reads the grants and the changes again. A remote context's
+// grants are its owner's: they are asked for off the UI goroutine.
+func (v *changesView) onRefresh() {
+	if v.remote == nil || v.reg == nil {
+		v.refreshChoices()
+		v.load()
+		return
+	}
+	v.busy++
+	go func() {
+		err := v.reg.Reload()
+		v.do(func() {
+			v.busy--
+			if err != nil {
+				v.Status.SetText("The agents of " + v.remote.Name + " can't be read: " + err.Error())
+			}
+			v.refreshChoices()
+			v.load()
+		})
+	}()
+}
+
+// followGrants lists the agents' projects again whenever the registry
+// (a remote context's mirror, reloaded by any tab) changes, until ctx
+// ends.
+func (v *changesView) followGrants(ctx context.Context) {
+	if v.reg == nil {
+		return
+	}
+	wake := make(chan struct{}, 1)
+	// The registry calls back on the goroutine that reloaded it, maybe
+	// the UI's: only poke here.
+	defer v.reg.Subscribe(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			v.do(v.refreshChoices)
+		}
+	}
+}
+
+// resolve is the agent and project a view request names: this machine's
+// checked as the CLI checks them; a remote context's owner checks its
+// own (its projects.json is there).
+func (v *changesView) resolve(agent, project string) (agents.Agent, string, error) {
+	if v.remote == nil {
+		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		return a, p.Name, err
+	}
+	if v.reg == nil {
+		return agents.Agent{}, "", errors.New("no agent registry")
+	}
+	a, err := v.reg.Get(agent)
+	return a, project, err
+}
+
+// applyText is why Apply is refused in a remote context's window, and
+// the command that applies.
+func (v *changesView) applyText(agent, project string) string {
+	return fmt.Sprintf("Apply from the command line: `osaurus-sandbox --context %s apply %s %s` writes the changes into the project's folder "+
+		"(your folder here for a project uploaded from this machine). This window shows and discards %s's changes.", v.remote.Name, agent, project, v.remote.Name)
 }
 
 // refreshChoices lists the agents that hold projects, keeping the choice.
@@ -119,13 +196,13 @@ func (v *changesView) load() {
 	v.busy++
 	go func() {
 		var cs *projects.ChangeSet
-		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		a, p, err := v.resolve(agent, project)
 		if err == nil && v.ops == nil {
 			err = errNoOps
 		}
 		if err == nil {
 			// The owner records the review.
-			cs, err = v.ops.ViewChanges(context.Background(), api.ViewRequest{Agent: a.ID, Project: p.Name})
+			cs, err = v.ops.ViewChanges(context.Background(), api.ViewRequest{Agent: a.ID, Project: p})
 		}
 		v.do(func() {
 			v.busy--
@@ -222,6 +299,14 @@ func (v *changesView) picked() []string {
 // paths that run code on the user's computer, or large files, are asked
 // about a second time, on their own.
 func (v *changesView) confirm(discard bool) {
+	if v.remote != nil && !discard {
+		agent, project := v.Agent.Selected, v.Project.Selected
+		if agent == "" || project == "" {
+			agent, project = "AGENT", "PROJECT"
+		}
+		v.Result.SetText(v.applyText(agent, project))
+		return
+	}
 	paths := v.picked()
 	if v.cs == nil || len(paths) == 0 {
 		v.Status.SetText("Check the files first (All checks every file that can be applied).")
@@ -294,13 +379,13 @@ func (v *changesView) run(agent, project string, paths []string, discard bool, o
 	v.busy++
 	go func() {
 		var r *projects.Result
-		a, p, err := resolveGrant(v.paths, v.reg, agent, project)
+		a, p, err := v.resolve(agent, project)
 		if err == nil && v.ops == nil {
 			err = errNoOps
 		}
 		if err == nil {
 			// The owner writes the view and the folder.
-			req := api.ViewRequest{Agent: a.ID, Project: p.Name, Apply: o, Paths: paths}
+			req := api.ViewRequest{Agent: a.ID, Project: p, Apply: o, Paths: paths}
 			if discard {
 				r, err = v.ops.DiscardChanges(context.Background(), req)
 			} else {
@@ -350,6 +435,9 @@ func (v *changesView) content() fyne.CanvasObject {
 	actions := container.NewHBox(v.All, v.Apply, v.Discard)
 	top := container.NewVBox(bar, v.Status, v.Result)
 	bottom := container.NewVBox(v.Force, actions)
+	if v.remote != nil { // Force is Apply's, which the command line does
+		bottom = container.NewVBox(actions)
+	}
 	split := container.NewVSplit(container.NewVScroll(v.rows), container.NewScroll(v.Diff))
 	split.Offset = 0.5
 	return container.NewBorder(top, bottom, nil, nil, split)

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,9 +20,11 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/diagnostics"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/builtinimage"
 	"github.com/osaurus/osaurus-sandbox/internal/explain"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
@@ -588,6 +591,102 @@ func (t *containerTab) followConsole(ctx context.Context) {
 					t.Details.SetText(d)
 				}
 			})
+		}
+	}
+}
+
+// consoleKeep is how much of the console log's end the tab shows.
+const consoleKeep = 16 << 10
+
+// followFarConsole shows the end of a remote context's console log as
+// the far side's owner streams it (the log is a file there), until ctx
+// ends. A stream that breaks is opened again after poll: the link may
+// come back (watchLink shows it lost when it doesn't).
+func (t *containerTab) followFarConsole(ctx context.Context, far api.DataOps, poll time.Duration) {
+	for {
+		r, err := far.ConsoleLog(ctx, control.ConsoleLogRequest{Follow: true})
+		if ctx.Err() != nil {
+			if r != nil {
+				r.Close()
+			}
+			return
+		}
+		if err != nil {
+			t.do(func() { t.Console.SetText("The console log can't be read: " + err.Error()) })
+			if errors.Is(err, agentproto.ErrUnsupported) {
+				return // an older osaurus-sandbox there: asking again won't help
+			}
+		} else {
+			t.streamConsole(ctx, r)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(poll):
+		}
+	}
+}
+
+// streamConsole shows what r carries, its last consoleKeep bytes at
+// most every consoleMinGap, until r ends or ctx does (which closes it).
+func (t *containerTab) streamConsole(ctx context.Context, r io.ReadCloser) {
+	defer r.Close()
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	defer stop()
+	chunks := make(chan []byte)
+	go func() {
+		defer close(chunks)
+		for {
+			b := make([]byte, 8<<10)
+			n, err := r.Read(b)
+			if n > 0 {
+				select {
+				case chunks <- b[:n]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var buf []byte
+	var redraw <-chan time.Time // armed while text waits to be shown
+	draw := func() {
+		text := string(buf)
+		t.do(func() {
+			t.Console.SetText(text)
+			t.Console.CursorRow = len(t.Console.Text)
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b, ok := <-chunks:
+			if !ok {
+				if redraw != nil {
+					draw()
+				}
+				return
+			}
+			buf = append(buf, b...)
+			if len(buf) > consoleKeep {
+				// From a line's start: a cut line would read as a
+				// line of its own.
+				cut := buf[len(buf)-consoleKeep:]
+				if i := bytes.IndexByte(cut, '\n'); i >= 0 {
+					cut = cut[i+1:]
+				}
+				buf = append([]byte(nil), cut...)
+			}
+			if redraw == nil {
+				redraw = time.After(consoleMinGap)
+			}
+		case <-redraw:
+			redraw = nil
+			draw()
 		}
 	}
 }

@@ -104,6 +104,13 @@ type pluginsTab struct {
 	win fyne.Window
 	do  func(func())
 	src PluginSource
+	// far is a remote context's owner, whose library this is (nil: this
+	// machine's, src.Library and src.Installed); its reads go off the UI
+	// goroutine. farAllow is its setup allowlist as last read, which
+	// recipes are reviewed against (on the UI goroutine only).
+	far      *farPlugins
+	farAllow []string
+	poll     time.Duration // farPoll when the tab was built
 
 	List   *widget.List
 	Status *widget.Label
@@ -135,7 +142,14 @@ type pluginsTab struct {
 }
 
 func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.Window, do func(func())) *pluginsTab {
-	t := &pluginsTab{b: b, reg: reg, win: win, do: do, src: src, known: map[string]int{}, installedFor: map[string][]string{}}
+	return newPluginsTabInto(&pluginsTab{}, b, src, reg, win, do)
+}
+
+// newPluginsTabInto builds the tab in t (which may say where its library
+// is: far).
+func newPluginsTabInto(t *pluginsTab, b Backend, src PluginSource, reg *agents.Registry, win fyne.Window, do func(func())) *pluginsTab {
+	t.b, t.reg, t.win, t.do, t.src = b, reg, win, do, src
+	t.known, t.installedFor = map[string]int{}, map[string][]string{}
 	t.Status = wrapped("")
 	t.ImportFile = widget.NewButton("Import file…", t.onImportFile)
 	t.URL = widget.NewEntry()
@@ -196,7 +210,9 @@ func newPluginsTab(b Backend, src PluginSource, reg *agents.Registry, win fyne.W
 	t.Editor.OnChanged = func(string) { t.validate() }
 	t.Problems = wrapped("")
 	t.Save = widget.NewButton("Save as new version", t.onSave)
-	t.reload()
+	if t.far == nil { // a remote context's is read by follow
+		t.reload()
+	}
 	t.showSelected(true)
 	return t
 }
@@ -226,6 +242,10 @@ func (t *pluginsTab) content() fyne.CanvasObject {
 // follow re-reads the library and the install records when they change,
 // whichever process changed them, until ctx ends.
 func (t *pluginsTab) follow(ctx context.Context) {
+	if t.far != nil {
+		t.followFar(ctx)
+		return
+	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -328,17 +348,66 @@ func (t *pluginsTab) agentName(id string) string {
 	return id
 }
 
-// reload re-reads the library and the install records; on the UI
-// goroutine. A plugin an agent created since the last read gets a notice.
-func (t *pluginsTab) reload() {
+// libraryRead is one read of the library: its entries, the ids of the
+// agents each plugin is installed for, a remote context's setup
+// allowlist, and what could not be read.
+type libraryRead struct {
+	list     []*plugins.Entry
+	installs map[string][]string
+	allow    []string
+	err      error
+}
+
+// readLocal reads this machine's library and install records.
+func (t *pluginsTab) readLocal() libraryRead {
 	list, err := t.src.Library.List()
-	installedFor := map[string][]string{}
+	r := libraryRead{list: list, installs: map[string][]string{}, err: err}
 	for _, e := range list {
 		if t.src.Installed == nil {
 			break
 		}
-		ids, _ := t.src.Installed.Agents(e.ID)
-		for _, id := range ids {
+		r.installs[e.ID], _ = t.src.Installed.Agents(e.ID)
+	}
+	return r
+}
+
+// reload re-reads the library and the install records; on the UI
+// goroutine. A plugin an agent created since the last read gets a notice.
+func (t *pluginsTab) reload() { t.reloadThen(nil) }
+
+// reloadThen reloads, then runs then (may be nil) on the UI goroutine:
+// at once for this machine's files, once the far side's owner answered
+// for a remote context's.
+func (t *pluginsTab) reloadThen(then func()) {
+	if t.far == nil {
+		t.apply(t.readLocal())
+		if then != nil {
+			then()
+		}
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		r := t.far.read(ctx)
+		t.do(func() {
+			t.apply(r)
+			if then != nil {
+				then()
+			}
+		})
+	}()
+}
+
+// apply shows a read of the library.
+func (t *pluginsTab) apply(r libraryRead) {
+	list, err := r.list, r.err
+	if t.far != nil && r.err == nil {
+		t.farAllow = r.allow
+	}
+	installedFor := map[string][]string{}
+	for _, e := range list {
+		for _, id := range r.installs[e.ID] {
 			installedFor[e.ID] = append(installedFor[e.ID], t.agentName(id))
 		}
 	}
@@ -473,14 +542,54 @@ func (t *pluginsTab) updateButtons() {
 	setEnabled(t.Uninstall, agent)
 }
 
-// selectID re-reads the library and shows id with its recipe.
-func (t *pluginsTab) selectID(id string) {
+// selectID re-reads the library and shows id with its recipe, then runs
+// then (may be nil) with its entry (nil when it is gone).
+func (t *pluginsTab) selectID(id string, then func(*plugins.Entry)) {
 	t.selected = id
-	t.reload()
-	if i := t.index(id); i >= 0 {
-		t.List.Select(i)
+	t.reloadThen(func() {
+		if t.selected != id {
+			return // the user chose another meanwhile
+		}
+		if i := t.index(id); i >= 0 {
+			t.List.Select(i)
+		}
+		t.showSelected(true)
+		if then != nil {
+			then(t.current())
+		}
+	})
+}
+
+// allow is the setup allowlist recipes are reviewed against: where they
+// would run, the far side's for a remote context.
+func (t *pluginsTab) allow() []string {
+	if t.far != nil {
+		return t.farAllow
 	}
-	t.showSelected(true)
+	cfg, err := t.b.Settings()
+	if err != nil {
+		cfg = config.Defaults()
+	}
+	return cfg.SetupAllowlist()
+}
+
+// call runs fn, which asks the owner, then done with its error on the UI
+// goroutine: at once for this machine's owner, off the UI goroutine for a
+// remote context's (the link may be slow).
+func (t *pluginsTab) call(timeout time.Duration, fn func(context.Context) error, done func(error)) {
+	run := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return fn(ctx)
+	}
+	if t.far == nil {
+		done(run())
+		return
+	}
+	go func() {
+		err := run()
+		t.do(func() { done(err) })
+	}()
 }
 
 // --- import ---
@@ -561,7 +670,7 @@ func (t *pluginsTab) startImport(source string) {
 				return
 			}
 			declined := func() { t.Status.SetText("Nothing was imported from " + source + ".") }
-			if g := datadir.ReviewImport(p, origin, cfg); g.NeedsConsent() {
+			if g := plugins.Review(p, origin, t.allow(), nil); g.NeedsConsent() {
 				t.confirmLines("What this plugin gets", p.ID()+" gets, once installed:", g.Lines(), "Import anyway", func() { t.save(p, origin) }, declined)
 				return
 			}
@@ -572,8 +681,8 @@ func (t *pluginsTab) startImport(source string) {
 
 // confirmHosts runs save at once when p reaches only allowlisted hosts,
 // else after the user accepts the warning listing the others.
-func (t *pluginsTab) confirmHosts(p *plugins.Plugin, cfg config.Sandbox, verb string, save, declined func()) {
-	outside := datadir.OutsideAllowlist(p, cfg)
+func (t *pluginsTab) confirmHosts(p *plugins.Plugin, verb string, save, declined func()) {
+	outside := plugins.CheckHosts(p, plugins.NewAllowlist(t.allow()))
 	if len(outside) == 0 {
 		save()
 		return
@@ -611,33 +720,36 @@ func (t *pluginsTab) confirmLines(title, head string, lines []string, accept str
 
 // save stores p as a new version and selects it.
 func (t *pluginsTab) save(p *plugins.Plugin, o plugins.Origin) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	b, err := p.Encode()
 	if err != nil {
 		t.Status.SetText(err.Error())
 		return
 	}
-	r, err := t.src.Writer.SavePlugin(ctx, api.PluginSaveRequest{Recipe: b, Origin: o})
-	if err != nil {
-		t.Status.SetText(err.Error())
-		return
-	}
-	e, err := t.src.Library.Get(r.ID)
-	if err != nil {
-		t.Status.SetText(err.Error())
-		return
-	}
-	changed, cur := r.Changed, e.Current()
-	switch {
-	case !changed:
-		t.Status.SetText(fmt.Sprintf("%s is unchanged (library version %d).", e.ID, cur.Number))
-	case len(e.Versions) > 1:
-		t.Status.SetText(fmt.Sprintf("Saved %s as library version %d (from %s).", e.ID, cur.Number, t.sourceText(o)))
-	default:
-		t.Status.SetText(fmt.Sprintf("Added %s (from %s).", e.ID, t.sourceText(o)))
-	}
-	t.selectID(e.ID)
+	var r api.PluginSaved
+	t.call(30*time.Second, func(ctx context.Context) (err error) {
+		r, err = t.src.Writer.SavePlugin(ctx, api.PluginSaveRequest{Recipe: b, Origin: o})
+		return err
+	}, func(err error) {
+		if err != nil {
+			t.Status.SetText(err.Error())
+			return
+		}
+		t.selectID(r.ID, func(e *plugins.Entry) {
+			if e == nil {
+				t.Status.SetText(fmt.Sprintf("Saved %s, which the library no longer lists.", r.ID))
+				return
+			}
+			cur := e.Current()
+			switch {
+			case !r.Changed:
+				t.Status.SetText(fmt.Sprintf("%s is unchanged (library version %d).", e.ID, cur.Number))
+			case len(e.Versions) > 1:
+				t.Status.SetText(fmt.Sprintf("Saved %s as library version %d (from %s).", e.ID, cur.Number, t.sourceText(o)))
+			default:
+				t.Status.SetText(fmt.Sprintf("Added %s (from %s).", e.ID, t.sourceText(o)))
+			}
+		})
+	})
 }
 
 // --- editor ---
@@ -666,11 +778,7 @@ func (t *pluginsTab) parse() (*plugins.Plugin, []string, bool) {
 	if err != nil {
 		return nil, lines, false
 	}
-	cfg, cerr := t.b.Settings()
-	if cerr != nil {
-		cfg = config.Defaults()
-	}
-	for _, pr := range datadir.OutsideAllowlist(p, cfg) {
+	for _, pr := range plugins.CheckHosts(p, plugins.NewAllowlist(t.allow())) {
 		lines = append(lines, "⚠ "+pr.Field+": "+pr.Message)
 	}
 	return p, lines, true
@@ -697,11 +805,7 @@ func (t *pluginsTab) onSave() {
 	if !ok {
 		return
 	}
-	cfg, err := t.b.Settings()
-	if err != nil {
-		cfg = config.Defaults()
-	}
-	t.confirmHosts(p, cfg, "Save", func() { t.save(p, plugins.Origin{Kind: plugins.OriginEditor}) }, func() {
+	t.confirmHosts(p, "Save", func() { t.save(p, plugins.Origin{Kind: plugins.OriginEditor}) }, func() {
 		t.Status.SetText("Not saved.")
 	})
 }
@@ -913,7 +1017,18 @@ func (t *pluginsTab) onExport() {
 
 // exportTo writes the plugin's current recipe to w and closes it.
 func (t *pluginsTab) exportTo(id string, w io.WriteCloser, name string) {
-	data, err := t.src.Library.Export(id)
+	var data []byte
+	var err error
+	if t.far != nil {
+		// The recipe as the far side's owner last listed it.
+		if i := t.index(id); i >= 0 {
+			data, err = t.entries[i].Current().Recipe.Encode()
+		} else {
+			err = fmt.Errorf("%s is no longer in the library", id)
+		}
+	} else {
+		data, err = t.src.Library.Export(id)
+	}
 	if err == nil {
 		_, err = w.Write(data)
 	}
@@ -936,20 +1051,23 @@ func (t *pluginsTab) onDuplicate() {
 }
 
 func (t *pluginsTab) duplicate(e *plugins.Entry) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := t.src.Writer.DuplicatePlugin(ctx, e.ID)
-	if err != nil {
-		t.Status.SetText(err.Error())
-		return
-	}
-	d, err := t.src.Library.Get(r.ID)
-	if err != nil {
-		t.Status.SetText(err.Error())
-		return
-	}
-	t.Status.SetText(fmt.Sprintf("Duplicated %s as %s (%q).", e.ID, d.ID, d.Current().Recipe.Name))
-	t.selectID(d.ID)
+	var r api.PluginSaved
+	t.call(30*time.Second, func(ctx context.Context) (err error) {
+		r, err = t.src.Writer.DuplicatePlugin(ctx, e.ID)
+		return err
+	}, func(err error) {
+		if err != nil {
+			t.Status.SetText(err.Error())
+			return
+		}
+		t.selectID(r.ID, func(d *plugins.Entry) {
+			if d == nil {
+				t.Status.SetText(fmt.Sprintf("Duplicated %s as %s, which the library no longer lists.", e.ID, r.ID))
+				return
+			}
+			t.Status.SetText(fmt.Sprintf("Duplicated %s as %s (%q).", e.ID, d.ID, d.Current().Recipe.Name))
+		})
+	})
 }
 
 func (t *pluginsTab) onRemove() {

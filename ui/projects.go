@@ -18,16 +18,22 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // workTabs are the tabs of issue 22's workflow: the user's projects, the
 // agents' changes to them, and the ports agents expose. Like the CLI's
 // project, changes, apply and discard, the first two work on the data
 // folder's files (package projects); closing a port goes to the owner.
+// In the window of a remote context only Changes is built, over the far
+// side's owner: Projects and Ports read this machine's files, and say
+// where to look instead.
 type workTabs struct {
-	Projects *projectsTab
+	Projects *projectsTab // nil for a remote context
 	Changes  *changesView
-	Ports    *portsTab
+	Ports    *portsTab // nil for a remote context
+	// rc is the remote context whose tabs these are (nil: this machine's).
+	rc *remotes.Context
 	// shown is what the tabs last read (signature); follow updates
 	// them only when it changes, not on every agent edit.
 	shown string
@@ -39,6 +45,13 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 		p = ph.Paths()
 	}
 	t := &workTabs{}
+	if rc, ok := remoteOf(b); ok {
+		t.rc = &rc
+		t.Changes = newChangesView(p, reg, win, do)
+		t.Changes.remote = &rc
+		t.Changes.ops = opsOf(b)
+		return t
+	}
 	t.Changes = newChangesView(p, reg, win, do)
 	t.Changes.ops = opsOf(b)
 	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
@@ -67,6 +80,13 @@ func (t *workTabs) signature(previews []preview, err error) string {
 }
 
 func (t *workTabs) items() []*container.TabItem {
+	if rc := t.rc; rc != nil {
+		return []*container.TabItem{
+			container.NewTabItem("Projects", wrapped(farOnly(*rc, "Projects are", "project", "list"))),
+			container.NewTabItem("Changes", t.Changes.content()),
+			container.NewTabItem("Ports", wrapped(farOnly(*rc, "Previews are", "ports"))),
+		}
+	}
 	return []*container.TabItem{
 		container.NewTabItem("Projects", t.Projects.content()),
 		container.NewTabItem("Changes", t.Changes.content()),
@@ -77,6 +97,10 @@ func (t *workTabs) items() []*container.TabItem {
 // follow keeps the lists current until ctx ends: the project list (any
 // process may add one), the agents' grants and the owner's previews.
 func (t *workTabs) follow(ctx context.Context) {
+	if t.rc != nil {
+		t.Changes.followGrants(ctx)
+		return
+	}
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {

@@ -19,10 +19,11 @@ import (
 
 // The window of a remote context (docs/remote.md): the sandbox of another
 // machine, driven through its owner over the user's ssh (dial-stdio). What
-// goes through api.Controller works as it does here; what the window
-// reads from this machine's data folder (settings, console log, plugins,
-// projects, tasks) is not shown, so this machine's files never pass for
-// the far side's.
+// goes through api.Controller works as it does here, including the tabs
+// that read a data folder's files locally (console log, plugins, changes,
+// tasks), which ask the far side's owner (Far). What the protocol doesn't
+// carry yet (settings, projects, previews) is not shown, so this machine's
+// files never pass for the far side's.
 
 // RemoteBackend is the Backend of a remote context: a Controlled over the
 // far side's owner without the methods that read a local data folder
@@ -44,6 +45,29 @@ func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Contex
 
 // Remote is the context the backend drives.
 func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
+
+// Far is the far side's owner: the tabs whose data are files there (the
+// tasks, the plugin library, the console log, the agents' changes) read
+// and change them through it.
+func (r *RemoteBackend) Far() api.Controller { return r.c.ctl }
+
+// farOf is the far side's owner of a remote context's backend, nil for
+// this machine's sandbox.
+func farOf(b Backend) api.Controller {
+	if r, ok := b.(interface{ Far() api.Controller }); ok {
+		return r.Far()
+	}
+	return nil
+}
+
+// farPoll is how often a tab of a remote context asks the far side's
+// owner for what it shows: its files can't be watched from here. A
+// variable for tests.
+var farPoll = 3 * time.Second
+
+// farCall bounds one question to the far side's owner: a tab must not
+// wait forever on a link that hangs (watchLink notices it is gone).
+const farCall = 30 * time.Second
 
 // Close stops following the status.
 func (r *RemoteBackend) Close() { r.c.Close() }

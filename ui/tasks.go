@@ -12,8 +12,11 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
@@ -29,6 +32,11 @@ type tasksTab struct {
 	win   fyne.Window
 	do    func(func())
 	store *runner.Store
+	// far is a remote context's owner, whose tasks these are (nil:
+	// this machine's, read from store); rc names the context.
+	far  api.DataOps
+	rc   remotes.Context
+	poll time.Duration // farPoll when the tab was built
 	// sec is the data folder's secret store, for the model server's key;
 	// nil when the backend has no data folder.
 	sec *secrets.Store
@@ -47,7 +55,10 @@ type tasksTab struct {
 
 func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	t := &tasksTab{b: b, win: win, do: do}
-	if p, ok := b.(interface{ Paths() config.Paths }); ok {
+	if far := farOf(b); far != nil {
+		t.far, t.poll = far, farPoll
+		t.rc, _ = remoteOf(b)
+	} else if p, ok := b.(interface{ Paths() config.Paths }); ok {
 		t.store = &runner.Store{Dir: filepath.Join(p.Paths().Root, "tasks")}
 		t.sec = secrets.ForDataDir(p.Paths())
 	}
@@ -79,7 +90,9 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 			t.showSelected()
 		}
 	}
-	t.loadSettings()
+	if t.far == nil { // the far side's are there (settingsText)
+		t.loadSettings()
+	}
 	t.refresh()
 	return t
 }
@@ -95,12 +108,21 @@ func (t *tasksTab) content() fyne.CanvasObject {
 	settings := widget.NewCard("Model server", "", container.NewVBox(
 		wrapped("An OpenAI-compatible server (Osaurus, Ollama, LM Studio, llama.cpp, a hosted API) for osaurus-host inference and the agent runner."),
 		form, container.NewHBox(t.Save), t.Saved))
+	how := `Dispatched by agents (osaurus-host agent dispatch) or run with osaurus-sandbox run --agent NAME "TASK".`
+	if t.far != nil {
+		// The settings and the key are the far side's sandbox.json and
+		// keychain, which the control protocol doesn't carry.
+		settings = widget.NewCard("Model server", "", wrapped(fmt.Sprintf(
+			"The model server settings of %s are kept there: run `%s` to see them, `%s` to change one.",
+			t.rc.Name, FarCommand(t.rc, "config", "get"), FarCommand(t.rc, "config", "set", "KEY", "VALUE"))))
+		how = fmt.Sprintf(`The tasks of %s: dispatched by its agents (osaurus-host agent dispatch) or run with osaurus-sandbox --context %s run --agent NAME "TASK".`, t.rc.Name, t.rc.Name)
+	}
 	detail := container.NewBorder(t.Cancel, nil, nil, nil, container.NewVScroll(t.Detail))
 	split := container.NewHSplit(t.List, detail)
 	split.Offset = 0.4
 	return container.NewBorder(settings, nil, nil, nil,
 		widget.NewCard("Tasks", "", container.NewBorder(
-			wrapped(`Dispatched by agents (osaurus-host agent dispatch) or run with osaurus-sandbox run --agent NAME "TASK".`), nil, nil, nil, split)))
+			wrapped(how), nil, nil, nil, split)))
 }
 
 func wrapped(text string) *widget.Label {
@@ -158,6 +180,10 @@ func (t *tasksTab) onStoreKey() {
 }
 
 func (t *tasksTab) onCancel() {
+	if t.far != nil && t.selected != "" {
+		t.cancelFar(t.selected)
+		return
+	}
 	if t.store == nil || t.selected == "" {
 		return
 	}
@@ -170,7 +196,27 @@ func (t *tasksTab) onCancel() {
 	t.Cancel.SetText("Cancelling…")
 }
 
-// refresh re-reads the tasks; call on the UI goroutine.
+// cancelFar asks the far side's owner to cancel the task, off the UI
+// goroutine; the list shows it stopping on its next read.
+func (t *tasksTab) cancelFar(id string) {
+	t.Cancel.Disable()
+	t.Cancel.SetText("Cancelling…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		_, err := t.far.CancelTask(ctx, id)
+		t.do(func() {
+			if err != nil {
+				t.Detail.SetText("Cancelling failed: " + err.Error())
+				t.Cancel.SetText("Cancel task")
+				t.showSelected()
+			}
+		})
+	}()
+}
+
+// refresh re-reads the tasks; call on the UI goroutine. A remote
+// context's are read by follow only: the link may be slow.
 func (t *tasksTab) refresh() {
 	if t.store == nil {
 		return
@@ -223,6 +269,10 @@ const taskLivenessCheck = 2 * time.Second
 // follow refreshes the list when the task store changes, so steps show
 // as they happen whichever process works the task, until ctx ends.
 func (t *tasksTab) follow(ctx context.Context) {
+	if t.far != nil {
+		t.followFar(ctx)
+		return
+	}
 	if t.store == nil {
 		return
 	}
@@ -242,6 +292,25 @@ func (t *tasksTab) follow(ctx context.Context) {
 			return
 		case <-w.C():
 		case <-recheck:
+		}
+	}
+}
+
+// followFar reads a remote context's tasks every farPoll until ctx ends:
+// the far side's task store can't be watched from here.
+func (t *tasksTab) followFar(ctx context.Context) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, farCall)
+		ts, err := t.far.Tasks(cctx, control.TaskQuery{})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		t.do(func() { t.show(ts, err) })
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.poll):
 		}
 	}
 }

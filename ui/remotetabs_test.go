@@ -1,0 +1,357 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/tools/runner"
+)
+
+// farWindow is the window of a remote context "box" whose far side is a
+// real owner of its own data folder, reached by the real dial-stdio
+// through a stand-in ssh (farBox), as the app reaches one.
+type farWindow struct {
+	far    config.Paths   // the far side's data folder
+	farCtl api.Controller // its owner, in this process
+	local  config.Paths   // this machine's data folder: decoys the window must never show
+	cwd    string         // the window's working folder: nothing may be written there
+	w      *Window
+}
+
+// openFarWindow builds the window of box. This machine's data folder
+// (OSAURUS_SANDBOX_HOME) holds a task and a console log of its own; check
+// says the window never showed them and wrote nothing here.
+func openFarWindow(t *testing.T) *farWindow {
+	t.Helper()
+	old := farPoll
+	farPoll = 50 * time.Millisecond
+	t.Cleanup(func() { farPoll = old })
+	f := &farWindow{far: config.Paths{Root: shortDir(t, "far")}, local: config.Paths{Root: t.TempDir()}}
+	t.Setenv(config.HomeEnv, f.local.Root)
+	// A relative path (the empty data folder of a remote backend) would
+	// land here.
+	f.cwd = t.TempDir()
+	t.Chdir(f.cwd)
+	decoy := runner.Task{ID: "fedcba9876543210", Agent: "alice", Task: "LOCAL TASK", Source: "cli", State: runner.Done,
+		Created: time.Now(), Updated: time.Now()}
+	if err := (&runner.Store{Dir: f.local.TasksDir()}).Save(decoy); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(f.local.ConsoleLog()), 0o755)
+	if err := os.WriteFile(f.local.ConsoleLog(), []byte("LOCAL CONSOLE LINE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	st, _, _ := farBox(t, f.far.Root)
+	var err error
+	if f.farCtl, err = host.OpenData(context.Background(), f.far, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.farCtl.Close)
+	addAgent(t, f.farCtl, "alice")
+	rc, err := st.Get("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := OpenRemote(context.Background(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	a := test.NewTempApp(t)
+	lockedDo(func() {
+		f.w = newWindowIn(a.NewWindow(""), a, sess.Backend, sess.Registry, lockedDo, nil)
+		f.w.Win.Resize(fyne.NewSize(900, 760))
+	})
+	t.Cleanup(f.w.Close) // before the session closes
+	return f
+}
+
+// check fails the test when the window showed this machine's data or
+// wrote into the working folder.
+func (f *farWindow) check(t *testing.T) {
+	t.Helper()
+	lockedDo(func() {
+		for _, tk := range f.w.Tasks.tasks {
+			if tk.Task == "LOCAL TASK" {
+				t.Error("the Tasks tab of box lists this machine's task")
+			}
+		}
+		if strings.Contains(f.w.Container.Console.Text, "LOCAL") {
+			t.Error("the console of box shows this machine's log")
+		}
+	})
+	if ents, _ := os.ReadDir(f.cwd); len(ents) > 0 {
+		t.Errorf("the window of box wrote %s into its working folder", ents[0].Name())
+	}
+}
+
+// The Tasks tab of a remote context lists the far side's tasks, shows
+// their steps as they arrive, and Cancel asks the far side's owner.
+func TestRemoteTasksTab(t *testing.T) {
+	f := openFarWindow(t)
+	store := &runner.Store{Dir: f.far.TasksDir()}
+	now := time.Now()
+	task := runner.Task{ID: "0123456789abcdef", Agent: "alice", Task: "create hello.py", Source: "dispatch", State: runner.Running,
+		Created: now, Updated: now, PID: os.Getpid(), Steps: []runner.Step{{N: 1, Content: "writing it"}}}
+	if err := store.Save(task); err != nil {
+		t.Fatal(err)
+	}
+	tt := f.w.Tasks
+	eventually(t, "the far side's task", func() bool { return len(tt.tasks) == 1 })
+	lockedDo(func() {
+		tt.List.Select(0)
+		if !strings.Contains(tt.Detail.Text, "step 1: writing it") || tt.Cancel.Disabled() {
+			t.Errorf("detail %q, cancel disabled %v", tt.Detail.Text, tt.Cancel.Disabled())
+		}
+	})
+	tap(tt.Cancel)
+	eventually(t, "the far side's cancel request", func() bool {
+		_, err := os.Stat(filepath.Join(f.far.TasksDir(), task.ID+".cancel"))
+		return err == nil
+	})
+	// The far runner stops it: the tab shows the answer.
+	task.Steps = append(task.Steps, runner.Step{N: 2, Content: "stopped"})
+	task.State, task.Answer, task.Updated = runner.Cancelled, "Stopped early.", now.Add(time.Second)
+	if err := store.Save(task); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the task to finish", func() bool { return strings.Contains(tt.Detail.Text, "step 2: stopped") })
+	lockedDo(func() {
+		if !tt.Cancel.Disabled() {
+			t.Error("Cancel enabled for a finished task")
+		}
+	})
+	f.check(t)
+}
+
+// The Container tab of a remote context shows the far side's console log
+// as it grows, streamed by its owner.
+func TestRemoteConsoleLog(t *testing.T) {
+	f := openFarWindow(t)
+	lockedDo(func() {
+		if s := f.w.Container.Console.Text; !strings.Contains(s, "once its VM has booted") {
+			t.Errorf("console before a boot: %q", s)
+		}
+	})
+	path := f.far.ConsoleLog()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("[    0.000000] Linux version 6.1 (far)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the far side's first line", func() bool {
+		return strings.Contains(f.w.Container.Console.Text, "Linux version 6.1 (far)")
+	})
+	lf, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf.WriteString("far login: ready\n")
+	lf.Close()
+	eventually(t, "the line written next", func() bool {
+		s := f.w.Container.Console.Text
+		return strings.Contains(s, "Linux version 6.1 (far)\nfar login: ready")
+	})
+	f.check(t)
+}
+
+// A long console stream shows its end, from a line's start.
+func TestStreamConsoleKeepsTheEnd(t *testing.T) {
+	test.NewTempApp(t)
+	var c *containerTab
+	lockedDo(func() { c = &containerTab{Console: widget.NewMultiLineEntry(), do: lockedDo} })
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range 3000 {
+			fmt.Fprintf(pw, "line %04d\n", i)
+		}
+		pw.Close()
+	}()
+	c.streamConsole(context.Background(), pr)
+	lockedDo(func() {
+		s := c.Console.Text
+		if len(s) > consoleKeep || !strings.HasPrefix(s, "line ") || !strings.HasSuffix(s, "line 2999\n") {
+			t.Errorf("console shows %d bytes: %.20q … %q", len(s), s, s[max(0, len(s)-20):])
+		}
+	})
+}
+
+// The Changes tab of a remote context lists the far side's agents'
+// projects and their changes, and Discard throws a change away there;
+// Apply, which may write into this machine's folder, names the command
+// that does.
+func TestRemoteChangesTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	// A folder of the far machine, granted to alice there.
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.txt"), "line 1\nline 2\n")
+	writeFile(t, filepath.Join(dir, "b.txt"), "b\n")
+	if _, err := f.farCtl.AddProject(ctx, control.ProjectAddRequest{Path: dir, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.farCtl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: "alice", Projects: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := projects.Views{Paths: f.far}.Dir(a, "web")
+	writeFile(t, filepath.Join(view, "a.txt"), "line 1\nline 2 by alice\n")
+	writeFile(t, filepath.Join(view, "b.txt"), "b by alice\n")
+
+	v := f.w.Work.Changes
+	tap(v.Refresh) // the far side's grants, asked again
+	eventually(t, "alice offered", func() bool { return slices.Contains(v.Agent.Options, "alice") })
+	lockedDo(func() { v.Agent.SetSelected("alice"); v.Project.SetSelected("web") })
+	waitListed(t, v, "a.txt", "b.txt")
+	tap(rowFor(t, v, "a.txt").Show)
+	lockedDo(func() {
+		if !strings.Contains(v.Diff.Text, "+line 2 by alice") {
+			t.Errorf("a.txt diff:\n%s", v.Diff.Text)
+		}
+	})
+
+	// Apply is the command line's: nothing is written anywhere.
+	tap(rowFor(t, v, "a.txt").Pick)
+	tap(v.Apply)
+	lockedDo(func() {
+		if s := v.Result.Text; !strings.Contains(s, "osaurus-sandbox --context box apply alice web") {
+			t.Errorf("Apply in the window of box: %q", s)
+		}
+		if top := f.w.Win.Canvas().Overlays().Top(); top != nil {
+			t.Error("Apply asked to confirm a write it can't do")
+		}
+	})
+	if got := readFile(t, filepath.Join(dir, "a.txt")); got != "line 1\nline 2\n" {
+		t.Fatalf("Apply wrote a.txt: %q", got)
+	}
+
+	// Discard throws b.txt's change away in the far side's view.
+	tap(rowFor(t, v, "a.txt").Pick) // unchecked: a.txt stays
+	tap(rowFor(t, v, "b.txt").Pick)
+	tap(v.Discard)
+	tapInOverlay(t, f.w.Win, "Yes")
+	waitListed(t, v, "a.txt")
+	if got := readFile(t, filepath.Join(view, "b.txt")); got != "b\n" {
+		t.Fatalf("discarded b.txt in the far view: %q", got)
+	}
+	lockedDo(func() {
+		if !strings.Contains(v.Result.Text, "Discarded: b.txt") {
+			t.Errorf("result %q", v.Result.Text)
+		}
+	})
+	f.check(t)
+}
+
+// The Plugins tab of a remote context lists the far side's library and
+// who installed what there, and Save, Duplicate and Remove change that
+// library through its owner; this machine's library is never shown.
+func TestRemotePluginsTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	mine, err := plugins.OpenLibrary(f.local.PluginsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mine.Save(ctx, recipe(t, notesJSON), plugins.Origin{Kind: plugins.OriginEditor}); err != nil {
+		t.Fatal(err)
+	}
+	hello, err := recipe(t, helloJSON).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.farCtl.SavePlugin(ctx, api.PluginSaveRequest{Recipe: hello, Origin: plugins.Origin{Kind: plugins.OriginURL, Location: "https://plugins.example.org/hello.json"}}); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := f.farCtl.GetAgent(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plugins.NewInstalled(f.far.AgentStateDir()).Record(ctx, alice.ID, recipe(t, helloJSON), 1); err != nil {
+		t.Fatal(err)
+	}
+	farIDs := func() []string {
+		l, err := f.farCtl.PluginLibrary(ctx, control.PluginLibraryRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range l.Plugins {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+
+	pt := f.w.Plugins
+	eventually(t, "the far side's plugin, installed for alice", func() bool {
+		return len(pt.entries) == 1 && pt.entries[0].ID == "hello-tools" && slices.Equal(pt.installedFor["hello-tools"], []string{"alice"})
+	})
+	lockedDo(func() {
+		if len(pt.farAllow) == 0 {
+			t.Error("no setup allowlist from the far side's owner")
+		}
+		pt.List.Select(0)
+		if !strings.Contains(pt.Detail.Text, "Installed for: alice") {
+			t.Errorf("detail %q", pt.Detail.Text)
+		}
+	})
+
+	// Save: a new version in the far side's library.
+	lockedDo(func() {
+		pt.Editor.SetText(strings.Replace(pt.Editor.Text, "Says hello", "Says hello from afar", 1))
+	})
+	tap(pt.Save)
+	eventually(t, "version 2 saved there", func() bool { return strings.Contains(pt.Status.Text, "Saved hello-tools as library version 2") })
+	l, err := f.farCtl.PluginLibrary(ctx, control.PluginLibraryRequest{Plugin: "hello-tools"})
+	if err != nil || len(l.Plugins) != 1 || l.Plugins[0].Current().Recipe.Description != "Says hello from afar" {
+		t.Fatalf("far library after Save: %+v %v", l.Plugins, err)
+	}
+
+	// Duplicate, then Remove the copy.
+	tap(pt.Duplicate)
+	eventually(t, "the copy", func() bool { return strings.Contains(pt.Status.Text, "Duplicated hello-tools as") })
+	if ids := farIDs(); len(ids) != 2 {
+		t.Fatalf("far library after Duplicate: %v", ids)
+	}
+	var copyID string
+	lockedDo(func() { copyID = pt.selected })
+	if copyID == "hello-tools" || copyID == "" {
+		t.Fatalf("selected after Duplicate: %q", copyID)
+	}
+	tap(pt.Remove)
+	tapInOverlay(t, f.w.Win, "Remove")
+	eventually(t, "the copy removed", func() bool { return strings.Contains(pt.Status.Text, "Removed "+copyID) })
+	if ids := farIDs(); !slices.Equal(ids, []string{"hello-tools"}) {
+		t.Fatalf("far library after Remove: %v", ids)
+	}
+	eventually(t, "the list without the copy", func() bool { return len(pt.entries) == 1 })
+	lockedDo(func() {
+		for _, e := range pt.entries {
+			if e.ID == "notes" {
+				t.Error("the Plugins tab of box lists this machine's plugin")
+			}
+		}
+	})
+	if l, _ := mine.List(); len(l) != 1 {
+		t.Errorf("this machine's library changed: %d plugins", len(l))
+	}
+	f.check(t)
+}
