@@ -137,3 +137,20 @@ func keyValues(s Sandbox) map[string]json.RawMessage {
 	json.Unmarshal(b, &m)
 	return m
 }
+
+// WithDefault is s with key at its default (as ResetKey leaves it).
+func (s Sandbox) WithDefault(key string) (Sandbox, error) {
+	if !knownKey(key) {
+		return s, unknownKey(key)
+	}
+	m, d := keyValues(s), keyValues(Defaults())
+	if v, ok := d[key]; ok {
+		m[key] = v
+	} else {
+		delete(m, key) // omitted when zero: zero is its default
+	}
+	b, _ := json.Marshal(m)
+	var out Sandbox
+	err := json.Unmarshal(b, &out)
+	return out, err
+}

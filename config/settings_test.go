@@ -72,3 +72,26 @@ func TestSaveChangesDamaged(t *testing.T) {
 		t.Fatalf("%q %v", aside, err)
 	}
 }
+
+// WithDefault puts exactly one key back, even one whose zero means its
+// default (mcpPort) or one with the default non-zero (cpus).
+func TestWithDefault(t *testing.T) {
+	s := Defaults()
+	s.CPUs, s.MCPPort, s.MemoryGB = 4, 5000, 3
+	for _, k := range []string{"cpus", "mcpPort"} {
+		got, err := s.WithDefault(k)
+		want := s
+		switch k {
+		case "cpus":
+			want.CPUs = Defaults().CPUs
+		case "mcpPort":
+			want.MCPPort = 0
+		}
+		if err != nil || got != want {
+			t.Errorf("%s: %+v %v", k, got, err)
+		}
+	}
+	if _, err := s.WithDefault("nokey"); !errors.Is(err, ErrInvalid) {
+		t.Error(err)
+	}
+}

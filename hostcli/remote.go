@@ -98,7 +98,7 @@ var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
 		"changes", "apply", "discard", "memory", "events",
-		"logs",
+		"logs", "config", "ports", "task", "run",
 		// this machine's store of the context's secrets, once its owner
 		// says it keeps none (secretStore client)
 		"secret"}

@@ -16,7 +16,7 @@ type SettingsOps interface {
 	Settings(ctx context.Context) (SettingsFile, error)
 	// SaveSettings validates and writes req, atomically; when the file
 	// is no longer at req.IfRevision it writes nothing and fails with
-	// config.ErrChanged (an agentproto.ErrBusy error).
+	// config.ErrChanged (over the socket, its class agentproto.ErrBusy).
 	SaveSettings(ctx context.Context, req SettingsSave) (SettingsFile, error)
 }
 

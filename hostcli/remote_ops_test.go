@@ -1,0 +1,135 @@
+package hostcli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+)
+
+// notHereOwner fails the test when a command opens this machine's data
+// files: through a context, nothing here is the far side's.
+func notHereOwner(t *testing.T) Owner {
+	return Owner{OpenData: func(context.Context, config.Paths, func(string, ...any)) (api.Controller, error) {
+		t.Error("a command through the context opened this machine's data files")
+		return nil, errors.New("not through a context")
+	}}
+}
+
+// throughBox runs a table of commands through context box, each with
+// the text it prints (stdout, or stderr when it fails) and a check of
+// the far side afterwards.
+type remoteCase struct {
+	args  []string
+	code  int
+	out   string
+	after func() error
+}
+
+func throughBox(t *testing.T, cases []remoteCase) {
+	t.Helper()
+	own := notHereOwner(t)
+	for _, tt := range cases {
+		out, errOut, code := runWith(t, own, append([]string{"--context", "box"}, tt.args...)...)
+		text := out
+		if code != ExitOK {
+			text = errOut
+		}
+		if code != tt.code || !strings.Contains(text, tt.out) {
+			t.Errorf("%v: exit %d (want %d), want %q\nstdout: %s\nstderr: %s", tt.args, code, tt.code, tt.out, out, errOut)
+			continue
+		}
+		if tt.after != nil {
+			if err := tt.after(); err != nil {
+				t.Errorf("%v: %v", tt.args, err)
+			}
+		}
+	}
+}
+
+// Through a remote context `config` reads and changes the far side's
+// sandbox.json, through its owner; this machine's is never written.
+func TestConfigThroughContext(t *testing.T) {
+	local, far, _ := farAndLocal(t, []string{"config", "set", "cpus", "3"})
+	farSide(t, "box", far)
+	fp := config.Paths{Root: far}
+	farHas := func(want func(config.Sandbox) bool) func() error {
+		return func() error {
+			s, err := config.LoadSandbox(fp.SandboxJSON())
+			if err != nil || !want(s) {
+				return errors.New("the far side's sandbox.json is not as it should be: " + fmtErr(err))
+			}
+			return nil
+		}
+	}
+	throughBox(t, []remoteCase{
+		{[]string{"config", "get", "cpus"}, ExitOK, "3", nil},
+		{[]string{"config", "get"}, ExitOK, "memoryGB", nil},
+		{[]string{"config", "set", "memoryGB", "4"}, ExitOK, "saved on context box; restart its VM", farHas(func(s config.Sandbox) bool { return s.MemoryGB == 4 && s.CPUs == 3 })},
+		{[]string{"config", "set", "memoryGB", "99"}, ExitError, "memoryGB: 99, allowed 1–8", farHas(func(s config.Sandbox) bool { return s.MemoryGB == 4 })},
+		{[]string{"config", "set", "nokey", "1"}, ExitUsage, "unknown key \"nokey\"", nil},
+		{[]string{"config", "reset", "cpus"}, ExitOK, "saved on context box", farHas(func(s config.Sandbox) bool { return s.CPUs == config.Defaults().CPUs && s.MemoryGB == 4 })},
+		{[]string{"config", "set", "mcpPort", "5000"}, ExitOK, "saved on context box", farHas(func(s config.Sandbox) bool { return s.MCPPort == 5000 })},
+		{[]string{"config", "reset"}, ExitOK, "every setting is at its default", farHas(func(s config.Sandbox) bool { return s == config.Defaults() })},
+	})
+	// A typo made by hand there is named with the fix through the context.
+	os.WriteFile(fp.SandboxJSON(), []byte("{\"cpus\": 2,\n\"cpuz\": 4}\n"), 0o644)
+	throughBox(t, []remoteCase{
+		{[]string{"config", "get", "cpus"}, ExitError, "`osaurus-sandbox --context box config reset cpuz`", nil},
+		{[]string{"config", "reset", "cpuz"}, ExitOK, "saved on context box", farHas(func(config.Sandbox) bool {
+			b, _ := os.ReadFile(fp.SandboxJSON())
+			return !strings.Contains(string(b), "cpuz")
+		})},
+	})
+	if _, err := os.Stat(config.Paths{Root: local}.SandboxJSON()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("this machine's sandbox.json was written: %v", err)
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// A save based on a read the file has since moved on from is refused,
+// over the socket as well, and nothing is written.
+func TestSaveSettingsConflict(t *testing.T) {
+	_, far, _ := farAndLocal(t)
+	ctx := context.Background()
+	cl, err := client.Dial(ctx, config.Paths{Root: far})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	f, err := cl.Settings(ctx)
+	if err != nil || f.Revision != "" || f.Settings != config.Defaults() {
+		t.Fatalf("%+v %v", f, err)
+	}
+	next := f.Settings
+	next.CPUs = 4
+	saved, err := cl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: f.Revision})
+	if err != nil || saved.Settings.CPUs != 4 || saved.Revision == "" {
+		t.Fatalf("%+v %v", saved, err)
+	}
+	next.CPUs = 5
+	_, err = cl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: f.Revision})
+	if !errors.Is(err, agentproto.ErrBusy) || !strings.Contains(err.Error(), "changed since it was read") {
+		t.Fatalf("a save on a stale revision: %v", err)
+	}
+	if s, _ := config.LoadSandbox(config.Paths{Root: far}.SandboxJSON()); s.CPUs != 4 {
+		t.Errorf("the stale save wrote: %+v", s)
+	}
+	bad := next
+	bad.Network = "sideways"
+	if _, err := cl.SaveSettings(ctx, api.SettingsSave{Settings: bad, IfRevision: saved.Revision}); !errors.Is(err, agentproto.ErrInvalid) || !strings.Contains(err.Error(), "network") {
+		t.Errorf("an invalid save: %v", err)
+	}
+}
