@@ -276,11 +276,15 @@ func (oldOwner) PluginLibrary(context.Context, control.PluginLibraryRequest) (ap
 	return api.PluginLibrary{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpPluginLibrary)
 }
 
+func (oldOwner) Settings(context.Context) (api.SettingsFile, error) {
+	return api.SettingsFile{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpSettings)
+}
+
 // A far side too old for ListAgents is told to install this version
 // there, as connect's lookup is, rather than failing with the op's name.
 func TestAgentListThroughContextToAnOldOwner(t *testing.T) {
 	fakeFar(t, "old", oldOwner{})
-	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}} {
+	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}, {"config", "get"}} {
 		_, errOut, code := run(t, append([]string{"--context", "old"}, args...)...)
 		if code != ExitError || !strings.Contains(errOut, "the far side's osaurus-sandbox can't") || !strings.Contains(errOut, "`osaurus-sandbox context install old`") {
 			t.Errorf("%v: %d %q", args, code, errOut)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
@@ -131,5 +133,55 @@ func TestSaveSettingsConflict(t *testing.T) {
 	bad.Network = "sideways"
 	if _, err := cl.SaveSettings(ctx, api.SettingsSave{Settings: bad, IfRevision: saved.Revision}); !errors.Is(err, agentproto.ErrInvalid) || !strings.Contains(err.Error(), "network") {
 		t.Errorf("an invalid save: %v", err)
+	}
+}
+
+// previewOwner relays one preview and closes what it is asked to.
+type previewOwner struct {
+	api.Controller
+	closed *api.ClosePortsRequest
+}
+
+func (previewOwner) Previews(context.Context) ([]api.Preview, error) {
+	return []api.Preview{{Agent: "alice", Port: 3000, HostPort: 41234, URL: "http://127.0.0.1:41234/"}}, nil
+}
+
+func (o previewOwner) ClosePorts(_ context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	*o.closed = req
+	return api.ClosePortsResult{Closed: 1}, nil
+}
+
+func (previewOwner) GetAgent(context.Context, string) (agents.Agent, error) {
+	return agents.Agent{ID: "id-1", Name: "alice", Slug: "alice", UID: 2001}, nil
+}
+
+// Through a remote context `ports` lists the far owner's previews, says
+// where their URLs are, and closes them there; this machine's list (left
+// by an owner here) is neither shown nor touched.
+func TestPortsThroughContext(t *testing.T) {
+	var closed api.ClosePortsRequest
+	local := fakeFar(t, "box", previewOwner{closed: &closed})
+	lp := config.Paths{Root: local}
+	os.MkdirAll(filepath.Dir(lp.PreviewsFile()), 0o755)
+	here := []byte(`[{"agent":"carol","port":8080,"hostPort":40000,"url":"http://127.0.0.1:40000/"}]`)
+	if err := os.WriteFile(lp.PreviewsFile(), here, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	throughBox(t, []remoteCase{
+		{[]string{"ports"}, ExitOK, "alice  3000  http://127.0.0.1:41234/", nil},
+		{[]string{"ports"}, ExitOK, "on the loopback of context box's machine; an agent's MCP relay (`osaurus-sandbox --context box mcp --agent NAME`) forwards", nil},
+		{[]string{"ports", "--json"}, ExitOK, `"hostPort":41234`, nil},
+		{[]string{"ports", "close", "alice", "3000"}, ExitOK, "closed 1 previews on context box", func() error {
+			if closed.Agent != "alice" || closed.Port != 3000 {
+				return errors.New("the far owner was not asked to close alice's 3000")
+			}
+			return nil
+		}},
+	})
+	if out, _, _ := runWith(t, notHereOwner(t), "--context", "box", "ports"); strings.Contains(out, "carol") {
+		t.Errorf("this machine's preview listed through the context:\n%s", out)
+	}
+	if b, err := os.ReadFile(lp.PreviewsFile()); err != nil || string(b) != string(here) {
+		t.Errorf("this machine's previews file changed: %v %s", err, b)
 	}
 }
