@@ -80,6 +80,9 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		if fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
+		if c.remote != nil {
+			return c.projectListRemote(ctx, *asJSON)
+		}
 		list, err := projects.Load(c.paths.ProjectsJSON())
 		if err != nil {
 			return c.fail(err)

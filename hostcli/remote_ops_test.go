@@ -185,3 +185,37 @@ func TestPortsThroughContext(t *testing.T) {
 		t.Errorf("this machine's previews file changed: %v %s", err, b)
 	}
 }
+
+// Through a remote context `project list` is the far owner's projects
+// with the far agents granted each; an upload from here shows this
+// machine's folder. This machine's projects.json is neither read nor
+// written.
+func TestProjectListThroughContext(t *testing.T) {
+	farDir := t.TempDir()
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"project", "add", farDir, "--name", "there"},
+		[]string{"agent", "set", "alice", "projects", "there"})
+	here := t.TempDir()
+	if _, errOut, code := run(t, "project", "add", here, "--name", "mine"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	farSide(t, "box", far)
+	user := t.TempDir()
+	put(t, filepath.Join(user, "README.md"), "hi\n")
+	if _, errOut, code := run(t, "--context", "box", "project", "add", user, "--name", "up"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	localJSON := config.Paths{Root: local}.ProjectsJSON()
+	before, _ := os.ReadFile(localJSON)
+	throughBox(t, []remoteCase{
+		{[]string{"project", "list"}, ExitOK, "there", nil},
+		{[]string{"project", "list"}, ExitOK, "alice", nil},
+		{[]string{"project", "list"}, ExitOK, "(uploaded from " + user + " here)", nil},
+		{[]string{"project", "list", "--json"}, ExitOK, `"localDir":"` + user + `"`, nil},
+	})
+	if out, _, _ := runWith(t, notHereOwner(t), "--context", "box", "project", "list"); strings.Contains(out, "mine") {
+		t.Errorf("this machine's project listed through the context:\n%s", out)
+	}
+	if after, _ := os.ReadFile(localJSON); string(after) != string(before) {
+		t.Errorf("this machine's projects.json changed:\n%s", after)
+	}
+}
