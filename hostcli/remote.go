@@ -105,16 +105,15 @@ var (
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
-	// repair is not one: the far side's owner can't open a damaged
-	// agents.json, and the repair without one is of that machine's file
-	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect",
+	// repair is a running far owner's: none can start on a damaged
+	// agents.json, and then it says to repair it on that machine
+	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect", "repair",
 		"checkpoint", "checkpoints", "restore", "checkpoint-remove", "fork"}
 	// plugin subcommands that read the far side's library and installs
 	// through its owner (ctl.plugin_library) and change them there; import
-	// fetches here and the owner validates the recipe as any other. Not
-	// update (a file origin is a path of the far side) or repair (of the
-	// far side's install files, as agent repair is)
-	remotePluginCmds = []string{"import", "list", "show", "export", "duplicate", "install", "uninstall", "remove"}
+	// and update fetch here and the owner validates the recipe as any
+	// other (an update from a file is refused: the path is the far side's)
+	remotePluginCmds = []string{"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove", "repair"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )

@@ -172,7 +172,7 @@ func TestAgentCommandsThroughContext(t *testing.T) {
 		{[]string{"agent", "fork", "bob", "bob2"}, "", ExitOK, "forked bob to bob2", listed("alice", "bob", "bob2")},
 		{[]string{"agent", "remove", "bob", "--purge"}, "", ExitDeclined, "and its 1 checkpoint", listed("alice", "bob", "bob2")},
 		{[]string{"agent", "remove", "bob2", "--yes"}, "", ExitOK, "its secrets stay in the keychain of ssh://me@box", listed("alice", "bob")},
-		{[]string{"agent", "repair"}, "", ExitError, `"agent repair" doesn't work through a remote context yet`, listed("alice", "bob")},
+		{[]string{"agent", "repair"}, "", ExitOK, "agents.json of context box is fine (2 agents)", listed("alice", "bob")},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(append([]string{"--context", "box"}, tt.args...), strings.NewReader(tt.stdin), &out, &errOut, notHere)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
 
@@ -72,4 +73,48 @@ func (c *cli) projectListRemote(ctx context.Context, asJSON bool) int {
 	}
 	w.Flush()
 	return ExitOK
+}
+
+// agentRepairRemote is `agent repair` through a remote context: the far
+// owner repairs its agents.json. An owner that is not running can't
+// start on a damaged one, and then the repair is that machine's own.
+func (c *cli) agentRepairRemote(ctx context.Context) int {
+	ctl, err := c.owner(ctx)
+	if err != nil {
+		return c.fail(fmt.Errorf("%w\nif that machine's agents.json is damaged, no owner can start there to repair it: run `%s` on it", c.farError(err, "repair its agents"), c.remote.FarCommand("agent", "repair")))
+	}
+	defer ctl.Close()
+	res, err := ctl.RepairAgents(ctx)
+	if err != nil {
+		return c.fail(c.farError(err, "repair its agents"))
+	}
+	return c.agentRepaired(res, "agents.json of context "+c.remote.Name)
+}
+
+// refetchFar is `plugin update ID` through a remote context: the far
+// library's plugin fetched again here from its URL, as `plugin import`
+// through a context fetches. A file origin is a path of the far machine,
+// which this one can't read.
+func (c *cli) refetchFar(ctx context.Context, src pluginSource, im *plugins.Importer, id string) (*plugins.Plugin, plugins.Origin, error) {
+	e, err := src.get(ctx, id)
+	if err != nil {
+		return nil, plugins.Origin{}, err
+	}
+	o := e.Current().Origin
+	switch o.Kind {
+	case plugins.OriginURL, plugins.OriginGitHub:
+	case plugins.OriginFile:
+		return nil, plugins.Origin{}, fmt.Errorf("plugin %s was imported from the file %s of context %s's machine, which this one can't read: run `%s` there, or `osaurus-sandbox %splugin import FILE` from a copy here",
+			id, projects.Shown(o.Location), c.remote.Name, c.remote.FarCommand("plugin", "update", id), c.contextArg())
+	default:
+		return nil, plugins.Origin{}, fmt.Errorf("plugin %s was not imported (its origin is %s), so there is nothing to fetch it from again", id, o.Kind)
+	}
+	p, fetched, err := im.Import(ctx, o.Location)
+	if err != nil {
+		return nil, plugins.Origin{}, err
+	}
+	if p.ID() != id {
+		return nil, plugins.Origin{}, fmt.Errorf("%s now holds the plugin %q, not %q; import it as a new plugin with `osaurus-sandbox %splugin import %s`", o.Location, p.ID(), id, c.contextArg(), o.Location)
+	}
+	return p, fetched, nil
 }

@@ -3,6 +3,9 @@ package hostcli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +16,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/plugins"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // notHereOwner fails the test when a command opens this machine's data
@@ -217,5 +222,66 @@ func TestProjectListThroughContext(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(localJSON); string(after) != string(before) {
 		t.Errorf("this machine's projects.json changed:\n%s", after)
+	}
+}
+
+// Through a remote context `plugin update` fetches a URL origin here and
+// saves the new version in the far library; the repairs are the far
+// owner's.
+func TestPluginUpdateAndRepairsThroughContext(t *testing.T) {
+	version := "1.0.0"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(strings.Replace(helloPlugin, "1.0.0", version, 1)))
+	}))
+	defer srv.Close()
+	pluginHTTPClient = srv.Client()
+	defer func() { pluginHTTPClient = nil }()
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"project", "add", t.TempDir(), "--name", "p"})
+	farSide(t, "box", far)
+	if _, errOut, code := run(t, "--context", "box", "plugin", "import", srv.URL+"/hello.json"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	version = "2.0.0"
+	farVersion := func(want int) func() error {
+		return func() error {
+			lib, _ := plugins.OpenLibrary(config.Paths{Root: far}.PluginsDir())
+			if e, err := lib.Get("hello-tools"); err != nil || e.Current().Number != want {
+				return fmt.Errorf("the far library's hello-tools is not at version %d: %v", want, err)
+			}
+			return nil
+		}
+	}
+	throughBox(t, []remoteCase{
+		{[]string{"plugin", "update", "hello-tools"}, ExitOK, "updated hello-tools as library version 2", farVersion(2)},
+		{[]string{"plugin", "update", "nope"}, ExitError, "nope", nil},
+		{[]string{"plugin", "repair"}, ExitOK, "every agent's install record is fine", nil},
+		{[]string{"project", "repair"}, ExitOK, "projects.json of context box is fine (1 projects)", nil},
+		{[]string{"agent", "repair"}, ExitOK, "agents.json of context box is fine (1 agents)", nil},
+	})
+	for _, f := range []string{config.Paths{Root: local}.PluginsDir(), config.Paths{Root: local}.ProjectsJSON(), config.Paths{Root: local}.AgentsJSON()} {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was made on this machine (%v)", f, err)
+		}
+	}
+}
+
+// With no owner to be had there (a damaged agents.json keeps one from
+// starting), `agent repair` through the context says to run it on that
+// machine.
+func TestAgentRepairThroughContextNoOwner(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv(remotes.Env, "")
+	t.Setenv(config.HomeEnv, shortDir(t, "loc"))
+	farSide(t, "box", shortDir(t, "far"))
+	// The far side's command fails as a dial-stdio whose owner did not
+	// come up does.
+	rc := remotes.Context{Name: "down", URL: "ssh://me@box", Command: "false"}
+	if err := (&cli{paths: config.Paths{Root: os.Getenv(config.HomeEnv)}}).contextStore().Add(rc); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runWith(t, notHereOwner(t), "--context", "down", "agent", "repair")
+	if code == ExitOK || !strings.Contains(errOut, "if that machine's agents.json is damaged, no owner can start there to repair it: run `ssh me@box false agent repair` on it") {
+		t.Errorf("%d %s", code, errOut)
 	}
 }
