@@ -28,11 +28,7 @@ func (c *cli) configRemote(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(c.farError(err, "read its settings"))
 	}
-	// The fixes the far side's messages name are commands to run here,
-	// through the context.
-	here := func(s string) string {
-		return strings.ReplaceAll(s, "`osaurus-sandbox ", "`osaurus-sandbox "+c.contextArg())
-	}
+	here := c.viaContext // the fixes named are to be run from here
 	where := fmt.Sprintf("%s (context %s)", f.Path, c.remote.Name)
 	report := func(f api.SettingsFile) int {
 		if f.Damaged != "" {

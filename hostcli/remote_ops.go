@@ -118,3 +118,26 @@ func (c *cli) refetchFar(ctx context.Context, src pluginSource, im *plugins.Impo
 	}
 	return p, fetched, nil
 }
+
+// farSaidError is an error of the far owner, its message with the fixes
+// it names said as commands to run here, through the context.
+type farSaidError struct {
+	msg string
+	err error
+}
+
+func (e farSaidError) Error() string { return e.msg }
+func (e farSaidError) Unwrap() error { return e.err }
+
+func (c *cli) farSaid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return farSaidError{fmt.Sprintf("context %s (%s): %s", c.remote.Name, c.remote.URL, c.viaContext(err.Error())), err}
+}
+
+// viaContext is s with each command it names (`osaurus-sandbox …`) run
+// through the context.
+func (c *cli) viaContext(s string) string {
+	return strings.ReplaceAll(s, "`osaurus-sandbox ", "`osaurus-sandbox "+c.contextArg())
+}

@@ -285,3 +285,29 @@ func TestAgentRepairThroughContextNoOwner(t *testing.T) {
 		t.Errorf("%d %s", code, errOut)
 	}
 }
+
+// Through a remote context `run` and `task` use the far owner and its
+// agents; the far side's inference settings apply (this machine's,
+// which would let a task start, don't), and its refusal comes back
+// naming the context.
+func TestTasksThroughContext(t *testing.T) {
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"})
+	for _, args := range [][]string{{"agent", "add", "carol"}, {"config", "set", "inferenceUrl", "http://127.0.0.1:9/v1"}} {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatal(args, errOut)
+		}
+	}
+	farSide(t, "box", far)
+	throughBox(t, []remoteCase{
+		{[]string{"run", "--agent", "carol", "hi"}, ExitError, "carol", nil},
+		{[]string{"run", "--agent", "alice", "hi"}, ExitError, "context box (ssh://me@box): ", nil},
+		{[]string{"run", "--agent", "alice", "hi"}, ExitError, "`osaurus-sandbox --context box config set inferenceUrl", nil},
+		{[]string{"task", "list"}, ExitOK, "", nil},
+		{[]string{"task", "list", "--agent", "carol"}, ExitError, "carol", nil},
+		{[]string{"task", "show", "nope"}, ExitError, "nope", nil},
+		{[]string{"task", "cancel", "nope"}, ExitError, "nope", nil},
+	})
+	if _, err := os.Stat(config.Paths{Root: local}.TasksDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("this machine got a tasks folder: %v", err)
+	}
+}
