@@ -84,14 +84,19 @@ type rawFile struct {
 }
 
 func readRaw(path string) (rawFile, error) {
-	r := rawFile{vals: map[string]json.RawMessage{}, lines: map[string]int{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return r, nil
+		return rawFile{vals: map[string]json.RawMessage{}, lines: map[string]int{}}, nil
 	}
 	if err != nil {
-		return r, err
+		return rawFile{}, err
 	}
+	return parseRaw(path, b)
+}
+
+// parseRaw is readRaw of the bytes b read from path.
+func parseRaw(path string, b []byte) (rawFile, error) {
+	r := rawFile{vals: map[string]json.RawMessage{}, lines: map[string]int{}}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	line := func() int { return 1 + bytes.Count(b[:dec.InputOffset()], []byte("\n")) }
 	syntax := func(err error) error {

@@ -197,6 +197,9 @@ func (c *cli) agentRepair(ctx context.Context, args []string) int {
 	if fs := c.flags("agent repair"); fs.Parse(args) != nil || fs.NArg() > 0 {
 		return ExitUsage
 	}
+	if c.remote != nil {
+		return c.agentRepairRemote(ctx)
+	}
 	var res agents.RepairResult
 	var dmg *agents.DamagedError
 	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
@@ -212,8 +215,13 @@ func (c *cli) agentRepair(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	return c.agentRepaired(res, c.paths.AgentsJSON())
+}
+
+// agentRepaired says what an agent repair of file did.
+func (c *cli) agentRepaired(res agents.RepairResult, file string) int {
 	if res.Aside == "" {
-		fmt.Fprintf(c.out, "%s is fine (%d agents); nothing to repair\n", c.paths.AgentsJSON(), len(res.Kept))
+		fmt.Fprintf(c.out, "%s is fine (%d agents); nothing to repair\n", file, len(res.Kept))
 		return ExitOK
 	}
 	fmt.Fprintf(c.out, "moved the damaged file to %s\n", res.Aside)
@@ -224,7 +232,7 @@ func (c *cli) agentRepair(ctx context.Context, args []string) int {
 	if len(names) > 0 {
 		fmt.Fprintf(c.out, "kept %d agents: %s\n", len(names), strings.Join(names, ", "))
 	} else {
-		fmt.Fprintln(c.out, "no agent could be read: starting with none (add them again with `osaurus-sandbox agent add NAME --adopt-home`, which gives each its old home)")
+		fmt.Fprintf(c.out, "no agent could be read: starting with none (add them again with `osaurus-sandbox %sagent add NAME --adopt-home`, which gives each its old home)\n", c.contextArg())
 	}
 	for _, d := range res.Dropped {
 		fmt.Fprintf(c.out, "could not read: %s\n", d)

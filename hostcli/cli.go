@@ -799,6 +799,9 @@ func (c *cli) logs(ctx context.Context, args []string) int {
 // isn't JSON at all is named with the fix: get shows the defaults the
 // app uses meanwhile, reset moves the file aside.
 func (c *cli) config(ctx context.Context, args []string) int {
+	if c.remote != nil {
+		return c.configRemote(ctx, args)
+	}
 	path := c.paths.SandboxJSON()
 	cfg, probs, err := config.LoadSandboxLenient(path)
 	var damaged *config.DamagedError
@@ -831,14 +834,7 @@ func (c *cli) config(ctx context.Context, args []string) int {
 	}
 	switch {
 	case len(args) == 1 && args[0] == "get":
-		w := 15
-		for _, k := range config.KeyDocs() {
-			w = max(w, len(k[0]))
-		}
-		for _, k := range config.KeyDocs() {
-			v, _ := cfg.Get(k[0])
-			fmt.Fprintf(c.out, "%-*s %-10s  # %s\n", w, k[0], v, k[1])
-		}
+		c.printSettings(cfg)
 		return report(probs)
 	case len(args) == 2 && args[0] == "get":
 		if !known(args[1]) {
@@ -890,6 +886,18 @@ func (c *cli) config(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(c.err, "usage: osaurus-sandbox config get [KEY] | config set KEY VALUE | config reset [KEY]")
 	return ExitUsage
+}
+
+// printSettings is `config get`: every key with its value and what it is.
+func (c *cli) printSettings(cfg config.Sandbox) {
+	w := 15
+	for _, k := range config.KeyDocs() {
+		w = max(w, len(k[0]))
+	}
+	for _, k := range config.KeyDocs() {
+		v, _ := cfg.Get(k[0])
+		fmt.Fprintf(c.out, "%-*s %-10s  # %s\n", w, k[0], v, k[1])
+	}
 }
 
 func (c *cli) serve(ctx context.Context, args []string) int {

@@ -179,7 +179,7 @@ func TestAgentConnectThroughContext(t *testing.T) {
 		{"disconnect by slug needs no far side", "box", []string{"agent", "disconnect", "alice", "--client", "cursor", "--yes"}, ExitOK, "Removes osaurus-sandbox-alice", "", false},
 		{"disconnect by name asks the far side", "", []string{"--context", "box", "agent", "disconnect", "Alice Smith", "--yes"}, 3, "Connection refused", "", true},
 		{"agent list asks the far side", "box", []string{"agent", "list"}, 3, "Connection refused", "", true},
-		{"agent repair is refused by its name", "box", []string{"agent", "repair"}, ExitError, `"agent repair" doesn't work through a remote context yet (context box): run it on that machine (ssh ... osaurus-sandbox agent repair)`, "", false},
+		{"a command not served through a context is refused by its name", "box", []string{"network", "log"}, ExitError, `"network" doesn't work through a remote context yet (context box): run it on that machine (ssh ... osaurus-sandbox network)`, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name == "disconnect by slug needs no far side" {

@@ -146,11 +146,18 @@ func (c *cli) plugin(ctx context.Context, args []string) int {
 			return code
 		}
 		return save(p, origin)
+	case sub == "update" && len(pos) == 1 && c.remote != nil:
+		p, origin, err := c.refetchFar(ctx, src, im, pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		if code := c.confirmGrant(p.ID(), review(p, origin), flags["yes"], "updated"); code != ExitOK {
+			return code
+		}
+		return save(p, origin)
 	case sub == "update" && len(pos) == 1:
 		code := ExitOK
 		var origin plugins.Origin
-		// Only here: withContext refuses update through a context (its
-		// file origin is a path of the far side).
 		lib, err := plugins.OpenLibrary(c.paths.PluginsDir())
 		if err != nil {
 			return c.fail(err)
@@ -558,6 +565,9 @@ func (c *cli) pluginRepair(ctx context.Context) int {
 	}
 	defer ctl.Close()
 	r, err := ctl.RepairPlugins(ctx)
+	if c.remote != nil {
+		err = c.farError(err, "repair its plugins' install records")
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -567,8 +577,9 @@ func (c *cli) pluginRepair(ctx context.Context) int {
 		return ExitOK
 	}
 	names := map[string]string{}
-	if reg, err := c.openAgents(); err == nil {
-		for _, a := range reg.List() {
+	if src, err := c.agentSource(); err == nil { // the far side's, through a context
+		list, _ := src.list(ctx)
+		for _, a := range list {
 			names[a.ID] = a.Slug
 		}
 	}
@@ -579,7 +590,7 @@ func (c *cli) pluginRepair(ctx context.Context) int {
 			fmt.Fprintf(c.out, "%s: kept %d plugins: %s\n", who, len(r.Kept), strings.Join(r.Kept, ", "))
 		}
 		for _, d := range r.Dropped {
-			fmt.Fprintf(c.out, "%s: could not read: %s (install it again with `osaurus-sandbox plugin install ID --agent %s`)\n", who, d, who)
+			fmt.Fprintf(c.out, "%s: could not read: %s (install it again with `osaurus-sandbox %splugin install ID --agent %s`)\n", who, d, c.contextArg(), who)
 		}
 	}
 	return ExitOK

@@ -14,15 +14,6 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 )
 
-// preview is one exposed port as the owner lists it (host.Preview).
-type preview struct {
-	Agent    string    `json:"agent"`
-	Port     int       `json:"port"`
-	HostPort int       `json:"hostPort"`
-	URL      string    `json:"url"`
-	Since    time.Time `json:"since"`
-}
-
 // ports lists the previews agents opened with sandbox_expose_port, or
 // closes them (ports close [AGENT [PORT]]).
 func (c *cli) ports(ctx context.Context, args []string) int {
@@ -35,15 +26,9 @@ func (c *cli) ports(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, portsUsage)
 		return ExitUsage
 	}
-	list := []preview{}
-	b, err := os.ReadFile(c.paths.PreviewsFile())
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	list, err := c.previews(ctx)
+	if err != nil {
 		return c.fail(err)
-	}
-	if err == nil {
-		if err := json.Unmarshal(b, &list); err != nil {
-			return c.fail(fmt.Errorf("%s: %w", c.paths.PreviewsFile(), err))
-		}
 	}
 	if *asJSON {
 		json.NewEncoder(c.out).Encode(list)
@@ -59,7 +44,36 @@ func (c *cli) ports(ctx context.Context, args []string) int {
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", p.Agent, p.Port, p.URL, p.Since.Local().Format(time.DateTime))
 	}
 	w.Flush()
+	if c.remote != nil {
+		fmt.Fprintf(c.out, "these URLs are on the loopback of context %s's machine; an agent's MCP relay (`osaurus-sandbox --context %s mcp --agent NAME`) forwards the previews it opens to this machine\n", c.remote.Name, c.remote.Name)
+	}
 	return ExitOK
+}
+
+// previews are the open previews: the file the owner keeps here (it may
+// not run), or through a remote context what the far owner relays.
+func (c *cli) previews(ctx context.Context) ([]api.Preview, error) {
+	if c.remote != nil {
+		ctl, err := c.owner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer ctl.Close()
+		list, err := ctl.Previews(ctx)
+		return list, c.farError(err, "list previews")
+	}
+	list := []api.Preview{}
+	b, err := os.ReadFile(c.paths.PreviewsFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return list, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.paths.PreviewsFile(), err)
+	}
+	return list, nil
 }
 
 const portsUsage = "usage: osaurus-sandbox ports [--json]\n       osaurus-sandbox ports close [AGENT [PORT]]   (no AGENT: every preview)"
@@ -85,6 +99,25 @@ func (c *cli) portsClose(ctx context.Context, args []string) int {
 	default:
 		fmt.Fprintln(c.err, portsUsage)
 		return ExitUsage
+	}
+	if c.remote != nil {
+		// The far owner runs (one starts when none does), and its
+		// previews are its own.
+		ctl, err := c.owner(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer ctl.Close()
+		pc, ok := ctl.(api.PortCloser)
+		if !ok {
+			return c.fail(errors.New("this build can't close a far side's previews"))
+		}
+		r, err := pc.ClosePorts(ctx, req)
+		if err != nil {
+			return c.fail(c.farError(err, "close previews"))
+		}
+		fmt.Fprintf(c.out, "closed %d previews on context %s\n", r.Closed, c.remote.Name)
+		return ExitOK
 	}
 	cl, err := client.Dial(ctx, c.paths)
 	if errors.Is(err, api.ErrNoOwner) {

@@ -80,6 +80,9 @@ func (c *cli) project(ctx context.Context, args []string) int {
 		if fs.Parse(args) != nil || fs.NArg() > 0 {
 			return ExitUsage
 		}
+		if c.remote != nil {
+			return c.projectListRemote(ctx, *asJSON)
+		}
 		list, err := projects.Load(c.paths.ProjectsJSON())
 		if err != nil {
 			return c.fail(err)
@@ -416,11 +419,17 @@ func (c *cli) applyOrDiscard(discard bool) func(context.Context, []string) int {
 // still read, keeping the damaged file aside; no folder is touched.
 func (c *cli) projectRepair(ctx context.Context) int {
 	path := c.paths.ProjectsJSON()
+	if c.remote != nil {
+		path = "projects.json of context " + c.remote.Name
+	}
 	var res projects.RepairResult
 	err := c.withOwner(ctx, func(ctl api.Controller) (err error) {
 		res, err = ctl.RepairProjects(ctx)
 		return err
 	})
+	if c.remote != nil {
+		err = c.farError(err, "repair its projects")
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -436,7 +445,7 @@ func (c *cli) projectRepair(ctx context.Context) int {
 	if len(names) > 0 {
 		fmt.Fprintf(c.out, "kept %d projects: %s\n", len(names), strings.Join(names, ", "))
 	} else {
-		fmt.Fprintln(c.out, "no project could be read: starting with none (add your folders again with `osaurus-sandbox project add PATH --name NAME`; agents' views are kept)")
+		fmt.Fprintf(c.out, "no project could be read: starting with none (add your folders again with `osaurus-sandbox %sproject add PATH --name NAME`; agents' views are kept)\n", c.contextArg())
 	}
 	for _, d := range res.Dropped {
 		fmt.Fprintf(c.out, "could not read: %s\n", d)

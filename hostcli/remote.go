@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent (but agent repair), project add and remove (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs, plugin (but update and repair; import sends the recipe there) and, with secretStore client there, secret work; the rest say so (docs/remote.md).",
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent, project (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs, plugin (import and a URL's update fetch here), config, ports, task, run and, with secretStore client there, secret work; the rest (network, serve) say so (docs/remote.md).",
 				"With no command (`--context NAME` alone, or a remote current context) the window opens on that context; its picker switches contexts without changing the current one."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",
@@ -98,23 +98,22 @@ var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
 		"changes", "apply", "discard", "memory", "events",
-		"logs",
+		"logs", "config", "ports", "task", "run",
 		// this machine's store of the context's secrets, once its owner
 		// says it keeps none (secretStore client)
 		"secret"}
 	// agent subcommands that read and change the far side's agents
 	// through its owner (connect and disconnect edit this machine's MCP
 	// client files, asking the far side only which agent is meant);
-	// repair is not one: the far side's owner can't open a damaged
-	// agents.json, and the repair without one is of that machine's file
-	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect",
+	// repair is a running far owner's: none can start on a damaged
+	// agents.json, and then it says to repair it on that machine
+	remoteAgentCmds = []string{"add", "list", "show", "set", "remove", "connect", "disconnect", "repair",
 		"checkpoint", "checkpoints", "restore", "checkpoint-remove", "fork"}
 	// plugin subcommands that read the far side's library and installs
 	// through its owner (ctl.plugin_library) and change them there; import
-	// fetches here and the owner validates the recipe as any other. Not
-	// update (a file origin is a path of the far side) or repair (of the
-	// far side's install files, as agent repair is)
-	remotePluginCmds = []string{"import", "list", "show", "export", "duplicate", "install", "uninstall", "remove"}
+	// and update fetch here and the owner validates the recipe as any
+	// other (an update from a file is refused: the path is the far side's)
+	remotePluginCmds = []string{"import", "update", "list", "show", "export", "duplicate", "install", "uninstall", "remove", "repair"}
 	// about this machine or the contexts themselves
 	contextFree = []string{"context", "dial-stdio", "remote-info", "version", "completion", "help"}
 )

@@ -172,7 +172,7 @@ func TestAgentCommandsThroughContext(t *testing.T) {
 		{[]string{"agent", "fork", "bob", "bob2"}, "", ExitOK, "forked bob to bob2", listed("alice", "bob", "bob2")},
 		{[]string{"agent", "remove", "bob", "--purge"}, "", ExitDeclined, "and its 1 checkpoint", listed("alice", "bob", "bob2")},
 		{[]string{"agent", "remove", "bob2", "--yes"}, "", ExitOK, "its secrets stay in the keychain of ssh://me@box", listed("alice", "bob")},
-		{[]string{"agent", "repair"}, "", ExitError, `"agent repair" doesn't work through a remote context yet`, listed("alice", "bob")},
+		{[]string{"agent", "repair"}, "", ExitOK, "agents.json of context box is fine (2 agents)", listed("alice", "bob")},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(append([]string{"--context", "box"}, tt.args...), strings.NewReader(tt.stdin), &out, &errOut, notHere)
@@ -276,11 +276,15 @@ func (oldOwner) PluginLibrary(context.Context, control.PluginLibraryRequest) (ap
 	return api.PluginLibrary{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpPluginLibrary)
 }
 
+func (oldOwner) Settings(context.Context) (api.SettingsFile, error) {
+	return api.SettingsFile{}, fmt.Errorf("%w: %q is not an operation of the control socket", agentproto.ErrUnsupported, control.OpSettings)
+}
+
 // A far side too old for ListAgents is told to install this version
 // there, as connect's lookup is, rather than failing with the op's name.
 func TestAgentListThroughContextToAnOldOwner(t *testing.T) {
 	fakeFar(t, "old", oldOwner{})
-	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}} {
+	for _, args := range [][]string{{"agent", "list"}, {"agent", "show", "alice"}, {"plugin", "list"}, {"plugin", "show", "x"}, {"config", "get"}} {
 		_, errOut, code := run(t, append([]string{"--context", "old"}, args...)...)
 		if code != ExitError || !strings.Contains(errOut, "the far side's osaurus-sandbox can't") || !strings.Contains(errOut, "`osaurus-sandbox context install old`") {
 			t.Errorf("%v: %d %q", args, code, errOut)

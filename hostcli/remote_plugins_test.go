@@ -94,8 +94,9 @@ func TestPluginCommandsThroughContext(t *testing.T) {
 		{[]string{"plugin", "remove", "hello-tools-copy"}, ExitOK, "removed hello-tools-copy", "", []string{"hello-tools"}},
 		// A recipe file of this machine goes to the far side's library.
 		{[]string{"plugin", "import", fromHere}, ExitOK, "imported from-here as library version 1", "", []string{"from-here", "hello-tools"}},
-		{[]string{"plugin", "update", "hello-tools"}, ExitError, `"plugin update" doesn't work through a remote context yet`, "", nil},
-		{[]string{"plugin", "repair"}, ExitError, `"plugin repair" doesn't work through a remote context yet`, "", nil},
+		// Its origin is a file of the far machine.
+		{[]string{"plugin", "update", "hello-tools"}, ExitError, "imported from the file " + farHello + " of context box's machine, which this one can't read: run `ssh me@box ", "", nil},
+		{[]string{"plugin", "repair"}, ExitOK, "every agent's install record is fine", "", nil},
 	} {
 		out, errOut, code := runWith(t, notHere, append([]string{"--context", "box"}, tt.args...)...)
 		text := out

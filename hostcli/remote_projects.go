@@ -31,7 +31,7 @@ import (
 
 // remoteProjectCmds are the project subcommands that work through a
 // remote context.
-var remoteProjectCmds = []string{"add", "remove"}
+var remoteProjectCmds = []string{"add", "list", "remove", "repair"}
 
 // remoteLink is one project uploaded through a context: the far project
 // and the folder of this machine it came from.

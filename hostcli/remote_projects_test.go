@@ -85,8 +85,8 @@ func TestProjectsThroughContext(t *testing.T) {
 	if _, errOut, code := box("project", "add", user, "--name", "app"); code != ExitError || !strings.Contains(errOut, `the name "app" is taken`) {
 		t.Errorf("a second add: %d %s", code, errOut)
 	}
-	if _, _, code := box("project", "list"); code != ExitError {
-		t.Errorf("project list through the context: %d", code)
+	if out, errOut, code := box("project", "list"); code != ExitOK || !strings.Contains(out, "(uploaded from "+user+" here)") {
+		t.Errorf("project list through the context: %d %s %s", code, out, errOut)
 	}
 
 	if out, errOut, code := box("agent", "set", "alice", "projects", "app"); code != ExitOK {

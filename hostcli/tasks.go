@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
 	"github.com/osaurus/osaurus-sandbox/internal/termsafe"
@@ -153,22 +154,29 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, `usage: osaurus-sandbox run --agent NAME "TASK"`)
 		return ExitUsage
 	}
-	reg, err := c.openAgents()
-	if err != nil {
+	// Through a remote context the agent, the inference settings and
+	// the owner are the far side's.
+	if _, err := c.lookupAgent(ctx, *ref); err != nil {
 		return c.fail(err)
 	}
-	if _, err := reg.Get(*ref); err != nil {
-		return c.fail(err)
-	}
-	// Said before an owner starts for a task that can't run.
-	if err := datadir.CheckInference(c.paths); err != nil {
-		return c.fail(err)
+	if c.remote == nil {
+		// Said before an owner starts for a task that can't run; a far
+		// owner says it itself.
+		if err := datadir.CheckInference(c.paths); err != nil {
+			return c.fail(err)
+		}
 	}
 	// The owner works the task (one is started when none runs, and it
 	// starts the VM), with its tools under the limits every transport
 	// shares, and keeps its record.
 	c.noteBackgroundOwner(ctx, "this task")
-	ctl, err := client.Connect(ctx, c.paths)
+	var ctl api.Controller
+	var err error
+	if c.remote != nil {
+		ctl, err = c.owner(ctx)
+	} else {
+		ctl, err = client.Connect(ctx, c.paths)
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -197,6 +205,11 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		mu.Unlock()
 		p.update(t)
 	})
+	if err != nil && c.remote != nil {
+		// Not farError: the far side's "inference is off" is of the class
+		// an owner too old for an op answers with.
+		err = c.farSaid(err)
+	}
 	if err != nil {
 		return c.fail(err)
 	}

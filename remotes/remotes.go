@@ -200,6 +200,21 @@ func (c Context) RemoteCommand(args ...string) string {
 	return strings.Join(parts, " ")
 }
 
+// FarCommand is the line a user types here to run args on the far
+// machine themselves ("ssh -p 2222 me@box osaurus-sandbox agent
+// repair"): for what can't go through the context's owner.
+func (c Context) FarCommand(args ...string) string {
+	t, _ := ParseURL(c.URL)
+	dest := t.Host
+	if t.User != "" {
+		dest = t.User + "@" + dest
+	}
+	if t.Port != 0 {
+		dest = "-p " + strconv.Itoa(t.Port) + " " + dest
+	}
+	return "ssh " + dest + " " + c.RemoteCommand(args...)
+}
+
 // DialArgv is the command line of the stream to the far side's owner
 // (client.CommandDialer's Argv).
 func (c Context) DialArgv(spawn bool) []string {

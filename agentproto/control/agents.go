@@ -14,6 +14,7 @@ const (
 	OpProjectAdd    = "ctl.project_add"    // ProjectAddRequest → projects.Project
 	OpProjectRemove = "ctl.project_remove" // ProjectRef → agentproto.Empty
 	OpProjectRepair = "ctl.project_repair" // agentproto.Empty → projects.RepairResult
+	OpProjectList   = "ctl.project_list"   // agentproto.Empty → []projects.Project
 	// An agent's view of a project (api.ViewRequest): what it changed,
 	// and writing it into the user's folder or throwing it away. Apply and
 	// discard that fail part way emit their projects.Result first.

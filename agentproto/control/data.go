@@ -199,6 +199,14 @@ const (
 	OpPluginLibrary = "ctl.plugin_library" // PluginLibraryRequest → api.PluginLibrary
 )
 
+// The owner's settings (sandbox.json) and what its agents expose: a
+// front end on another machine has neither file of its own to read.
+const (
+	OpSettings     = "ctl.settings"      // Empty → api.SettingsFile
+	OpSettingsSave = "ctl.settings_save" // api.SettingsSave → api.SettingsFile
+	OpPreviews     = "ctl.previews"      // Empty → []api.Preview
+)
+
 // PluginLibraryRequest asks for the whole library, or only Plugin (an
 // id); with Agent (id, slug or name), only that agent's installs.
 type PluginLibraryRequest struct {

@@ -53,6 +53,9 @@ type AgentOps interface {
 	// RemoveProject forgets a project no agent is granted (and deletes
 	// an uploaded one's copy).
 	RemoveProject(ctx context.Context, name string) error
+	// ListProjects is every project as the owner's projects.json has
+	// them: a remote context's `project list` reads the far side's.
+	ListProjects(ctx context.Context) ([]projects.Project, error)
 	// RepairProjects rewrites a damaged projects.json (projects.Repair).
 	RepairProjects(ctx context.Context) (projects.RepairResult, error)
 

@@ -221,6 +221,9 @@ type Controller interface {
 	// installed it, before the library deletes it; report hears what it
 	// did per agent.
 	UninstallPluginEverywhere(ctx context.Context, pluginID string, report func(string)) error
+	// Previews are the ports agents exposed, relayed on the owner's
+	// loopback (none from an owner without a VM).
+	Previews(ctx context.Context) ([]Preview, error)
 
 	// AgentOps change the agents and their projects (agents.go).
 	AgentOps

@@ -53,6 +53,8 @@ type DataOps interface {
 	PluginLibraryOps
 	// PluginLibraryReader reads the library and the installs.
 	PluginLibraryReader
+	// SettingsOps read and write sandbox.json.
+	SettingsOps
 }
 
 // EventLog is the owner's event log as a follower reads it

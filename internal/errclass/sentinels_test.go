@@ -64,6 +64,7 @@ var sentinels = []sentinel{
 	{"checkpoint.ErrName", checkpoint.ErrName, errdefs.ErrInvalid},
 	{"checkpoint.ErrNotFound", checkpoint.ErrNotFound, errdefs.ErrNotFound},
 	{"checkpoint.ErrLimit", checkpoint.ErrLimit, errdefs.ErrQuota},
+	{"config.ErrChanged", config.ErrChanged, errdefs.ErrBusy},
 	{"config.ErrInvalid", config.ErrInvalid, errdefs.ErrInvalid},
 	{"host/api.ErrNoOwner", api.ErrNoOwner, errdefs.ErrUnavailable},
 	{"host/api.ErrOwned", api.ErrOwned, errdefs.ErrExists},

@@ -90,6 +90,14 @@ func (c *Client) RemoveProject(ctx context.Context, name string) error {
 	return c.call(ctx, control.OpProjectRemove, control.ProjectRef{Name: name}, nil, nil, false)
 }
 
+// ListProjects asks the owner for its projects. An owner older than the
+// op answers agentproto.ErrUnsupported.
+func (c *Client) ListProjects(ctx context.Context) ([]projects.Project, error) {
+	r := []projects.Project{}
+	err := c.call(ctx, control.OpProjectList, agentproto.Empty{}, &r, nil, true)
+	return r, err
+}
+
 // RepairProjects has the owner repair projects.json.
 func (c *Client) RepairProjects(ctx context.Context) (projects.RepairResult, error) {
 	var r projects.RepairResult

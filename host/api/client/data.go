@@ -192,3 +192,25 @@ func (c *Client) PluginLibrary(ctx context.Context, req control.PluginLibraryReq
 	err := c.dataCall(ctx, control.OpPluginLibrary, req, &r, true)
 	return r, err
 }
+
+// Settings reads the owner's sandbox.json. An owner older than the op
+// answers agentproto.ErrUnsupported (as SaveSettings and Previews).
+func (c *Client) Settings(ctx context.Context) (api.SettingsFile, error) {
+	var r api.SettingsFile
+	err := c.dataCall(ctx, control.OpSettings, agentproto.Empty{}, &r, true)
+	return r, err
+}
+
+// SaveSettings has the owner change its sandbox.json.
+func (c *Client) SaveSettings(ctx context.Context, req api.SettingsSave) (api.SettingsFile, error) {
+	var r api.SettingsFile
+	err := c.dataCall(ctx, control.OpSettingsSave, req, &r, false)
+	return r, err
+}
+
+// Previews asks the owner for the ports its agents exposed.
+func (c *Client) Previews(ctx context.Context) ([]api.Preview, error) {
+	r := []api.Preview{}
+	err := c.dataCall(ctx, control.OpPreviews, agentproto.Empty{}, &r, true)
+	return r, err
+}

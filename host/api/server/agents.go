@@ -102,6 +102,10 @@ func (s *Server) agentOps(m *agentproto.Mux) {
 		io.Copy(conn, f)
 		return agentproto.ErrHijacked
 	})
+	m.Handle(control.OpProjectList, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*[]projects.Project, error) {
+		r, err := s.Ctl.ListProjects(ctx)
+		return &r, err
+	}))
 	m.Handle(control.OpProjectRepair, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*projects.RepairResult, error) {
 		r, err := s.Ctl.RepairProjects(ctx)
 		return &r, err

@@ -122,6 +122,18 @@ func (s *Server) dataOps(m *agentproto.Mux) {
 		}
 		return c.Respond(r)
 	})
+	m.Handle(control.OpSettings, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*api.SettingsFile, error) {
+		r, err := s.Ctl.Settings(ctx)
+		return &r, err
+	}))
+	m.Handle(control.OpSettingsSave, agentproto.Unary(func(ctx context.Context, req *api.SettingsSave) (*api.SettingsFile, error) {
+		r, err := s.Ctl.SaveSettings(ctx, *req)
+		return &r, err
+	}))
+	m.Handle(control.OpPreviews, agentproto.Unary(func(ctx context.Context, _ *agentproto.Empty) (*[]api.Preview, error) {
+		r, err := s.Ctl.Previews(ctx)
+		return &r, err
+	}))
 	m.Handle(control.OpPluginLibrary, agentproto.Unary(func(ctx context.Context, req *control.PluginLibraryRequest) (*api.PluginLibrary, error) {
 		r, err := s.Ctl.PluginLibrary(ctx, *req)
 		return &r, err
