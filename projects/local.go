@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,6 +49,66 @@ func OpenUploaded(ctx context.Context, p Project, rel, hash string, size int64) 
 	h, n, err := hashFile(ctx, f, st.Size())
 	if err == nil && (n != size || h != hash) {
 		err = fmt.Errorf("%w: %s no longer holds the reviewed content", errChanged, Shown(rel))
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenChanged opens rel of a's view of the uploaded project p for the
+// machine that uploaded it, once the file is exactly the reviewed one
+// (size and hash). The uploading machine writes a change into its own
+// folder before this owner applies it to its copy (so a change it can't
+// write is never lost here), so the content comes from the agent's view,
+// not the copy. The view is the agent's to change: it is read beneath a
+// descriptor a component at a time, no link followed, regular files only
+// (openFileIn), under the view's lock.
+func (v Views) OpenChanged(ctx context.Context, a agents.Agent, p Project, rel, hash string, size int64) (*os.File, error) {
+	if p.UploadedFrom == "" {
+		return nil, fmt.Errorf("%w: project %q is a folder of this machine, not an upload: its changes are applied on this machine", ErrInvalid, p.Name)
+	}
+	if !uploadPath(rel) {
+		return nil, fmt.Errorf("%w: %q is not a path in the project", ErrInvalid, Shown(rel))
+	}
+	if size < 0 || size > MaxFileSize {
+		return nil, fmt.Errorf("%w: size %d is not a size a review has", ErrInvalid, size)
+	}
+	l, err := v.lock(ctx, a, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	if _, err := v.loadBaseline(a, p.Name); err != nil {
+		return nil, err
+	}
+	root, err := openTop(v.Dir(a, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("%s's view of %q: %w", a.Name, p.Name, err)
+	}
+	defer root.Close()
+	f, st, err := openFileIn(root, rel)
+	if errors.Is(err, errNotPlain) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("%w: %s is not a plain file in %s's view (a link, or through one): never sent", ErrInvalid, Shown(rel), a.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s has the set-uid or set-gid bit: never sent", ErrInvalid, Shown(rel))
+	}
+	var h string
+	var n int64
+	if st.Size() == size {
+		h, n, err = hashFile(ctx, f, size)
+	}
+	if err == nil && (st.Size() != size || n != size || h != hash) {
+		err = fmt.Errorf("%w: %s in %s's view no longer holds the reviewed content", errChanged, Shown(rel), a.Name)
 	}
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
