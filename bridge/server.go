@@ -54,6 +54,18 @@ type Secrets interface {
 	Scrub(agent, text string) string
 }
 
+// secretGet reads with the request's ctx when the store takes one
+// (secrets.Store: with secretStore client the read is a request to the
+// user's machine, given up when the guest's request goes away).
+func secretGet(ctx context.Context, st Secrets, agent, key string) (string, error) {
+	if cs, ok := st.(interface {
+		GetContext(ctx context.Context, agent, key string) (string, error)
+	}); ok {
+		return cs.GetContext(ctx, agent, key)
+	}
+	return st.Get(agent, key)
+}
+
 // Options configure a Server.
 type Options struct {
 	// Secrets, when nil, makes the secrets route answer 503.
@@ -340,7 +352,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, err := s.o.Secrets.Get(agentOf(r), name)
+	v, err := secretGet(r.Context(), s.o.Secrets, agentOf(r), name)
 	if err != nil {
 		storeError(w, "secret "+strconv.Quote(name), err)
 		return

@@ -172,8 +172,21 @@ func (h *Host) UploadProject(ctx context.Context, req control.ProjectUploadReque
 	return projects.ReceiveUpload(ctx, body, h.paths.ProjectsJSON(), h.paths.Root, req.Name, req.From)
 }
 
-// OpenProjectFile is a reviewed file of an uploaded project's copy.
+// OpenProjectFile is a reviewed file of an uploaded project: the
+// changed file of req.Agent's view (the agent must hold the project, as
+// for its changes), or without an agent the owner's copy's.
 func (h *Host) OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	if req.Agent != "" {
+		a, p, err := h.view(api.ViewRequest{Agent: req.Agent, Project: req.Project})
+		if err != nil {
+			return nil, err
+		}
+		f, err := projects.Views{Paths: h.paths}.OpenChanged(ctx, a, p, req.Path, req.Hash, req.Size)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
 	p, err := projects.Get(h.paths.ProjectsJSON(), req.Project)
 	if err != nil {
 		return nil, err

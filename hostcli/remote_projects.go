@@ -22,10 +22,10 @@ import (
 // Projects across the link (docs/projects.md, "A project on another
 // machine"): through a remote context, `project add` uploads the folder
 // to the far owner, which keeps a copy of its own; `changes` and
-// `discard` are the far owner's; `apply` has the far owner apply the
-// review to its copy and then writes the same changes into this
-// machine's folder itself, checking each again here (projects.CheckLocal
-// and WriteApplied). Which local folder a far project is written into is
+// `discard` are the far owner's; `apply` writes the review's changes
+// into this machine's folder itself, checking each here
+// (projects.WriteApplied), and then has the far owner apply those it
+// wrote to its copy. Which local folder a far project is written into is
 // recorded here, never taken from the far side: a far side that lies
 // can't choose where this machine writes.
 
@@ -178,10 +178,11 @@ func (c *cli) agentProjectRemote(ctx context.Context, agent, project string) (ag
 	return a, projects.Project{Name: project}, nil
 }
 
-// applyRemote applies review of a's changes to the far project p.Name
-// and writes them into this machine's folder. Changes this folder can't
-// take (refused here, or changed here since the upload without --force)
-// are left out of what the far side applies, so they stay changes there.
+// applyRemote writes review of a's changes to the far project p.Name
+// into this machine's folder and then has the far side apply exactly
+// the ones written. Changes this folder can't take (refused here, or
+// changed here since the upload without --force) are left out of what
+// the far side applies, so they stay changes there.
 func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Project, o projects.ApplyOptions, yes bool) int {
 	dir, err := c.linkedDir(p.Name)
 	if err != nil {
@@ -229,80 +230,52 @@ func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Projec
 			return ExitDeclined
 		}
 	}
-	// Judged here first: what this folder refuses or the user changed
-	// is not applied on the far side either.
-	checks, err := projects.CheckLocal(ctx, dir, chosen, o)
+	// This folder first: the far side applies a change only once it is
+	// written here, so a change this folder can't take (refused, changed
+	// here since the upload, a failed write) stays a change there and is
+	// never lost between the two. WriteApplied judges each as it writes
+	// it; the content is the changed file of the agent's view on the far
+	// side, checked here against the review's size and hash.
+	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
-	local := &projects.Result{}
-	var send []string
-	for _, ch := range chosen {
-		lc := checks[ch.Path]
-		switch {
-		case ch.Refused != "":
-			send = append(send, ch.Path) // the far side says why
-		case lc.Refused != "":
-			local.Refused = append(local.Refused, projects.Skipped{Path: ch.Path, Reason: lc.Refused})
-		case lc.Conflict != "":
-			local.Conflict = append(local.Conflict, projects.Skipped{Path: ch.Path, Reason: lc.Conflict})
-		default:
-			send = append(send, ch.Path)
-		}
+	defer ctl.Close()
+	fetch := func(ctx context.Context, ch projects.Change) (io.ReadCloser, error) {
+		return ctl.OpenProjectFile(ctx, control.ProjectFileRequest{Agent: a.ID, Project: p.Name, Path: ch.Path, Hash: ch.Hash, Size: ch.Size})
 	}
-	if len(o.Paths) == 0 && len(send) == len(cs.Changes) {
-		send = nil // all: the far side also names what appeared since
-	}
+	local, werr := projects.WriteApplied(ctx, dir, chosen, o, fetch)
+	written := local.Done
 	var far *projects.Result
-	if len(send) > 0 || len(o.Paths) == 0 && len(local.Refused)+len(local.Conflict) == 0 {
+	var ferr error
+	if len(written) > 0 {
+		send := written
+		if len(o.Paths) == 0 && len(written) == len(cs.Changes) {
+			send = nil // the whole review: the far side also names what appeared since
+		}
 		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: send, Apply: projects.ApplyOptions{Review: o.Review, Paths: send,
 			Force: o.Force, AllowHostExec: o.AllowHostExec, AllowLarge: o.AllowLarge}}
-		err = c.withOwner(ctx, func(ctl api.Controller) (err error) {
-			far, err = ctl.ApplyChanges(ctx, req)
-			return err
-		})
+		far, ferr = ctl.ApplyChanges(ctx, req)
 		if far != nil && far.Checkpoint != "" {
 			fmt.Fprintf(c.err, "saved the sandbox on context %s first as checkpoint %s\n", c.remote.Name, far.Checkpoint)
 		}
-		if far == nil && err != nil {
-			return c.fail(err)
+	}
+	// A path is applied when both sides have it; one written here that
+	// the far side did not apply is still a change there, which the next
+	// apply finishes (this folder then already holds it).
+	var applied, pending []string
+	bad := len(local.Refused) + len(local.Conflict)
+	for _, d := range written {
+		if far != nil && slices.Contains(far.Done, d) {
+			applied = append(applied, d)
+		} else {
+			pending = append(pending, d)
 		}
 	}
-	var wrote *projects.Result
-	var werr error
-	if far != nil && len(far.Done) > 0 {
-		// Only changes of the review are written, as the review has
-		// them; a path the far side names that is not one is refused.
-		var todo []projects.Change
-		for _, d := range far.Done {
-			i := slices.IndexFunc(chosen, func(ch projects.Change) bool { return ch.Path == d })
-			if send != nil && !slices.Contains(send, d) {
-				i = -1 // not asked for: held back here
-			}
-			if i < 0 {
-				local.Refused = append(local.Refused, projects.Skipped{Path: d, Reason: "the far side applied a path that is not one it was asked to apply: not written here"})
-				continue
-			}
-			todo = append(todo, chosen[i])
-		}
-		ctl, oerr := c.owner(ctx)
-		if oerr != nil {
-			return c.fail(oerr)
-		}
-		fetch := func(ctx context.Context, ch projects.Change) (io.ReadCloser, error) {
-			return ctl.OpenProjectFile(ctx, control.ProjectFileRequest{Project: p.Name, Path: ch.Path, Hash: ch.Hash, Size: ch.Size})
-		}
-		wrote, werr = projects.WriteApplied(ctx, dir, todo, o, fetch)
+	for _, d := range applied {
+		fmt.Fprintf(c.out, "applied %s\n", projects.Shown(d))
 	}
-	for _, r := range []*projects.Result{wrote, far, local} {
-		if r == nil {
-			continue
-		}
-		if r == wrote {
-			for _, d := range r.Done {
-				fmt.Fprintf(c.out, "applied %s\n", projects.Shown(d))
-			}
-		}
+	printSkipped := func(r *projects.Result) {
 		for _, s := range r.Refused {
 			fmt.Fprintf(c.out, "refused %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
 		}
@@ -313,22 +286,25 @@ func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Projec
 			fmt.Fprintf(c.out, "changed %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
 		}
 	}
-	notHere := 0
-	if far != nil && wrote != nil {
-		notHere = len(far.Done) - len(wrote.Done)
-	} else if far != nil {
-		notHere = len(far.Done)
-	}
-	if notHere > 0 {
-		// The far copy moved on: these are no longer changes there.
-		fmt.Fprintf(c.err, "%d change(s) applied to the copy on context %s were not written into %s (above); copy them from the agent's view by hand\n", notHere, c.remote.Name, dir)
-	}
-	if err = errors.Join(err, werr); err != nil {
-		return c.fail(err)
-	}
-	bad := len(local.Refused) + len(local.Conflict) + notHere
+	printSkipped(local)
 	if far != nil {
+		printSkipped(far)
 		bad += len(far.Refused) + len(far.Conflict) + len(far.Changed)
+		for _, d := range far.Done {
+			if !slices.Contains(written, d) {
+				// Not written here, so not asked for: the far side says
+				// it took a change this folder does not have.
+				fmt.Fprintf(c.out, "refused %s: the far side applied a path that is not one it was asked to apply: not written here\n", projects.Shown(d))
+				bad++
+			}
+		}
+	}
+	for _, d := range pending {
+		fmt.Fprintf(c.out, "%s: written here; still listed as a change on context %s: run apply again\n", projects.Shown(d), c.remote.Name)
+	}
+	bad += len(pending)
+	if err := errors.Join(werr, ferr); err != nil {
+		return c.fail(err)
 	}
 	if bad > 0 {
 		return ExitError

@@ -9,7 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
@@ -158,17 +161,23 @@ func TestProjectsThroughContext(t *testing.T) {
 }
 
 // liar is a far owner that lies about what it applied: paths outside
-// the folder, a path not in the review, and content that is not the
-// reviewed content.
-type liar struct{ api.Controller }
+// the folder, a path not in the review, and (unless serve is the
+// reviewed "good") content that is not the reviewed content. It records
+// the paths it was asked to apply.
+type liar struct {
+	api.Controller
+	serve string
+	mu    sync.Mutex
+	asked [][]string
+}
 
 func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
-func (liar) GetAgent(context.Context, string) (agents.Agent, error) {
+func (*liar) GetAgent(context.Context, string) (agents.Agent, error) {
 	return agents.Agent{ID: "id-1", Name: "alice", Slug: "alice", UID: 2001}, nil
 }
 
-func (liar) ViewChanges(context.Context, api.ViewRequest) (*projects.ChangeSet, error) {
+func (*liar) ViewChanges(context.Context, api.ViewRequest) (*projects.ChangeSet, error) {
 	ch := func(p, body string) projects.Change {
 		return projects.Change{Path: p, Kind: projects.Added, Type: projects.TypeFile, Size: int64(len(body)), Hash: sum(body), Mode: 0o644}
 	}
@@ -176,41 +185,227 @@ func (liar) ViewChanges(context.Context, api.ViewRequest) (*projects.ChangeSet, 
 		Changes: []projects.Change{ch("../escape.txt", "x"), ch("/tmp/osaurus-liar-abs", "x"), ch("ok.txt", "good"), ch("sub/through-link.txt", "x")}}, nil
 }
 
-func (liar) ApplyChanges(_ context.Context, req api.ViewRequest) (*projects.Result, error) {
+func (l *liar) ApplyChanges(_ context.Context, req api.ViewRequest) (*projects.Result, error) {
+	l.mu.Lock()
+	l.asked = append(l.asked, req.Apply.Paths)
+	l.mu.Unlock()
 	return &projects.Result{Done: append(req.Apply.Paths, "../escape.txt", "/tmp/osaurus-liar-abs", "not-reviewed.txt", "ok.txt")}, nil
 }
 
-func (liar) OpenProjectFile(_ context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
-	return io.NopCloser(strings.NewReader("evil")), nil // never the reviewed bytes
+func (l *liar) OpenProjectFile(_ context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	if req.Agent != "id-1" {
+		return nil, errors.New("not from the agent's view")
+	}
+	return io.NopCloser(strings.NewReader(l.serve)), nil
 }
 
 // A far side that lies writes nothing outside the folder, nothing not
-// reviewed, no content but the reviewed one, and nothing through a link.
+// reviewed, no content but the reviewed one, and nothing through a link;
+// what it sends that is not the review is neither written here nor
+// applied there.
 func TestApplyThroughContextTrustsNoFarSide(t *testing.T) {
-	local := fakeFar(t, "liar", liar{})
-	parent := t.TempDir()
-	user, outside := filepath.Join(parent, "user"), t.TempDir()
-	os.Mkdir(user, 0o755)
-	os.Symlink(outside, filepath.Join(user, "sub"))
-	c := &cli{paths: config.Paths{Root: local}, remote: &remotes.Context{Name: "liar", URL: "ssh://me@liar"}}
-	if err := c.setLink("app", user); err != nil {
+	for _, serve := range []string{"evil", "good"} {
+		t.Run(serve, func(t *testing.T) {
+			l := &liar{serve: serve}
+			local := fakeFar(t, "liar", l)
+			parent := t.TempDir()
+			user, outside := filepath.Join(parent, "user"), t.TempDir()
+			os.Mkdir(user, 0o755)
+			os.Symlink(outside, filepath.Join(user, "sub"))
+			c := &cli{paths: config.Paths{Root: local}, remote: &remotes.Context{Name: "liar", URL: "ssh://me@liar"}}
+			if err := c.setLink("app", user); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := run(t, "--context", "liar", "apply", "alice", "app", "--yes")
+			if code == ExitOK {
+				t.Errorf("apply against a liar succeeded:\n%s\n%s", out, errOut)
+			}
+			want := []string{"refused ../escape.txt", "refused /tmp/osaurus-liar-abs", "refused sub/through-link.txt"}
+			if serve == "evil" {
+				want = append(want, "refused ok.txt: the far side sent")
+			} else {
+				want = append(want, "applied ok.txt", "refused not-reviewed.txt: the far side applied a path that is not one it was asked")
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in\n%s\n%s", w, out, errOut)
+				}
+			}
+			absent(t, filepath.Join(parent, "escape.txt"))
+			absent(t, "/tmp/osaurus-liar-abs")
+			absent(t, filepath.Join(user, "not-reviewed.txt"))
+			absent(t, filepath.Join(outside, "through-link.txt"))
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if serve == "evil" {
+				// Nothing written here, so nothing is applied there.
+				absent(t, filepath.Join(user, "ok.txt"))
+				if ents, _ := os.ReadDir(user); len(ents) != 1 {
+					t.Errorf("the folder holds %v", ents)
+				}
+				if len(l.asked) != 0 {
+					t.Errorf("the far side was asked to apply %v", l.asked)
+				}
+				return
+			}
+			has(t, filepath.Join(user, "ok.txt"), "good")
+			if len(l.asked) != 1 || !slices.Equal(l.asked[0], []string{"ok.txt"}) {
+				t.Errorf("the far side was asked to apply %v, want only what was written here", l.asked)
+			}
+		})
+	}
+}
+
+// hooked is a real far owner with trouble put in: onOpen runs as it
+// serves a file (while this machine is writing the change), and the
+// first failApply applies fail before anything is applied there.
+type hooked struct {
+	api.Controller
+	onOpen    func(control.ProjectFileRequest)
+	failApply atomic.Int32
+}
+
+func (h *hooked) OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
+	if h.onOpen != nil {
+		h.onOpen(req)
+	}
+	return h.Controller.OpenProjectFile(ctx, req)
+}
+
+func (h *hooked) ApplyChanges(ctx context.Context, req api.ViewRequest) (*projects.Result, error) {
+	if h.failApply.Add(-1) >= 0 {
+		return nil, errors.New("the far disk is full")
+	}
+	return h.Controller.ApplyChanges(ctx, req)
+}
+
+// hookedProject is project app uploaded from a folder of this machine
+// (a.txt, b.txt, c.txt, gone.txt) through context box to a real far
+// owner wrapped in h, granted to alice, whose view then changes a, b and
+// c and deletes gone.txt. It returns the folder, the far copy and a
+// function that lists the far side's changes.
+func hookedProject(t *testing.T, h *hooked) (user, copyDir string, farChanges func() []string) {
+	t.Helper()
+	_, far, ctl := farAndLocal(t, []string{"agent", "add", "alice"})
+	h.Controller = ctl
+	fakeFar(t, "box", h)
+	user = t.TempDir()
+	for _, n := range []string{"a.txt", "b.txt", "c.txt", "gone.txt"} {
+		put(t, filepath.Join(user, n), n+" v1\n")
+	}
+	box := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"--context", "box"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("%v: %d\n%s\n%s", args, code, out, errOut)
+		}
+		return out
+	}
+	box("project", "add", user, "--name", "app")
+	box("agent", "set", "alice", "projects", "app")
+	fp := config.Paths{Root: far}
+	p, err := projects.Get(fp.ProjectsJSON(), "app")
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := run(t, "--context", "liar", "apply", "alice", "app", "--yes")
-	if code == ExitOK {
-		t.Errorf("apply against a liar succeeded:\n%s\n%s", out, errOut)
+	view := projects.Views{Paths: fp}.Dir(agents.Agent{Slug: "alice"}, "app")
+	for _, n := range []string{"a.txt", "b.txt", "c.txt"} {
+		put(t, filepath.Join(view, n), n+" by alice\n")
 	}
-	for _, want := range []string{"refused ../escape.txt", "refused /tmp/osaurus-liar-abs", "refused not-reviewed.txt: the far side applied a path that is not one it was asked", "refused ok.txt: the far side sent", "refused sub/through-link.txt"} {
+	os.Remove(filepath.Join(view, "gone.txt"))
+	return user, p.Path, func() []string {
+		t.Helper()
+		var cs projects.ChangeSet
+		if err := json.Unmarshal([]byte(box("changes", "alice", "app", "--json")), &cs); err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, c := range cs.Changes {
+			paths = append(paths, c.Path)
+		}
+		return paths
+	}
+}
+
+// A change this folder refuses or that conflicts as it is written (the
+// folder changed after it was judged) is not applied on the far side
+// either: it is still a change there, nothing is lost.
+func TestRemoteApplyLosesNoRefusedChange(t *testing.T) {
+	outside := t.TempDir()
+	put(t, filepath.Join(outside, "target"), "outside\n")
+	var user string
+	h := &hooked{onOpen: func(req control.ProjectFileRequest) {
+		// The user's folder changes while the content comes: b.txt
+		// becomes a link, c.txt the user's own edit.
+		switch req.Path {
+		case "b.txt":
+			os.Remove(filepath.Join(user, "b.txt"))
+			os.Symlink(filepath.Join(outside, "target"), filepath.Join(user, "b.txt"))
+		case "c.txt":
+			os.WriteFile(filepath.Join(user, "c.txt"), []byte("the user's\n"), 0o644)
+		}
+	}}
+	user, copyDir, farChanges := hookedProject(t, h)
+	out, errOut, code := run(t, "--context", "box", "apply", "alice", "app", "--yes")
+	if code != ExitError {
+		t.Fatalf("apply: %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"applied a.txt", "applied gone.txt", "refused b.txt: your folder has a symbolic link here", "conflict c.txt"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s\n%s", want, out, errOut)
 		}
 	}
-	absent(t, filepath.Join(parent, "escape.txt"))
-	absent(t, "/tmp/osaurus-liar-abs")
-	absent(t, filepath.Join(user, "ok.txt"))
-	absent(t, filepath.Join(user, "not-reviewed.txt"))
-	absent(t, filepath.Join(outside, "through-link.txt"))
-	if ents, _ := os.ReadDir(user); len(ents) != 1 {
-		t.Errorf("the folder holds %v", ents)
+	has(t, filepath.Join(user, "a.txt"), "a.txt by alice\n")
+	absent(t, filepath.Join(user, "gone.txt"))
+	has(t, filepath.Join(outside, "target"), "outside\n")
+	has(t, filepath.Join(user, "c.txt"), "the user's\n")
+	has(t, filepath.Join(copyDir, "a.txt"), "a.txt by alice\n")
+	has(t, filepath.Join(copyDir, "b.txt"), "b.txt v1\n")
+	has(t, filepath.Join(copyDir, "c.txt"), "c.txt v1\n")
+	if got := farChanges(); !slices.Equal(got, []string{"b.txt", "c.txt"}) {
+		t.Errorf("the far side's changes after: %v, want b.txt and c.txt", got)
+	}
+}
+
+// When the far side fails to apply what was written here, the change
+// stays listed there; the next apply finds this folder already holding
+// it and lets the far side apply it, and both sides agree.
+func TestRemoteApplyFarFailureIsFinishedByTheNext(t *testing.T) {
+	h := &hooked{}
+	h.failApply.Store(1)
+	user, copyDir, farChanges := hookedProject(t, h)
+	out, errOut, code := run(t, "--context", "box", "apply", "alice", "app", "--yes")
+	if code != ExitError || !strings.Contains(errOut, "the far disk is full") {
+		t.Fatalf("apply: %d\n%s\n%s", code, out, errOut)
+	}
+	for _, n := range []string{"a.txt", "b.txt", "c.txt", "gone.txt"} {
+		if want := n + ": written here; still listed as a change on context box: run apply again"; !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	has(t, filepath.Join(user, "a.txt"), "a.txt by alice\n")
+	absent(t, filepath.Join(user, "gone.txt"))
+	has(t, filepath.Join(copyDir, "a.txt"), "a.txt v1\n")
+	if got := farChanges(); len(got) != 4 {
+		t.Errorf("the far side's changes after the failure: %v", got)
+	}
+
+	out, errOut, code = run(t, "--context", "box", "apply", "alice", "app", "--yes")
+	if code != ExitOK {
+		t.Fatalf("apply again: %d\n%s\n%s", code, out, errOut)
+	}
+	for _, n := range []string{"a.txt", "b.txt", "c.txt", "gone.txt"} {
+		if !strings.Contains(out, "applied "+n) {
+			t.Errorf("no applied %s in\n%s", n, out)
+		}
+	}
+	for _, n := range []string{"a.txt", "b.txt", "c.txt"} {
+		has(t, filepath.Join(user, n), n+" by alice\n")
+		has(t, filepath.Join(copyDir, n), n+" by alice\n")
+	}
+	absent(t, filepath.Join(user, "gone.txt"))
+	absent(t, filepath.Join(copyDir, "gone.txt"))
+	if got := farChanges(); len(got) != 0 {
+		t.Errorf("the far side's changes after apply again: %v", got)
 	}
 }

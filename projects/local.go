@@ -12,14 +12,15 @@ import (
 	"path"
 	"strings"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"golang.org/x/sys/unix"
 )
 
 // Applying a remote project's changes to the user's folder on this
-// machine (WriteApplied): the far owner applied a review to its uploaded
-// copy and says which changes it made; this side writes them into the
-// folder the user uploaded from, trusting nothing the far side says
-// beyond the review the user saw. Each path is checked again here, the
+// machine (WriteApplied): this side writes a review's changes into the
+// folder the user uploaded from, before the far owner applies them to its
+// uploaded copy, trusting nothing the far side says beyond the review the
+// user saw. Each path is checked again here, the
 // folder is walked a component at a time from a directory descriptor
 // (never through a link, never by a path string), conflicts are judged
 // against this folder as it is now, content is verified against the
@@ -48,6 +49,66 @@ func OpenUploaded(ctx context.Context, p Project, rel, hash string, size int64) 
 	h, n, err := hashFile(ctx, f, st.Size())
 	if err == nil && (n != size || h != hash) {
 		err = fmt.Errorf("%w: %s no longer holds the reviewed content", errChanged, Shown(rel))
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenChanged opens rel of a's view of the uploaded project p for the
+// machine that uploaded it, once the file is exactly the reviewed one
+// (size and hash). The uploading machine writes a change into its own
+// folder before this owner applies it to its copy (so a change it can't
+// write is never lost here), so the content comes from the agent's view,
+// not the copy. The view is the agent's to change: it is read beneath a
+// descriptor a component at a time, no link followed, regular files only
+// (openFileIn), under the view's lock.
+func (v Views) OpenChanged(ctx context.Context, a agents.Agent, p Project, rel, hash string, size int64) (*os.File, error) {
+	if p.UploadedFrom == "" {
+		return nil, fmt.Errorf("%w: project %q is a folder of this machine, not an upload: its changes are applied on this machine", ErrInvalid, p.Name)
+	}
+	if !uploadPath(rel) {
+		return nil, fmt.Errorf("%w: %q is not a path in the project", ErrInvalid, Shown(rel))
+	}
+	if size < 0 || size > MaxFileSize {
+		return nil, fmt.Errorf("%w: size %d is not a size a review has", ErrInvalid, size)
+	}
+	l, err := v.lock(ctx, a, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	if _, err := v.loadBaseline(a, p.Name); err != nil {
+		return nil, err
+	}
+	root, err := openTop(v.Dir(a, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("%s's view of %q: %w", a.Name, p.Name, err)
+	}
+	defer root.Close()
+	f, st, err := openFileIn(root, rel)
+	if errors.Is(err, errNotPlain) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("%w: %s is not a plain file in %s's view (a link, or through one): never sent", ErrInvalid, Shown(rel), a.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s has the set-uid or set-gid bit: never sent", ErrInvalid, Shown(rel))
+	}
+	var h string
+	var n int64
+	if st.Size() == size {
+		h, n, err = hashFile(ctx, f, size)
+	}
+	if err == nil && (st.Size() != size || n != size || h != hash) {
+		err = fmt.Errorf("%w: %s in %s's view no longer holds the reviewed content", errChanged, Shown(rel), a.Name)
 	}
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
@@ -201,51 +262,11 @@ func typeName(m fs.FileMode) string {
 	return "special file"
 }
 
-// CheckLocal is, per change, what dir (this machine's folder) says about
-// writing it: refusals and conflicts, before the far side applies
-// anything, so a change this side can't take stays a change there.
-func CheckLocal(ctx context.Context, dir string, changes []Change, o ApplyOptions) (map[string]LocalCheck, error) {
-	root, err := openTop(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	out := map[string]LocalCheck{}
-	for _, c := range changes {
-		if r := refuseLocal(c, o); r != "" {
-			out[c.Path] = LocalCheck{Refused: r}
-			continue
-		}
-		d, name, err := walkTo(root, c.Path, false)
-		if errors.Is(err, unix.ENOENT) {
-			// A folder missing on the way: as the file missing.
-			if c.Kind == Modified && !o.Force {
-				out[c.Path] = LocalCheck{Conflict: "gone from your folder since the upload; --force writes it"}
-			} else {
-				out[c.Path] = LocalCheck{Same: c.Kind == Deleted}
-			}
-			continue
-		}
-		if errors.Is(err, errRefused) {
-			out[c.Path] = LocalCheck{Refused: strings.TrimPrefix(err.Error(), errRefused.Error()+": ")}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", Shown(c.Path), err)
-		}
-		lc, err := checkAt(ctx, d, name, c, o.Force)
-		d.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", Shown(c.Path), err)
-		}
-		out[c.Path] = lc
-	}
-	return out, nil
-}
-
-// WriteApplied writes changes (the reviewed changes the far owner applied
-// to its copy) into dir, this machine's folder, each checked here again
-// (CheckLocal's rules, at the moment of writing), its content fetched
+// WriteApplied writes changes (reviewed changes of an agent's view of a
+// far project) into dir, this machine's folder, before the far owner
+// applies them to its copy: each checked here at the moment of writing
+// (the path, no link on the way, a conflict against the folder as it is
+// now: refuseLocal and checkAt), its content fetched
 // with fetch and written only when its size and SHA-256 are the
 // review's. A file keeps its mode; a new one gets 0644, or 0755 when
 // executable.
@@ -281,12 +302,17 @@ func writeOne(ctx context.Context, root *os.File, c Change, o ApplyOptions, fetc
 	if r := refuseLocal(c, o); r != "" {
 		return r, "", nil
 	}
-	dir, name, err := walkTo(root, c.Path, c.Kind != Deleted)
+	// A modified file whose folder is gone is a conflict: no folder is
+	// made for it unless forced.
+	dir, name, err := walkTo(root, c.Path, c.Kind == Added || c.Kind == Modified && o.Force)
 	if errors.Is(err, errRefused) {
 		return strings.TrimPrefix(err.Error(), errRefused.Error()+": "), "", nil
 	}
 	if errors.Is(err, unix.ENOENT) && c.Kind == Deleted {
 		return "", "", nil // its folder is gone: so is it
+	}
+	if errors.Is(err, unix.ENOENT) && c.Kind == Modified {
+		return "", "gone from your folder since the upload; --force writes it", nil
 	}
 	if err != nil {
 		return "", "", err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,9 +136,28 @@ func (c *Clients) latest() *clientConn {
 	return c.conns[len(c.conns)-1]
 }
 
+// Pending is how many forwarded requests wait for an answer now.
+func (c *Clients) Pending() int {
+	c.mu.Lock()
+	conns := slices.Clone(c.conns)
+	c.mu.Unlock()
+	n := 0
+	for _, cc := range conns {
+		cc.mu.Lock()
+		n += len(cc.pending)
+		cc.mu.Unlock()
+	}
+	return n
+}
+
 // do forwards one request to the latest front end and waits for its
-// answer, the connection's end or the deadline.
-func (c *Clients) do(req ClientRequest) (ClientAnswer, error) {
+// answer, the connection's end, the deadline or ctx's end (the tool call
+// or the client that asked went away: nobody waits for the answer, which
+// is dropped when it comes).
+func (c *Clients) do(ctx context.Context, req ClientRequest) (ClientAnswer, error) {
+	if err := ctx.Err(); err != nil {
+		return ClientAnswer{}, err
+	}
 	cc := c.latest()
 	if cc == nil {
 		return ClientAnswer{}, ErrNoClient
@@ -160,7 +180,8 @@ func (c *Clients) do(req ClientRequest) (ClientAnswer, error) {
 		return ClientAnswer{}, err
 	}
 	// Written aside: a stalled link can block the write too, and the
-	// deadline covers it (the write ends when the connection does).
+	// deadline and ctx cover it (the write ends when the connection
+	// does).
 	werr := make(chan error, 1)
 	go func() {
 		cc.wmu.Lock()
@@ -193,12 +214,14 @@ func (c *Clients) do(req ClientRequest) (ClientAnswer, error) {
 			return ClientAnswer{}, &storeError{msg: "secret store: the machine that holds this sandbox's secrets disconnected before it answered; connect again with `osaurus-sandbox --context NAME …` from your machine"}
 		case <-t.C:
 			return ClientAnswer{}, &storeError{msg: fmt.Sprintf("secret store: the machine that holds this sandbox's secrets did not answer within %v", timeout)}
+		case <-ctx.Done():
+			return ClientAnswer{}, ctx.Err()
 		}
 	}
 }
 
-func (c *Clients) answer(req ClientRequest) (string, error) {
-	a, err := c.do(req)
+func (c *Clients) answer(ctx context.Context, req ClientRequest) (string, error) {
+	a, err := c.do(ctx, req)
 	switch {
 	case err != nil:
 		return "", err
@@ -211,16 +234,32 @@ func (c *Clients) answer(req ClientRequest) (string, error) {
 }
 
 func (c *Clients) Get(service, user string) (string, error) {
-	return c.answer(ClientRequest{Op: "get", Service: service, Entry: user})
+	return c.GetContext(context.Background(), service, user)
 }
 
 func (c *Clients) Set(service, user, value string) error {
-	_, err := c.answer(ClientRequest{Op: "set", Service: service, Entry: user, Value: value})
-	return err
+	return c.SetContext(context.Background(), service, user, value)
 }
 
 func (c *Clients) Delete(service, user string) error {
-	_, err := c.answer(ClientRequest{Op: "delete", Service: service, Entry: user})
+	return c.DeleteContext(context.Background(), service, user)
+}
+
+// GetContext is Get, given up when ctx ends (ContextBackend).
+func (c *Clients) GetContext(ctx context.Context, service, user string) (string, error) {
+	return c.answer(ctx, ClientRequest{Op: "get", Service: service, Entry: user})
+}
+
+// SetContext is Set, given up when ctx ends. The front end may still
+// store the value: only the wait is given up.
+func (c *Clients) SetContext(ctx context.Context, service, user, value string) error {
+	_, err := c.answer(ctx, ClientRequest{Op: "set", Service: service, Entry: user, Value: value})
+	return err
+}
+
+// DeleteContext is Delete, given up when ctx ends.
+func (c *Clients) DeleteContext(ctx context.Context, service, user string) error {
+	_, err := c.answer(ctx, ClientRequest{Op: "delete", Service: service, Entry: user})
 	return err
 }
 

@@ -245,6 +245,54 @@ func TestClientStoreNoHang(t *testing.T) {
 	}
 }
 
+// A forwarded request ends with its caller's ctx: cancelled while the
+// front end has not answered, the wait ends with context.Canceled (not
+// the store's unavailable error, not at the deadline), the request is no
+// longer pending, and the answer that comes late is dropped: the link
+// goes on serving. A ctx already done asks nothing.
+func TestClientStoreFollowsCallersContext(t *testing.T) {
+	s := clientStore(t)
+	s.Clients().Timeout = time.Hour // only ctx can end the wait
+	local := newMem()
+	local.Set(secrets.ClientService("box"), "alice/TOKEN", "late-value-123")
+	local.block, local.asked = make(chan struct{}), make(chan struct{}, 10)
+	connect(t, s, local, "box")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.GetContext(ctx, "alice", "TOKEN")
+		got <- err
+	}()
+	<-local.asked // the front end has it and does not answer yet
+	if n := s.Clients().Pending(); n != 1 {
+		t.Errorf("pending while asked: %d, want 1", n)
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) || errors.Is(err, secrets.ErrUnavailable) {
+		t.Fatalf("GetContext after cancel = %v, want context.Canceled", err)
+	}
+	if n := s.Clients().Pending(); n != 0 {
+		t.Errorf("pending after cancel: %d, want 0", n)
+	}
+	close(local.block) // the late answer comes now, to nobody
+	if v, err := s.Get("alice", "TOKEN"); err != nil || v != "late-value-123" {
+		t.Errorf("Get after a late answer = %q, %v", v, err)
+	}
+	if n, c := s.Clients().Pending(), s.Clients().Connected(); n != 0 || c != 1 {
+		t.Errorf("after: %d pending, %d connected; want 0 and 1", n, c)
+	}
+
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := s.SetContext(done, "alice", "TOKEN", "never-stored-1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("SetContext with a done ctx = %v", err)
+	}
+	if v, _ := local.Get(secrets.ClientService("box"), "alice/TOKEN"); v != "late-value-123" {
+		t.Errorf("a done ctx still stored %q", v)
+	}
+}
+
 // The provider answers only entries a store makes, whatever service
 // name is asked for.
 func TestProvideRefusesOtherEntries(t *testing.T) {

@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,38 @@ type Backend interface {
 	Set(service, user, value string) error
 	Get(service, user string) (string, error)
 	Delete(service, user string) error
+}
+
+// ContextBackend is a Backend whose calls can end with their caller's
+// ctx: Clients, whose every call is a request to another machine that a
+// tool call or bridge request gone away need not wait for. The local
+// stores answer at once and need no ctx.
+type ContextBackend interface {
+	GetContext(ctx context.Context, service, user string) (string, error)
+	SetContext(ctx context.Context, service, user, value string) error
+	DeleteContext(ctx context.Context, service, user string) error
+}
+
+// getCtx, setCtx and delCtx call b, with ctx when it takes one.
+func getCtx(ctx context.Context, b Backend, service, user string) (string, error) {
+	if cb, ok := b.(ContextBackend); ok {
+		return cb.GetContext(ctx, service, user)
+	}
+	return b.Get(service, user)
+}
+
+func setCtx(ctx context.Context, b Backend, service, user, value string) error {
+	if cb, ok := b.(ContextBackend); ok {
+		return cb.SetContext(ctx, service, user, value)
+	}
+	return b.Set(service, user, value)
+}
+
+func delCtx(ctx context.Context, b Backend, service, user string) error {
+	if cb, ok := b.(ContextBackend); ok {
+		return cb.DeleteContext(ctx, service, user)
+	}
+	return b.Delete(service, user)
 }
 
 // Keychain is the OS keychain through go-keyring.
@@ -128,6 +161,10 @@ func (s *Store) wrap(err error) error {
 	if errors.Is(err, keyring.ErrNotFound) {
 		return ErrNotFound
 	}
+	// The caller gave up (ContextBackend): its own error, not the store's.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	// Already explained: the bus check's, and the file store's own.
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInvalid) {
 		return err
@@ -137,6 +174,12 @@ func (s *Store) wrap(err error) error {
 
 // Set stores an agent's secret.
 func (s *Store) Set(agent, key, value string) error {
+	return s.SetContext(context.Background(), agent, key, value)
+}
+
+// SetContext is Set, given up when ctx ends while the backend asks
+// another machine (secretStore client).
+func (s *Store) SetContext(ctx context.Context, agent, key, value string) error {
 	if err := checkAgent(agent); err != nil {
 		return err
 	}
@@ -148,25 +191,31 @@ func (s *Store) Set(agent, key, value string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.settle(agent); err != nil {
+	if err := s.settle(ctx, agent); err != nil {
 		return err
 	}
-	if err := s.B.Set(ServiceName(), entry(agent, key), value); err != nil {
+	if err := setCtx(ctx, s.B, ServiceName(), entry(agent, key), value); err != nil {
 		return s.wrap(err)
 	}
 	s.remember(agent, map[string]string{key: value})
-	names, err := s.list(agent)
+	names, err := s.list(ctx, agent)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(names, key) {
-		return s.writeIndex(agent, append(names, key))
+		return s.writeIndex(ctx, agent, append(names, key))
 	}
 	return nil
 }
 
 // Get returns an agent's secret, ErrNotFound when it has none of that name.
 func (s *Store) Get(agent, key string) (string, error) {
+	return s.GetContext(context.Background(), agent, key)
+}
+
+// GetContext is Get, given up when ctx ends while the backend asks
+// another machine (secretStore client).
+func (s *Store) GetContext(ctx context.Context, agent, key string) (string, error) {
 	if err := checkAgent(agent); err != nil {
 		return "", err
 	}
@@ -174,12 +223,12 @@ func (s *Store) Get(agent, key string) (string, error) {
 		return "", ErrNotFound // a name that can't exist is simply absent
 	}
 	s.mu.Lock()
-	err := s.settle(agent)
+	err := s.settle(ctx, agent)
 	s.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
-	v, err := s.B.Get(ServiceName(), entry(agent, key))
+	v, err := getCtx(ctx, s.B, ServiceName(), entry(agent, key))
 	if err == nil {
 		// For Scrub while the store can't be read: with secretStore
 		// client, once the machine that holds the values disconnects.
@@ -198,19 +247,20 @@ func (s *Store) Remove(agent, key string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.settle(agent); err != nil {
+	ctx := context.Background()
+	if err := s.settle(ctx, agent); err != nil {
 		return err
 	}
-	derr := s.wrap(s.B.Delete(ServiceName(), entry(agent, key)))
+	derr := s.wrap(delCtx(ctx, s.B, ServiceName(), entry(agent, key)))
 	if derr != nil && !errors.Is(derr, ErrNotFound) {
 		return derr
 	}
-	names, err := s.list(agent)
+	names, err := s.list(ctx, agent)
 	if err != nil {
 		return err
 	}
 	if i := slices.Index(names, key); i >= 0 {
-		if err := s.writeIndex(agent, slices.Delete(names, i, i+1)); err != nil {
+		if err := s.writeIndex(ctx, agent, slices.Delete(names, i, i+1)); err != nil {
 			return err
 		}
 		return nil
@@ -229,7 +279,7 @@ func (s *Store) RemoveAll(agent string) (done []string, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	done, err = s.removeAll(agent)
+	done, err = s.removeAll(context.Background(), agent)
 	if err != nil {
 		if merr := s.mark(agent); merr != nil {
 			return done, fmt.Errorf("%w; and they could not be marked for removal: %v", err, merr)
@@ -251,20 +301,20 @@ func (e *MarkedError) Error() string {
 }
 func (e *MarkedError) Unwrap() error { return e.Err }
 
-func (s *Store) removeAll(agent string) ([]string, error) {
-	names, err := s.list(agent)
+func (s *Store) removeAll(ctx context.Context, agent string) ([]string, error) {
+	names, err := s.list(ctx, agent)
 	if err != nil {
 		return nil, err
 	}
 	var done []string
 	for _, n := range names {
-		if err := s.wrap(s.B.Delete(ServiceName(), entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := s.wrap(delCtx(ctx, s.B, ServiceName(), entry(agent, n))); err != nil && !errors.Is(err, ErrNotFound) {
 			// Keep the index of what is left, so a retry finds it.
-			return done, errors.Join(err, s.writeIndex(agent, slices.DeleteFunc(names, func(x string) bool { return slices.Contains(done, x) })))
+			return done, errors.Join(err, s.writeIndex(ctx, agent, slices.DeleteFunc(names, func(x string) bool { return slices.Contains(done, x) })))
 		}
 		done = append(done, n)
 	}
-	if err := s.writeIndex(agent, nil); err != nil {
+	if err := s.writeIndex(ctx, agent, nil); err != nil {
 		return done, err
 	}
 	s.knownMu.Lock()
@@ -280,14 +330,15 @@ func (s *Store) List(agent string) ([]string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.settle(agent); err != nil {
+	ctx := context.Background()
+	if err := s.settle(ctx, agent); err != nil {
 		return nil, err
 	}
-	return s.list(agent)
+	return s.list(ctx, agent)
 }
 
-func (s *Store) list(agent string) ([]string, error) {
-	b, err := s.B.Get(ServiceName(), indexEntry(agent))
+func (s *Store) list(ctx context.Context, agent string) ([]string, error) {
+	b, err := getCtx(ctx, s.B, ServiceName(), indexEntry(agent))
 	if errors.Is(err, keyring.ErrNotFound) {
 		return []string{}, nil
 	}
@@ -302,9 +353,9 @@ func (s *Store) list(agent string) ([]string, error) {
 	return names, nil
 }
 
-func (s *Store) writeIndex(agent string, names []string) error {
+func (s *Store) writeIndex(ctx context.Context, agent string, names []string) error {
 	if len(names) == 0 {
-		err := s.B.Delete(ServiceName(), indexEntry(agent))
+		err := delCtx(ctx, s.B, ServiceName(), indexEntry(agent))
 		if errors.Is(err, keyring.ErrNotFound) {
 			return nil
 		}
@@ -312,7 +363,7 @@ func (s *Store) writeIndex(agent string, names []string) error {
 	}
 	sort.Strings(names)
 	b, _ := json.Marshal(names)
-	return s.wrap(s.B.Set(ServiceName(), indexEntry(agent), string(b)))
+	return s.wrap(setCtx(ctx, s.B, ServiceName(), indexEntry(agent), string(b)))
 }
 
 // Values returns an agent's secrets by name.

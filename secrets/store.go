@@ -1,6 +1,8 @@
 package secrets
 
 import (
+	"context"
+
 	"github.com/osaurus/osaurus-sandbox/config"
 )
 
@@ -72,6 +74,31 @@ func (c chosen) Delete(service, user string) error {
 		return err
 	}
 	return b.Delete(service, user)
+}
+
+// The ContextBackend calls: ctx reaches the backend when it takes one.
+func (c chosen) GetContext(ctx context.Context, service, user string) (string, error) {
+	b, err := c.backend()
+	if err != nil {
+		return "", err
+	}
+	return getCtx(ctx, b, service, user)
+}
+
+func (c chosen) SetContext(ctx context.Context, service, user, value string) error {
+	b, err := c.backend()
+	if err != nil {
+		return err
+	}
+	return setCtx(ctx, b, service, user, value)
+}
+
+func (c chosen) DeleteContext(ctx context.Context, service, user string) error {
+	b, err := c.backend()
+	if err != nil {
+		return err
+	}
+	return delCtx(ctx, b, service, user)
 }
 
 func (c chosen) Where() string {

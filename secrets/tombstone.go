@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,12 +78,12 @@ func (s *Store) mark(agent string) error {
 // before anything reads or adds one: a later agent of the same name must
 // not inherit them. Until the keychain lets them go, the agent's secrets
 // are unavailable. Called under s.mu.
-func (s *Store) settle(agent string) error {
+func (s *Store) settle(ctx context.Context, agent string) error {
 	names, err := s.readMarks()
 	if err != nil || !slices.Contains(names, agent) {
 		return err
 	}
-	if _, err := s.removeAll(agent); err != nil {
+	if _, err := s.removeAll(ctx, agent); err != nil {
 		return fmt.Errorf("%w: the secrets of a removed agent named %s are still to be deleted and could not be: %w", ErrUnavailable, agent, err)
 	}
 	return s.writeMarks(slices.DeleteFunc(names, func(n string) bool { return n == agent }))

@@ -28,6 +28,28 @@ type SecretStore interface {
 	Set(agent, key, value string) error
 }
 
+// contextSecrets is a SecretStore whose calls end with the tool call's
+// ctx (secrets.Store: with secretStore client each is a request to the
+// user's machine, which a cancelled call need not wait for).
+type contextSecrets interface {
+	GetContext(ctx context.Context, agent, key string) (string, error)
+	SetContext(ctx context.Context, agent, key, value string) error
+}
+
+func secretGet(ctx context.Context, st SecretStore, agent, key string) (string, error) {
+	if cs, ok := st.(contextSecrets); ok {
+		return cs.GetContext(ctx, agent, key)
+	}
+	return st.Get(agent, key)
+}
+
+func secretPut(ctx context.Context, st SecretStore, agent, key, value string) error {
+	if cs, ok := st.(contextSecrets); ok {
+		return cs.SetContext(ctx, agent, key, value)
+	}
+	return st.Set(agent, key, value)
+}
+
 // SecretRequest is a prompt for one secret of one agent.
 type SecretRequest struct {
 	Agent       agents.Agent
@@ -113,14 +135,14 @@ func keychainError(err error) error {
 	return err
 }
 
-func secretCheck(_ context.Context, c *call, a secretCheckArgs) (any, error) {
+func secretCheck(ctx context.Context, c *call, a secretCheckArgs) (any, error) {
 	if err := checkSecretKey(a.Key); err != nil {
 		return nil, err
 	}
 	if err := c.chargeSecrets(); err != nil {
 		return nil, err
 	}
-	_, err := c.env.secretStore.Get(c.agent.Slug, a.Key)
+	_, err := secretGet(ctx, c.env.secretStore, c.agent.Slug, a.Key)
 	switch {
 	case errors.Is(err, secrets.ErrNotFound):
 		return map[string]any{"exists": false}, nil
@@ -152,7 +174,7 @@ func secretSet(ctx context.Context, c *call, a secretSetArgs) (any, error) {
 		return nil, err
 	}
 	if a.Value != nil {
-		if err := c.env.secretStore.Set(c.agent.Slug, a.Key, *a.Value); err != nil {
+		if err := secretPut(ctx, c.env.secretStore, c.agent.Slug, a.Key, *a.Value); err != nil {
 			return nil, keychainError(err)
 		}
 		return map[string]any{"stored": true, "key": a.Key}, nil

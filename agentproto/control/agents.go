@@ -96,8 +96,12 @@ type ProjectUploadRequest struct {
 }
 
 // ProjectFileRequest asks for Path of uploaded project Project, which
-// must be Size bytes of SHA-256 Hash.
+// must be Size bytes of SHA-256 Hash: from agent Agent's view of it (the
+// changed file, which the uploading machine writes before the owner
+// applies it), or, with no Agent, from the owner's copy (what a command
+// line that applied on the owner first asked for).
 type ProjectFileRequest struct {
+	Agent   string `json:"agent,omitempty"`
 	Project string `json:"project"`
 	Path    string `json:"path"`
 	Hash    string `json:"sha256"`

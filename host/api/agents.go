@@ -45,10 +45,11 @@ type AgentOps interface {
 	// projects.SendUpload) as a project whose copy is the owner's: the
 	// remote context's user's folder never is this machine's.
 	UploadProject(ctx context.Context, req control.ProjectUploadRequest, body io.Reader) (projects.Project, error)
-	// OpenProjectFile is a file of an uploaded project's copy, once it is
-	// the size and hash asked for: a remote apply writes it into the
-	// other machine's folder. Projects of this machine's folders are
-	// refused.
+	// OpenProjectFile is a file of req.Agent's view of an uploaded
+	// project (without an agent, of the owner's copy), once it is the
+	// size and hash asked for: a remote apply writes it into the other
+	// machine's folder before the owner applies it. Projects of this
+	// machine's folders are refused.
 	OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error)
 	// RemoveProject forgets a project no agent is granted (and deletes
 	// an uploaded one's copy).

@@ -170,8 +170,9 @@ func (c *Client) UploadProject(ctx context.Context, req control.ProjectUploadReq
 	return reply.Project, nil
 }
 
-// OpenProjectFile reads a reviewed file of an uploaded project's copy;
-// the caller checks its size and hash.
+// OpenProjectFile reads a reviewed file of an uploaded project (of the
+// agent's view, or the owner's copy); the caller checks its size and
+// hash.
 func (c *Client) OpenProjectFile(ctx context.Context, req control.ProjectFileRequest) (io.ReadCloser, error) {
 	return c.openConn(ctx, control.OpProjectFile, req)
 }
