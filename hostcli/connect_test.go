@@ -179,7 +179,7 @@ func TestAgentConnectThroughContext(t *testing.T) {
 		{"disconnect by slug needs no far side", "box", []string{"agent", "disconnect", "alice", "--client", "cursor", "--yes"}, ExitOK, "Removes osaurus-sandbox-alice", "", false},
 		{"disconnect by name asks the far side", "", []string{"--context", "box", "agent", "disconnect", "Alice Smith", "--yes"}, 3, "Connection refused", "", true},
 		{"agent list asks the far side", "box", []string{"agent", "list"}, 3, "Connection refused", "", true},
-		{"a command not served through a context is refused by its name", "box", []string{"network", "log"}, ExitError, `"network" doesn't work through a remote context yet (context box): run it on that machine (ssh ... osaurus-sandbox network)`, "", false},
+		{"serve through a context is refused: it serves this machine", "box", []string{"serve"}, ExitError, "serve runs the owner of this machine's sandbox, not another's (context box is chosen): run `serve` on that machine (ssh ... osaurus-sandbox serve)", "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name == "disconnect by slug needs no far side" {

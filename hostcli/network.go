@@ -34,14 +34,10 @@ func (c *cli) network(ctx context.Context, args []string) int {
 		fmt.Fprintln(c.err, networkUsage)
 		return ExitUsage
 	}
-	names := c.agentNames()
+	names := c.agentNames(ctx)
 	wantUser := ""
 	if *only != "" {
-		reg, err := c.openAgents()
-		if err != nil {
-			return c.fail(err)
-		}
-		a, err := reg.Get(*only)
+		a, err := c.lookupAgent(ctx, *only)
 		if err != nil {
 			return c.fail(fmt.Errorf("--agent: %w", err))
 		}
@@ -50,7 +46,7 @@ func (c *cli) network(ctx context.Context, args []string) int {
 	g, err := c.running(ctx)
 	if err != nil {
 		if errors.Is(err, agentproto.ErrUnavailable) { // not running, or no owner
-			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox start` first", control.ErrNotRunning))
+			return c.fail(fmt.Errorf("%w: the refusal log lives in the VM; run `osaurus-sandbox %sstart` first", control.ErrNotRunning, c.contextArg()))
 		}
 		return c.fail(err)
 	}
@@ -90,14 +86,19 @@ func (c *cli) network(ctx context.Context, args []string) int {
 	}
 }
 
-// agentNames maps an agent's Linux user to its name, reloading the
-// registry when a user is not known yet (an agent added meanwhile).
-func (c *cli) agentNames() func(user string) string {
+// agentNames maps an agent's Linux user to its name, reading the agents
+// again when a user is not known yet (an agent added meanwhile); through
+// a remote context they are the far side's.
+func (c *cli) agentNames(ctx context.Context) func(user string) string {
 	var byUser map[string]string
 	load := func() {
 		byUser = map[string]string{}
-		if reg, err := c.openAgents(); err == nil {
-			for _, a := range reg.List() {
+		src, err := c.agentSource()
+		if err != nil {
+			return
+		}
+		if list, err := src.list(ctx); err == nil {
+			for _, a := range list {
 				byUser[a.User()] = a.Name
 			}
 		}

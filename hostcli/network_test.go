@@ -1,6 +1,7 @@
 package hostcli
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -64,5 +65,23 @@ func TestAgentShowNetworkInForce(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("agent show lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Through a remote context the refusal log is the far VM's, and --agent
+// names a far agent: this machine has no alice, and its stopped VM
+// isn't the one asked.
+func TestNetworkLogThroughContext(t *testing.T) {
+	local, far, _ := farAndLocal(t, []string{"agent", "add", "alice"})
+	farSide(t, "box", far)
+	_, errOut, code := run(t, "--context", "box", "network", "log", "--agent", "alice")
+	if code != ExitNotRunning || !strings.Contains(errOut, "run `osaurus-sandbox --context box start` first") {
+		t.Fatalf("network log through the context: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, "--context", "box", "network", "log", "--agent", "nobody"); code != ExitError || !strings.Contains(errOut, "--agent") {
+		t.Fatalf("an agent the far side doesn't have: exit %d, %s", code, errOut)
+	}
+	if _, err := os.Stat(config.Paths{Root: local}.AgentsJSON()); err == nil {
+		t.Error("this machine's agents.json was created")
 	}
 }

@@ -98,7 +98,7 @@ var (
 	// over the control protocol, through dial-stdio on the far side
 	remoteByControl = []string{"status", "provision", "start", "stop", "suspend", "resume", "reset", "remove", "diagnostics", "exec", "shell", "checkpoint", "mcp",
 		"changes", "apply", "discard", "memory", "events",
-		"logs", "config", "ports", "task", "run",
+		"logs", "config", "ports", "task", "run", "network",
 		// this machine's store of the context's secrets, once its owner
 		// says it keeps none (secretStore client)
 		"secret"}
@@ -151,6 +151,10 @@ func (c *cli) withContext(cmd, flagName string, run func(context.Context, []stri
 			ok = true
 		}
 		if !ok {
+			if cmd == "serve" {
+				// Not a gap: an owner serves the machine it runs on.
+				return c.fail(fmt.Errorf("serve runs the owner of this machine's sandbox, not another's (context %s is chosen): run `serve` on that machine (ssh ... osaurus-sandbox serve), or serve this one with --context local; see docs/remote.md", rc.Name))
+			}
 			return c.fail(fmt.Errorf("%q doesn't work through a remote context yet (context %s): run it on that machine (ssh ... osaurus-sandbox %s), or choose this machine with --context local; see docs/remote.md", what, rc.Name, what))
 		}
 		c.remote = &rc
