@@ -39,15 +39,12 @@ const (
 	PreviewIdle     = 2 * time.Minute
 )
 
-// Preview is an agent's port exposed on the host's loopback.
+// Preview is an agent's port exposed on the host's loopback: what front
+// ends see of it, and the relay that serves it.
 type Preview struct {
-	Agent    string    `json:"agent"` // slug
-	Port     int       `json:"port"`  // in the agent's network namespace
-	HostPort int       `json:"hostPort"`
-	URL      string    `json:"url"`
-	Since    time.Time `json:"since"`
-	ln       net.Listener
-	srv      *http.Server // nil until it serves
+	api.Preview
+	ln  net.Listener
+	srv *http.Server // nil until it serves
 }
 
 // Ports relays previews: a listener on 127.0.0.1 per exposed port, each
@@ -109,7 +106,7 @@ func (p *Ports) Expose(ctx context.Context, a agents.Agent, port int) (string, e
 		return "", err
 	}
 	hp := ln.Addr().(*net.TCPAddr).Port
-	pv := &Preview{Agent: a.Slug, Port: port, HostPort: hp, URL: "http://127.0.0.1:" + strconv.Itoa(hp) + "/", Since: time.Now().UTC(), ln: ln}
+	pv := &Preview{Preview: api.Preview{Agent: a.Slug, Port: port, HostPort: hp, URL: "http://127.0.0.1:" + strconv.Itoa(hp) + "/", Since: time.Now().UTC()}, ln: ln}
 	p.mu.Lock()
 	p.list = append(p.list, pv)
 	p.saveLocked()
@@ -222,12 +219,12 @@ func (relayAddr) Network() string { return "relay" }
 func (relayAddr) String() string  { return "agent port" }
 
 // List returns the open previews.
-func (p *Ports) List() []Preview {
+func (p *Ports) List() []api.Preview {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := []Preview{}
+	out := []api.Preview{}
 	for _, pv := range p.list {
-		out = append(out, Preview{Agent: pv.Agent, Port: pv.Port, HostPort: pv.HostPort, URL: pv.URL, Since: pv.Since})
+		out = append(out, pv.Preview)
 	}
 	return out
 }
@@ -262,9 +259,9 @@ func (p *Ports) saveLocked() {
 	if p.StateFile == "" {
 		return
 	}
-	list := []Preview{}
+	list := []api.Preview{}
 	for _, pv := range p.list {
-		list = append(list, *pv)
+		list = append(list, pv.Preview)
 	}
 	b, _ := json.Marshal(list)
 	if err := os.MkdirAll(filepath.Dir(p.StateFile), 0o755); err == nil {
@@ -275,15 +272,15 @@ func (p *Ports) saveLocked() {
 }
 
 // ReadPreviews reads the list an owner keeps in file; none when it is missing.
-func ReadPreviews(file string) ([]Preview, error) {
+func ReadPreviews(file string) ([]api.Preview, error) {
 	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return []Preview{}, nil
+		return []api.Preview{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var list []Preview
+	var list []api.Preview
 	return list, json.Unmarshal(b, &list)
 }
 

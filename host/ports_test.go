@@ -28,7 +28,7 @@ func TestClosePorts(t *testing.T) {
 			}
 		}()
 		p.mu.Lock()
-		p.list = append(p.list, &Preview{Agent: agent, Port: port, HostPort: ln.Addr().(*net.TCPAddr).Port, ln: ln})
+		p.list = append(p.list, &Preview{Preview: api.Preview{Agent: agent, Port: port, HostPort: ln.Addr().(*net.TCPAddr).Port}, ln: ln})
 		p.saveLocked()
 		p.mu.Unlock()
 		return ln.Addr().String()

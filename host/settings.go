@@ -60,12 +60,8 @@ func (h *Host) ListProjects(ctx context.Context) ([]projects.Project, error) {
 // Previews are the ports agents exposed, from the relay itself (the
 // state file is for a reader with no owner to ask).
 func (h *ToolHost) Previews(ctx context.Context) ([]api.Preview, error) {
-	out := []api.Preview{}
 	if h.Ports == nil {
-		return out, nil
+		return []api.Preview{}, nil
 	}
-	for _, p := range h.Ports.List() {
-		out = append(out, api.Preview{Agent: p.Agent, Port: p.Port, HostPort: p.HostPort, URL: p.URL, Since: p.Since})
-	}
-	return out, nil
+	return h.Ports.List(), nil
 }
