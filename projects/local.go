@@ -46,9 +46,21 @@ func OpenUploaded(ctx context.Context, p Project, rel, hash string, size int64) 
 	if err != nil {
 		return nil, err
 	}
-	h, n, err := hashFile(ctx, f, st.Size())
-	if err == nil && (n != size || h != hash) {
-		err = fmt.Errorf("%w: %s no longer holds the reviewed content", errChanged, Shown(rel))
+	return reviewed(ctx, f, st.Size(), size, hash, Shown(rel))
+}
+
+// reviewed returns f (of length have), rewound, when it holds exactly the
+// reviewed content (size bytes of SHA-256 hash); else it closes f and
+// says that what (the file, named) no longer holds it.
+func reviewed(ctx context.Context, f *os.File, have, size int64, hash, what string) (*os.File, error) {
+	var h string
+	var n int64
+	var err error
+	if have == size {
+		h, n, err = hashFile(ctx, f, size)
+	}
+	if err == nil && (have != size || n != size || h != hash) {
+		err = fmt.Errorf("%w: %s no longer holds the reviewed content", errChanged, what)
 	}
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
@@ -102,22 +114,7 @@ func (v Views) OpenChanged(ctx context.Context, a agents.Agent, p Project, rel, 
 		f.Close()
 		return nil, fmt.Errorf("%w: %s has the set-uid or set-gid bit: never sent", ErrInvalid, Shown(rel))
 	}
-	var h string
-	var n int64
-	if st.Size() == size {
-		h, n, err = hashFile(ctx, f, size)
-	}
-	if err == nil && (st.Size() != size || n != size || h != hash) {
-		err = fmt.Errorf("%w: %s in %s's view no longer holds the reviewed content", errChanged, Shown(rel), a.Name)
-	}
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return reviewed(ctx, f, st.Size(), size, hash, Shown(rel)+" in "+a.Name+"'s view")
 }
 
 // FetchFunc opens the content of change c, as the far side sends it.
