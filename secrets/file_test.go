@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 )
@@ -159,6 +160,25 @@ func TestForDataDirFollowsSetting(t *testing.T) {
 	_, err := s.Get("alice", "TOKEN")
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "secretStore") || !strings.Contains(err.Error(), p.SandboxJSON()) || strings.Contains(err.Error(), "D-Bus") {
 		t.Errorf("damaged settings: %v, want an error naming secretStore and %s", err, p.SandboxJSON())
+	}
+	// The setting is read again whenever the file is another one, even of
+	// the same size and time (a rename into place, as every save does).
+	fileSetting, keychainSetting := `{"secretStore":"file"    }`, `{"secretStore":"keychain"}`
+	when := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, tt := range []struct{ body, want string }{{fileSetting, p.SecretsFile()}, {keychainSetting, "the OS keychain"}} {
+		tmp := p.SandboxJSON() + ".new"
+		if err := os.WriteFile(tmp, []byte(tt.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(tmp, when, when); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p.SandboxJSON()); err != nil {
+			t.Fatal(err)
+		}
+		if w := s.Where(); !strings.Contains(w, tt.want) {
+			t.Errorf("after %s was renamed into place: Where = %q, want %q", tt.body, w, tt.want)
+		}
 	}
 }
 

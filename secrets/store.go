@@ -2,6 +2,9 @@ package secrets
 
 import (
 	"context"
+	"errors"
+	"os"
+	"sync"
 
 	"github.com/osaurus/osaurus-sandbox/config"
 )
@@ -11,7 +14,7 @@ import (
 // setting names, so every process on the folder (owner, CLI, window)
 // reads and writes the same secrets.
 func ForDataDir(p config.Paths) *Store {
-	return &Store{B: chosen{p: p, clients: &Clients{}}, Marks: p.SecretRemovals()}
+	return &Store{B: chosen{p: p, clients: &Clients{}, setting: &setting{}}, Marks: p.SecretRemovals()}
 }
 
 // Clients are the front ends that offer their machine's secrets to this
@@ -33,17 +36,49 @@ type chosen struct {
 	// but the owner none ever connect, so there every read fails with
 	// ErrNoClient.
 	clients *Clients
+	setting *setting
+}
+
+// setting is the secretStore last read from sandbox.json, kept while the
+// file is the same one (same identity, size and modification time): a
+// tool's output is scrubbed of each of its agent's secrets, and reading
+// and parsing the settings for each was most of a file store's read.
+// Every settings write renames a new file into place, so a change is
+// seen at the next call.
+type setting struct {
+	mu    sync.Mutex
+	stat  os.FileInfo
+	store string
+}
+
+func (s *setting) get(file string) (string, error) {
+	st, err := os.Stat(file)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st != nil && s.stat != nil && os.SameFile(st, s.stat) && st.Size() == s.stat.Size() && st.ModTime().Equal(s.stat.ModTime()) {
+		return s.store, nil
+	}
+	cfg, err := config.LoadSandbox(file)
+	if err != nil {
+		s.stat = nil
+		return "", err
+	}
+	s.stat, s.store = st, cfg.SecretBackend()
+	return s.store, nil
 }
 
 func (c chosen) backend() (Backend, error) {
-	cfg, err := config.LoadSandbox(c.p.SandboxJSON())
+	store, err := c.setting.get(c.p.SandboxJSON())
 	if err != nil {
 		// Never a guess: taking the keychain for a damaged setting
 		// would hide the file's secrets, or put new ones where the
 		// user did not choose.
 		return nil, &storeError{msg: "secret store: which store holds the secrets (secretStore) can't be read: " + err.Error(), err: err}
 	}
-	switch cfg.SecretBackend() {
+	switch store {
 	case config.SecretStoreFile:
 		return File{Path: c.p.SecretsFile(), Lock: c.p.SecretsLock()}, nil
 	case config.SecretStoreClient:
