@@ -45,7 +45,7 @@ func init() {
 				{"--path DIR", "install: the far side's folder for the copy (default: ~/.local/bin there)"},
 				{"--json", "list: print JSON"}},
 			notes: []string{"Every command takes --context NAME before the command (or OSAURUS_SANDBOX_CONTEXT=NAME); the default is `local`, this machine.",
-				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent, project (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs, plugin (import and a URL's update fetch here), config, ports, task, run and, with secretStore client there, secret work; the rest (network, serve) say so (docs/remote.md).",
+				"Through a remote context: status, provision, start, stop, suspend, resume, reset, remove, diagnostics, exec, shell, checkpoint, mcp --agent, agent, project (add uploads the folder), changes, apply (into this machine's folder), discard, memory, events, logs, plugin (import and a URL's update fetch here), config, ports, task, run, network and, with secretStore client there, secret work; serve runs only on the machine it serves (docs/remote.md).",
 				"With no command (`--context NAME` alone, or a remote current context) the window opens on that context; its picker switches contexts without changing the current one."},
 			example: []string{"osaurus-sandbox context add box ssh://me@box.lan", "osaurus-sandbox context install box", "osaurus-sandbox context use box", "osaurus-sandbox --context box status"}},
 		cmdHelp{name: "dial-stdio", summary: "connect stdin and stdout to this machine's sandbox owner (what a remote context runs over ssh)",

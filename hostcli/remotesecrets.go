@@ -64,29 +64,22 @@ func (c *cli) farSecretAgent(ctx context.Context, ref string) (agents.Agent, err
 }
 
 // offerSecrets offers this machine's secrets of the context to the far
-// owner while ctx lasts, when its secretStore is "client": one more
-// dial-stdio connection beside the command's. A lost link is dialled
-// again (the owner may have restarted); a far side that keeps its
-// secrets itself is left alone.
+// owner while ctx lasts, whenever its secretStore is "client": one more
+// dial-stdio connection beside the command's. A far side that keeps its
+// secrets itself is asked again every farStorePoll over the same
+// connection, so switching it to "client" while a client is connected
+// takes effect without reconnecting; a lost link is dialled again (the
+// owner may have restarted).
 func (c *cli) offerSecrets(ctx context.Context) {
 	delay := time.Second
 	for {
-		cl, err := client.Via(ctx, c.dialer())
-		if err == nil {
-			if st, err := cl.Status(ctx); err != nil || st.SecretStore != config.SecretStoreClient {
+		if cl, err := client.Via(ctx, c.dialer()); err == nil {
+			if !c.offerOver(ctx, cl) {
 				cl.Close()
 				return
-			}
-			conn, err := cl.OfferSecrets(ctx)
-			if errors.Is(err, agentproto.ErrUnsupported) {
-				cl.Close()
-				return
-			}
-			if err == nil {
-				delay = time.Second
-				secrets.Provide(ctx, conn, c.sec.B, secrets.ClientService(c.remote.Name))
 			}
 			cl.Close()
+			delay = time.Second
 		}
 		select {
 		case <-ctx.Done():
@@ -94,6 +87,42 @@ func (c *cli) offerSecrets(ctx context.Context) {
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// farStorePoll is how often a far owner that keeps its own secrets is
+// asked whether it now wants this machine's; offerChecked hears each
+// answer (for tests).
+var (
+	farStorePoll = 30 * time.Second
+	offerChecked = func(store string) {}
+)
+
+// offerOver offers the secrets over cl until the link ends (true: dial
+// again) or there is nothing to offer to (false: an owner too old to ask
+// for them, or ctx ended).
+func (c *cli) offerOver(ctx context.Context, cl *client.Client) bool {
+	for {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return ctx.Err() == nil
+		}
+		offerChecked(st.SecretStore)
+		if st.SecretStore == config.SecretStoreClient {
+			conn, err := cl.OfferSecrets(ctx)
+			if errors.Is(err, agentproto.ErrUnsupported) {
+				return false
+			}
+			if err == nil {
+				secrets.Provide(ctx, conn, c.sec.B, secrets.ClientService(c.remote.Name))
+			}
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(farStorePoll):
+		}
 	}
 }
 

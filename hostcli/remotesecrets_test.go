@@ -135,3 +135,48 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 		t.Errorf("secret list of a far side with its own store: %d %q", code, errOut)
 	}
 }
+
+// A relay connected while the far side keeps its own secrets starts
+// offering this machine's once that side switches to secretStore client,
+// without reconnecting the MCP client.
+func TestRelayOffersSecretsOnceTheFarSideAsks(t *testing.T) {
+	_, far, ctl := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"config", "set", "secretStore", "file"})
+	farSecrets := ctl.(*host.Host).Secrets()
+	if _, errOut, code := run(t, "config", "set", "secretStore", "file"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	farSide(t, "box", far)
+	defer func(d time.Duration) { farStorePoll = d }(farStorePoll)
+	farStorePoll = 10 * time.Millisecond
+	checked := make(chan string, 100)
+	offerChecked = func(store string) {
+		select {
+		case checked <- store:
+		default:
+		}
+	}
+	defer func() { offerChecked = func(string) {} }()
+
+	mcpIn, feed := io.Pipe()
+	ended := make(chan int, 1)
+	var mcpOut, mcpErr bytes.Buffer
+	go func() {
+		ended <- Main([]string{"--context", "box", "mcp", "--agent", "alice"}, mcpIn, &mcpOut, &mcpErr, Owner{})
+	}()
+	defer func() {
+		feed.Close()
+		if code := <-ended; code != ExitOK {
+			t.Errorf("mcp relay: exit %d\n%s", code, mcpErr.String())
+		}
+	}()
+	// The relay has found the far side keeping its own secrets.
+	if store := <-checked; store != config.SecretStoreFile {
+		t.Fatalf("the relay's first look at the far side: secretStore %q", store)
+	}
+	if _, errOut, code := run(t, "--context", "box", "config", "set", "secretStore", "client"); code != ExitOK {
+		t.Fatal(errOut)
+	}
+	testwait.Eventually(t, "the running relay offers this machine's secrets", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farSecrets.Clients().Connected() == 1
+	})
+}
