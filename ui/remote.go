@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -20,10 +21,9 @@ import (
 // The window of a remote context (docs/remote.md): the sandbox of another
 // machine, driven through its owner over the user's ssh (dial-stdio). What
 // goes through api.Controller works as it does here, including the tabs
-// that read a data folder's files locally (console log, plugins, changes,
-// tasks), which ask the far side's owner (Far). What the protocol doesn't
-// carry yet (settings, projects, previews) is not shown, so this machine's
-// files never pass for the far side's.
+// that read a data folder's files locally (console log, settings,
+// plugins, projects, changes, ports, tasks), which ask the far side's
+// owner (Far). This machine's files never pass for the far side's.
 
 // RemoteBackend is the Backend of a remote context: a Controlled over the
 // far side's owner without the methods that read a local data folder
@@ -31,6 +31,9 @@ import (
 type RemoteBackend struct {
 	c  *Controlled
 	rc remotes.Context
+
+	mu  sync.Mutex
+	rev string // the revision of the far sandbox.json Settings last read
 }
 
 // NewRemoteBackend is the Backend over ctl, the owner rc reaches. Close
@@ -105,16 +108,71 @@ func (r *RemoteBackend) NetLog(ctx context.Context, req agentproto.NetLogRequest
 	return r.c.NetLog(ctx, req)
 }
 
-// Settings are the far side's sandbox.json, which the control protocol
-// doesn't carry yet: the Container tab says where to change them rather
-// than show this machine's.
-func (r *RemoteBackend) Settings() (config.Sandbox, error) {
-	return config.Sandbox{}, fmt.Errorf("%w: the settings are kept on %s: run `%s` to see them, `config set KEY VALUE` to change them",
-		agentproto.ErrUnsupported, r.rc.Name, FarCommand(r.rc, "config", "get"))
+// ReadSettings is the far side's sandbox.json as its owner reads it,
+// with the Revision a WriteSettings is based on.
+func (r *RemoteBackend) ReadSettings(ctx context.Context) (api.SettingsFile, error) {
+	f, err := r.c.ctl.Settings(ctx)
+	if err != nil {
+		return f, r.farSettingsError(err, "read")
+	}
+	r.mu.Lock()
+	r.rev = f.Revision
+	r.mu.Unlock()
+	return f, nil
 }
 
-func (r *RemoteBackend) SaveSettings(config.Sandbox) error {
-	_, err := r.Settings()
+// WriteSettings has the far side's owner write cfg into its sandbox.json
+// when the file is still at ifRevision (the one read); when it changed
+// there since, nothing is written and the error says so
+// (errFarSettingsChanged).
+func (r *RemoteBackend) WriteSettings(ctx context.Context, cfg config.Sandbox, ifRevision string) (api.SettingsFile, error) {
+	f, err := r.c.ctl.SaveSettings(ctx, api.SettingsSave{Settings: cfg, IfRevision: ifRevision})
+	// config.ErrChanged arrives as its class: nothing else of this op is
+	// busy.
+	if errors.Is(err, agentproto.ErrBusy) || errors.Is(err, config.ErrChanged) {
+		return f, fmt.Errorf("%w: the settings of %s changed on the far side since you opened them (another window, or `config set` there): "+
+			"press Reload to see them as they are now, or reopen the window, then make your change again", errFarSettingsChanged, r.rc.Name)
+	}
+	if err != nil {
+		return f, r.farSettingsError(err, "save")
+	}
+	r.mu.Lock()
+	r.rev = f.Revision
+	r.mu.Unlock()
+	return f, nil
+}
+
+// errFarSettingsChanged: a save of a remote context's settings was based
+// on a revision the far side's sandbox.json is no longer at.
+var errFarSettingsChanged = errors.New("not saved")
+
+func (r *RemoteBackend) farSettingsError(err error, verb string) error {
+	if errors.Is(err, agentproto.ErrUnsupported) {
+		return fmt.Errorf("the osaurus-sandbox of %s can't %s its settings for this one (%w): install this version there with `osaurus-sandbox context install %s`, or run `%s`",
+			r.rc.Name, verb, err, r.rc.Name, FarCommand(r.rc, "config", "get"))
+	}
+	return fmt.Errorf("the settings of %s can't be %s: %w", r.rc.Name, map[string]string{"read": "read", "save": "saved"}[verb], err)
+}
+
+// Settings are the far side's sandbox.json, asked of its owner (bounded
+// by farCall); SaveSettings writes a change to them based on the
+// revision the last read saw. They ask over the link: call them off the
+// UI goroutine (the Container tab uses ReadSettings and WriteSettings,
+// keeping the revision of what its form shows).
+func (r *RemoteBackend) Settings() (config.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), farCall)
+	defer cancel()
+	f, err := r.ReadSettings(ctx)
+	return f.Settings, err
+}
+
+func (r *RemoteBackend) SaveSettings(cfg config.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.Background(), farCall)
+	defer cancel()
+	r.mu.Lock()
+	rev := r.rev
+	r.mu.Unlock()
+	_, err := r.WriteSettings(ctx, cfg, rev)
 	return err
 }
 

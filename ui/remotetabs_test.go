@@ -355,3 +355,73 @@ func TestRemotePluginsTab(t *testing.T) {
 	}
 	f.check(t)
 }
+
+// The Container tab of a remote context shows the far side's settings
+// and saves a change into the far side's sandbox.json, never this
+// machine's; a change made there after the form was read is not
+// overwritten: the save says so, and Reload shows it.
+func TestRemoteSettings(t *testing.T) {
+	ctx := context.Background()
+	f := openFarWindow(t)
+	// This machine's sandbox.json: a decoy the window must never show.
+	mine := config.Defaults()
+	mine.CPUs, mine.MemoryGB = 7, 7
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	localBefore := readFile(t, f.local.SandboxJSON())
+	farSet := func(key, val string) {
+		t.Helper()
+		cur, err := f.farCtl.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := cur.Settings.Set(key, val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSet("cpus", "3")
+	c := f.w.Container
+	tap(c.Reload) // the far side's as they are now
+	eventually(t, "the far side's settings", func() bool { return c.CPUs.Selected == "3" && !c.Save.Disabled() })
+	lockedDo(func() {
+		if c.Memory.Selected == "7" {
+			t.Error("the form shows this machine's memory setting")
+		}
+		c.Memory.SetSelected("5")
+	})
+	tap(c.Save)
+	eventually(t, "saved", func() bool { return c.Saved.Text == "Saved." })
+	got, err := config.LoadSandbox(f.far.SandboxJSON())
+	if err != nil || got.MemoryGB != 5 || got.CPUs != 3 {
+		t.Fatalf("far sandbox.json after Save: cpus %d memory %d (%v)", got.CPUs, got.MemoryGB, err)
+	}
+
+	// Another writer there, between the read and the next save.
+	farSet("cpus", "2")
+	farAfter := readFile(t, f.far.SandboxJSON())
+	lockedDo(func() { c.CPUs.SetSelected("4") })
+	tap(c.Save)
+	eventually(t, "the conflict", func() bool {
+		return strings.Contains(c.Saved.Text, "changed on the far side since you opened them") && !c.Save.Disabled()
+	})
+	if s := readFile(t, f.far.SandboxJSON()); s != farAfter {
+		t.Fatalf("a conflicting save changed the far sandbox.json:\n%s\nwant\n%s", s, farAfter)
+	}
+	tap(c.Reload)
+	eventually(t, "the other writer's value", func() bool { return c.CPUs.Selected == "2" && c.Saved.Text == "" })
+	lockedDo(func() { c.CPUs.SetSelected("4") })
+	tap(c.Save)
+	eventually(t, "saved again", func() bool { return c.Saved.Text == "Saved." })
+	if got, _ := config.LoadSandbox(f.far.SandboxJSON()); got.CPUs != 4 || got.MemoryGB != 5 {
+		t.Fatalf("far sandbox.json after the second Save: cpus %d memory %d", got.CPUs, got.MemoryGB)
+	}
+	if s := readFile(t, f.local.SandboxJSON()); s != localBefore {
+		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
+	}
+	f.check(t)
+}
