@@ -31,12 +31,14 @@ import (
 type workTabs struct {
 	Projects *projectsTab // nil for a remote context
 	Changes  *changesView
-	Ports    *portsTab // nil for a remote context
+	Ports    *portsTab
 	// rc is the remote context whose tabs these are (nil: this machine's).
 	rc *remotes.Context
 	// shown is what the tabs last read (signature); follow updates
 	// them only when it changes, not on every agent edit.
 	shown string
+	// poll is how often a remote context's are asked again (farPoll).
+	poll time.Duration
 }
 
 func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, do func(func())) *workTabs {
@@ -46,10 +48,11 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 	}
 	t := &workTabs{}
 	if rc, ok := remoteOf(b); ok {
-		t.rc = &rc
+		t.rc, t.poll = &rc, farPoll
 		t.Changes = newChangesView(p, reg, win, do)
 		t.Changes.remote = &rc
 		t.Changes.ops = opsOf(b)
+		t.Ports = newFarPortsTab(rc, farOf(b), win, do)
 		return t
 	}
 	t.Changes = newChangesView(p, reg, win, do)
@@ -84,7 +87,7 @@ func (t *workTabs) items() []*container.TabItem {
 		return []*container.TabItem{
 			container.NewTabItem("Projects", wrapped(farOnly(*rc, "Projects are", "project", "list"))),
 			container.NewTabItem("Changes", t.Changes.content()),
-			container.NewTabItem("Ports", wrapped(farOnly(*rc, "Previews are", "ports"))),
+			container.NewTabItem("Ports", t.Ports.content()),
 		}
 	}
 	return []*container.TabItem{
@@ -98,7 +101,8 @@ func (t *workTabs) items() []*container.TabItem {
 // process may add one), the agents' grants and the owner's previews.
 func (t *workTabs) follow(ctx context.Context) {
 	if t.rc != nil {
-		t.Changes.followGrants(ctx)
+		go t.Changes.followGrants(ctx)
+		t.followFar(ctx)
 		return
 	}
 	wake := make(chan struct{}, 1)
@@ -128,6 +132,29 @@ func (t *workTabs) follow(ctx context.Context) {
 			return
 		case <-w.C():
 		case <-wake:
+		}
+	}
+}
+
+// followFar reads a remote context's previews every farPoll until ctx
+// ends (the far side's files can't be watched from here), and updates
+// the tab when they changed.
+func (t *workTabs) followFar(ctx context.Context) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, farCall)
+		list, err := t.Ports.src.previews(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if sig := fmt.Sprintf("%v %v", list, err); sig != t.shown {
+			t.shown = sig
+			t.Changes.do(func() { t.Ports.show(list, err) })
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.poll):
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -424,4 +426,98 @@ func TestRemoteSettings(t *testing.T) {
 		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
 	}
 	f.check(t)
+}
+
+// The Ports tab of a remote context lists the far side's previews, asked
+// of its owner, never this machine's previews file. An owner lists
+// previews only while its VM relays them (no test here boots one): this
+// checks its empty list and a Close through it; TestFarPortsTab checks
+// the rows of a list.
+func TestRemotePortsTab(t *testing.T) {
+	f := openFarWindow(t)
+	writePreviews(t, f.local.PreviewsFile(), []preview{{Agent: "alice", Port: 8000, HostPort: 41001, URL: "http://127.0.0.1:41001/", Since: time.Now()}})
+	pt := f.w.Work.Ports
+	eventually(t, "the far side's (empty) list", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	lockedDo(func() {
+		if len(pt.Rows) != 0 {
+			t.Errorf("the Ports tab of box lists %+v", pt.Rows[0].Preview)
+		}
+		if !strings.Contains(pt.Status.Text, "loopback, not this computer's") || !strings.Contains(pt.Status.Text, "--context box mcp --agent") {
+			t.Errorf("status %q", pt.Status.Text)
+		}
+		pt.Status.SetText("")
+		pt.close(preview{Agent: "alice", Port: 8000})
+	})
+	eventually(t, "the list after Close", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	lockedDo(func() {
+		if strings.Contains(pt.Status.Text, "failed") || len(pt.Rows) != 0 {
+			t.Errorf("after Close: %q, %d rows", pt.Status.Text, len(pt.Rows))
+		}
+	})
+	tap(pt.Refresh)
+	eventually(t, "refreshed", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	f.check(t)
+}
+
+// previewsCtl is a far owner with previews open: ClosePorts closes them.
+type previewsCtl struct {
+	api.Controller
+	mu     sync.Mutex
+	list   []api.Preview
+	closed []api.ClosePortsRequest
+}
+
+func (p *previewsCtl) Previews(context.Context) ([]api.Preview, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.list), nil
+}
+
+func (p *previewsCtl) ClosePorts(_ context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = append(p.closed, req)
+	n := len(p.list)
+	p.list = slices.DeleteFunc(p.list, func(v api.Preview) bool { return v.Agent == req.Agent && v.Port == req.Port })
+	return api.ClosePortsResult{Closed: n - len(p.list)}, nil
+}
+
+// A remote context's previews are rows without Open (their URLs are on
+// the far machine's loopback), closed through its owner.
+func TestFarPortsTab(t *testing.T) {
+	test.NewTempApp(t)
+	now := time.Now()
+	ctl := &previewsCtl{list: []api.Preview{
+		{Agent: "alice", Port: 8000, HostPort: 41001, URL: "http://127.0.0.1:41001/", Since: now},
+		{Agent: "bob", Port: 3000, HostPort: 41002, URL: "http://127.0.0.1:41002/", Since: now},
+	}}
+	var pt *portsTab
+	lockedDo(func() {
+		pt = newFarPortsTab(remotes.Context{Name: "box", URL: "ssh://me@box"}, ctl, nil, lockedDo)
+		pt.content()
+		pt.reload()
+	})
+	eventually(t, "two rows", func() bool { return len(pt.Rows) == 2 })
+	var bob *portRow
+	lockedDo(func() {
+		for _, r := range pt.Rows {
+			if r.Open != nil {
+				t.Errorf("row %q offers Open", r.Label.Text)
+			}
+		}
+		if s := pt.Rows[0].Label.Text; !strings.Contains(s, "alice  port 8000  →  http://127.0.0.1:41001/ on box") {
+			t.Errorf("row %q", s)
+		}
+		if !strings.Contains(pt.Status.Text, "on box's loopback") {
+			t.Errorf("status %q", pt.Status.Text)
+		}
+		bob = pt.Rows[1]
+	})
+	tap(bob.Close)
+	eventually(t, "bob's closed", func() bool { return len(pt.Rows) == 1 && pt.Rows[0].Preview.Agent == "alice" })
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if len(ctl.closed) != 1 || ctl.closed[0] != (api.ClosePortsRequest{Agent: "bob", Port: 3000}) {
+		t.Fatalf("close requests %+v", ctl.closed)
+	}
 }
