@@ -29,8 +29,9 @@ import (
 // far side's owner without the methods that read a local data folder
 // (Paths, Plugins), which is how the tabs built on them know to stay out.
 type RemoteBackend struct {
-	c  *Controlled
-	rc remotes.Context
+	c     *Controlled
+	rc    remotes.Context
+	links remotes.Links // this machine's record of the folders uploaded
 
 	mu  sync.Mutex
 	rev string // the revision of the far sandbox.json Settings last read
@@ -38,13 +39,19 @@ type RemoteBackend struct {
 
 // NewRemoteBackend is the Backend over ctl, the owner rc reaches. Close
 // it when done (ctl stays open).
-func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context) (*RemoteBackend, error) {
+// links is this machine's record of the folders uploaded through rc
+// (remote-projects.json, as the command line keeps it).
+func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context, links remotes.Links) (*RemoteBackend, error) {
 	c, err := NewBackend(ctx, ctl, config.Paths{}) // no folder here: never read
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteBackend{c: c, rc: rc}, nil
+	return &RemoteBackend{c: c, rc: rc, links: links}, nil
 }
+
+// Links is this machine's record of the folders uploaded to the far side
+// as projects.
+func (r *RemoteBackend) Links() remotes.Links { return r.links }
 
 // Remote is the context the backend drives.
 func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
@@ -207,32 +214,18 @@ func ContextLabel(b Backend) string {
 	return remotes.Local + " — this machine (" + b.DataDir() + ")"
 }
 
-// farOnly is the text of a tab that reads this machine's files, in the
-// window of a remote context.
-func farOnly(rc remotes.Context, what string, args ...string) string {
-	return fmt.Sprintf("%s shown on the machine itself: run `%s`, or open the window there.\n\n"+
-		"This window drives the sandbox of context %s (%s) through its owner; it never shows this machine's %s in its place.",
-		what, FarCommand(rc, args...), rc.Name, rc.URL, firstLower(what))
-}
-
-func firstLower(s string) string {
-	if s == "" || s[0] < 'A' || s[0] > 'Z' {
-		return s
-	}
-	return string(s[0]+'a'-'A') + s[1:]
-}
-
 // OpenRemote opens the session of a remote context: one connection (one
 // ssh running dial-stdio) to the far side's owner, started there when
 // none runs, as `--context NAME status` does. The agents are the far
 // side's, asked over it (ListAgents); the secrets and prompts are the far
-// side's keychain's, not shown.
-func OpenRemote(ctx context.Context, rc remotes.Context) (*Session, error) {
+// side's keychain's, not shown. links is this machine's record of the
+// folders uploaded as projects (remotes.LinksPath of its config folder).
+func OpenRemote(ctx context.Context, rc remotes.Context, links remotes.Links) (*Session, error) {
 	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
 	if err != nil {
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
 	}
-	b, err := NewRemoteBackend(ctx, cl, rc)
+	b, err := NewRemoteBackend(ctx, cl, rc, links)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)

@@ -72,7 +72,7 @@ func openFarWindow(t *testing.T) *farWindow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := OpenRemote(context.Background(), rc)
+	sess, err := OpenRemote(context.Background(), rc, remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,4 +520,95 @@ func TestFarPortsTab(t *testing.T) {
 	if len(ctl.closed) != 1 || ctl.closed[0] != (api.ClosePortsRequest{Agent: "bob", Port: 3000}) {
 		t.Fatalf("close requests %+v", ctl.closed)
 	}
+}
+
+// The Projects tab of a remote context lists the far side's projects with
+// the far agents granted each, uploads a folder of this machine as one
+// (recording the folder here, as `project add` through the context does)
+// and removes them there; this machine's projects.json is never shown.
+func TestRemoteProjectsTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	writeFile(t, f.local.ProjectsJSON(), `{"projects":[{"name":"mine","path":"/LOCAL/PROJECT"}]}`)
+	localBefore := readFile(t, f.local.ProjectsJSON())
+	farDir := t.TempDir()
+	if _, err := f.farCtl.AddProject(ctx, control.ProjectAddRequest{Path: farDir, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.farCtl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: "alice", Projects: []string{"web"}}); err != nil {
+		t.Fatal(err)
+	}
+	pt := f.w.Work.Projects
+	rowOf := func(name string) (int, string) {
+		for i, p := range pt.list {
+			if p.Name == name {
+				return i, pt.row(i)
+			}
+		}
+		return -1, ""
+	}
+	eventually(t, "web, granted to alice", func() bool {
+		_, r := rowOf("web")
+		return strings.Contains(r, "on box (agents: alice)")
+	})
+	lockedDo(func() {
+		if i, _ := rowOf("mine"); i >= 0 {
+			t.Error("the Projects tab of box lists this machine's project")
+		}
+		if pt.Add.Text != "Upload project" {
+			t.Errorf("Add is %q", pt.Add.Text)
+		}
+	})
+
+	// Upload a folder of this machine.
+	here := t.TempDir()
+	writeFile(t, filepath.Join(here, "a.txt"), "hello\n")
+	lockedDo(func() { pt.Path.SetText(here); pt.Name.SetText("app") })
+	tap(pt.Add)
+	eventually(t, "the upload", func() bool { return strings.Contains(pt.Status.Text, "Added app on box") })
+	eventually(t, "app listed with its origin", func() bool {
+		_, r := rowOf("app")
+		return strings.Contains(r, "uploaded from ") && strings.Contains(r, here)
+	})
+	list, err := f.farCtl.ListProjects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list, func(p projects.Project) bool { return p.Name == "app" })
+	if i < 0 || list[i].UploadedFrom == "" || !strings.HasPrefix(list[i].Path, f.far.Root) {
+		t.Fatalf("far projects after the upload: %+v", list)
+	}
+	if got := readFile(t, filepath.Join(list[i].Path, "a.txt")); got != "hello\n" {
+		t.Fatalf("the far copy's a.txt: %q", got)
+	}
+	links := remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())}
+	real, _ := filepath.EvalSymlinks(here)
+	if k, ok, err := links.Get(remotes.Context{Name: "box"}, "app"); err != nil || !ok || k.Dir != real {
+		t.Fatalf("the record of app's folder: %+v %v %v", k, ok, err)
+	}
+
+	// Remove web (granted: refused there), then app.
+	lockedDo(func() { i, _ := rowOf("web"); pt.List.Select(i) })
+	tap(pt.Remove)
+	eventually(t, "web refused", func() bool { return strings.Contains(pt.Status.Text, "Not removed") })
+	lockedDo(func() { i, _ := rowOf("app"); pt.List.Select(i) })
+	tap(pt.Remove)
+	eventually(t, "app removed", func() bool {
+		i, _ := rowOf("app")
+		return strings.Contains(pt.Status.Text, "Removed app from box") && i < 0
+	})
+	list, _ = f.farCtl.ListProjects(ctx)
+	if len(list) != 1 || list[0].Name != "web" {
+		t.Fatalf("far projects after Remove: %+v", list)
+	}
+	if _, ok, _ := links.Get(remotes.Context{Name: "box"}, "app"); ok {
+		t.Error("the record of app's folder is kept after Remove")
+	}
+	if got := readFile(t, filepath.Join(here, "a.txt")); got != "hello\n" {
+		t.Fatalf("the uploaded folder changed: %q", got)
+	}
+	if s := readFile(t, f.local.ProjectsJSON()); s != localBefore {
+		t.Fatalf("this machine's projects.json changed: %s", s)
+	}
+	f.check(t)
 }
