@@ -2,7 +2,6 @@ package hostcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,8 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
-	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // Projects across the link (docs/projects.md, "A project on another
@@ -33,82 +32,32 @@ import (
 // remote context.
 var remoteProjectCmds = []string{"add", "list", "remove", "repair"}
 
-// remoteLink is one project uploaded through a context: the far project
-// and the folder of this machine it came from.
-type remoteLink struct {
-	Context string `json:"context"`
-	URL     string `json:"url"`
-	Project string `json:"project"`
-	Dir     string `json:"dir"`
-}
-
-type remoteLinks struct {
-	Links []remoteLink `json:"links"`
-}
-
-// linksPath is written by this machine's command line only (as
-// contexts.json is): no owner holds it.
-func (c *cli) linksPath() string {
-	return filepath.Join(c.paths.ConfigDir(), "remote-projects.json")
-}
-
-func (c *cli) loadLinks() (remoteLinks, error) {
-	var l remoteLinks
-	b, err := os.ReadFile(c.linksPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return l, nil
-	}
-	if err != nil {
-		return l, err
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return l, fmt.Errorf("%s: %w", c.linksPath(), err)
-	}
-	return l, nil
-}
-
-func (c *cli) saveLinks(l remoteLinks) error {
-	if err := os.MkdirAll(c.paths.ConfigDir(), 0o700); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(l, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(c.linksPath(), append(b, '\n'), 0o600)
+// links is the record of which folder of this machine each far project
+// came from (remotes.Links).
+func (c *cli) links() remotes.Links {
+	return remotes.Links{Path: remotes.LinksPath(c.paths.ConfigDir())}
 }
 
 // setLink records (or, with dir "", forgets) where the context's project
 // came from.
 func (c *cli) setLink(project, dir string) error {
-	l, err := c.loadLinks()
-	if err != nil {
-		return err
-	}
-	l.Links = slices.DeleteFunc(l.Links, func(k remoteLink) bool { return k.Context == c.remote.Name && k.Project == project })
-	if dir != "" {
-		l.Links = append(l.Links, remoteLink{Context: c.remote.Name, URL: c.remote.URL, Project: project, Dir: dir})
-	}
-	return c.saveLinks(l)
+	return c.links().Set(*c.remote, project, dir)
 }
 
 // linkedDir is the folder of this machine the context's project was
 // uploaded from.
 func (c *cli) linkedDir(project string) (string, error) {
-	l, err := c.loadLinks()
+	k, ok, err := c.links().Get(*c.remote, project)
 	if err != nil {
 		return "", err
 	}
-	for _, k := range l.Links {
-		if k.Context != c.remote.Name || k.Project != project {
-			continue
-		}
-		if k.URL != c.remote.URL {
-			return "", fmt.Errorf("project %s was uploaded to %s, but context %s is now %s: nothing is written; upload it again with `osaurus-sandbox --context %s project add DIR --name %s`", project, k.URL, c.remote.Name, c.remote.URL, c.remote.Name, project)
-		}
-		return k.Dir, nil
+	if !ok {
+		return "", fmt.Errorf("%w: project %s of context %s was not uploaded from this machine (`osaurus-sandbox --context %s project add DIR`), so there is no folder here to apply to; apply it on that machine", projects.ErrNotFound, project, c.remote.Name, c.remote.Name)
 	}
-	return "", fmt.Errorf("%w: project %s of context %s was not uploaded from this machine (`osaurus-sandbox --context %s project add DIR`), so there is no folder here to apply to; apply it on that machine", projects.ErrNotFound, project, c.remote.Name, c.remote.Name)
+	if k.URL != c.remote.URL {
+		return "", fmt.Errorf("project %s was uploaded to %s, but context %s is now %s: nothing is written; upload it again with `osaurus-sandbox --context %s project add DIR --name %s`", project, k.URL, c.remote.Name, c.remote.URL, c.remote.Name, project)
+	}
+	return k.Dir, nil
 }
 
 // projectAddRemote uploads dir to the far owner as project name.
@@ -119,29 +68,17 @@ func (c *cli) projectAddRemote(ctx context.Context, dir, name string) int {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return c.fail(fmt.Errorf("%w: path: %s is not a folder", projects.ErrInvalid, dir))
 	}
-	if name == "" {
-		name = projects.DefaultName(dir)
-	}
 	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
-	host, _ := os.Hostname()
-	pr, pw := io.Pipe()
-	var stats projects.UploadStats
-	go func() {
-		var err error
-		stats, err = projects.SendUpload(ctx, dir, pw)
-		pw.CloseWithError(err)
-	}()
 	fmt.Fprintf(c.err, "uploading %s to context %s...\n", dir, c.remote.Name)
-	p, err := ctl.UploadProject(ctx, control.ProjectUploadRequest{Name: name, From: host + ":" + dir}, pr)
-	pr.CloseWithError(errors.New("upload ended"))
-	if err != nil {
+	p, stats, err := remotes.UploadProject(ctx, ctl, *c.remote, c.links(), dir, name)
+	if err != nil && p.Name == "" {
 		return c.fail(c.farError(err, "take uploads"))
 	}
-	if err := c.setLink(p.Name, dir); err != nil {
-		return c.fail(fmt.Errorf("uploaded project %s, but could not record its folder here: %w", p.Name, err))
+	if err != nil {
+		return c.fail(err)
 	}
 	for _, s := range stats.Skipped {
 		fmt.Fprintf(c.err, "left out %s: %s\n", projects.Shown(s.Path), s.Reason)

@@ -82,7 +82,7 @@ func (c *Controlled) MCP() (url, problem string) {
 // showHTTP says where clients reach MCP over HTTP, or why they can't and
 // what to do, and shows the configured port.
 func (v *connectView) showHTTP() {
-	if v.b == nil {
+	if v.b == nil || v.t.remote != nil { // not shown: the CLI connects a far agent
 		return
 	}
 	cfg, err := v.b.Settings()

@@ -69,6 +69,17 @@ type containerTab struct {
 	AutoStart *widget.Check
 	Save      *widget.Button
 	Saved     *widget.Label
+	// Reload reads a remote context's settings again (nil for this
+	// machine's, whose form is read from the file at each save).
+	Reload *widget.Button
+	// far are a remote context's settings, read and written through its
+	// owner off the UI goroutine (nil: this machine's sandbox.json);
+	// farCfg and farRev are what the form was filled from, which a save
+	// changes (farRead false until the first read answered).
+	far     farSettings
+	farCfg  config.Sandbox
+	farRev  string
+	farRead bool
 
 	RunDiag  *widget.Button
 	DiagList *fyne.Container
@@ -138,6 +149,10 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.AutoStart = widget.NewCheck("Start the VM when the app starts", nil)
 	t.Save = widget.NewButton("Save", t.onSave)
 	t.Saved = widget.NewLabel("")
+	if fs, ok := b.(farSettings); ok {
+		t.far = fs
+		t.Reload = widget.NewButton("Reload", t.loadSettings)
+	}
 	t.loadSettings()
 
 	t.RunDiag = widget.NewButton("Run Diagnostics", t.onDiagnostics)
@@ -171,9 +186,13 @@ func (t *containerTab) content() fyne.CanvasObject {
 	}
 	resources.Append("Image manifest", t.Image)
 	resources.Append("", t.AutoStart)
+	save := container.NewHBox(t.Save, t.Saved)
+	if t.Reload != nil {
+		save = container.NewHBox(t.Save, t.Reload, t.Saved)
+	}
 	t.vmOnly = []fyne.CanvasObject{
 		widget.NewCard("Resources", "Changes to CPUs, memory, network and the accelerator take effect after a restart; a new image after Reset.", container.NewVBox(
-			resources, container.NewHBox(t.Save, t.Saved),
+			resources, save,
 		)),
 		widget.NewCard("Diagnostics", "", container.NewVBox(t.RunDiag, t.DiagList)),
 	}
@@ -439,12 +458,28 @@ func (t *containerTab) onCancel() {
 	}
 }
 
+// farSettings are a remote context's settings (RemoteBackend): its
+// sandbox.json, asked of its owner, each save based on the revision read.
+type farSettings interface {
+	ReadSettings(ctx context.Context) (api.SettingsFile, error)
+	WriteSettings(ctx context.Context, cfg config.Sandbox, ifRevision string) (api.SettingsFile, error)
+}
+
 func (t *containerTab) loadSettings() {
+	if t.far != nil {
+		t.loadFarSettings()
+		return
+	}
 	cfg, err := t.b.Settings()
 	if err != nil {
 		t.Saved.SetText(err.Error())
 		cfg = config.Defaults()
 	}
+	t.fillSettings(cfg)
+}
+
+// fillSettings shows cfg in the form.
+func (t *containerTab) fillSettings(cfg config.Sandbox) {
 	t.CPUs.SetSelected(strconv.Itoa(cfg.CPUs))
 	t.Memory.SetSelected(strconv.Itoa(cfg.MemoryGB))
 	t.Network.SetSelected(cfg.Network)
@@ -453,19 +488,33 @@ func (t *containerTab) loadSettings() {
 	t.AutoStart.SetChecked(cfg.AutoStart)
 }
 
+// formSettings are base with the form's values.
+func (t *containerTab) formSettings(base config.Sandbox) (config.Sandbox, error) {
+	next := base
+	var err error
+	for _, kv := range [][2]string{{"cpus", t.CPUs.Selected}, {"memoryGB", t.Memory.Selected}, {"network", t.Network.Selected}, {"accel", t.Accel.Selected}, {"imageManifest", strings.TrimSpace(t.Image.Text)}, {"autoStart", strconv.FormatBool(t.AutoStart.Checked)}} {
+		if next, err = next.Set(kv[0], kv[1]); err != nil {
+			return base, err
+		}
+	}
+	return next, nil
+}
+
 func (t *containerTab) onSave() {
+	if t.far != nil {
+		t.saveFar()
+		return
+	}
 	old, err := t.b.Settings()
 	if err != nil {
 		showError(t.win, "Settings", err)
 		return
 	}
-	next := old
-	for _, kv := range [][2]string{{"cpus", t.CPUs.Selected}, {"memoryGB", t.Memory.Selected}, {"network", t.Network.Selected}, {"accel", t.Accel.Selected}, {"imageManifest", strings.TrimSpace(t.Image.Text)}, {"autoStart", strconv.FormatBool(t.AutoStart.Checked)}} {
-		if next, err = next.Set(kv[0], kv[1]); err != nil {
-			t.Saved.SetText(err.Error())
-			showError(t.win, "Invalid setting", err)
-			return
-		}
+	next, err := t.formSettings(old)
+	if err != nil {
+		t.Saved.SetText(err.Error())
+		showError(t.win, "Invalid setting", err)
+		return
 	}
 	if err := t.b.SaveSettings(next); err != nil {
 		showError(t.win, "Saving settings failed", err)
@@ -476,6 +525,116 @@ func (t *containerTab) onSave() {
 	} else {
 		t.Saved.SetText("Saved.")
 	}
+}
+
+// loadFarSettings reads a remote context's settings off the UI goroutine
+// and fills the form (and the first-run view) with them; Save waits for
+// them. Call on the UI goroutine.
+func (t *containerTab) loadFarSettings() {
+	t.Save.Disable()
+	t.Reload.Disable()
+	t.Saved.SetText("Reading the settings…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		f, err := t.far.ReadSettings(ctx)
+		t.do(func() {
+			t.Reload.Enable()
+			if err != nil {
+				t.Saved.SetText(err.Error())
+				return
+			}
+			t.showFarSettings(f)
+			t.Saved.SetText(farSettingsNote(f))
+		})
+	}()
+}
+
+// showFarSettings fills the form with f, the revision a save is based
+// on. Call on the UI goroutine.
+func (t *containerTab) showFarSettings(f api.SettingsFile) {
+	t.mu.Lock()
+	t.farCfg, t.farRev, t.farRead = f.Settings, f.Revision, true
+	t.mu.Unlock()
+	t.fillSettings(f.Settings)
+	if t.First != nil {
+		t.First.fill(f.Settings)
+	}
+	t.Save.Enable()
+}
+
+// farSettingsNote is what is wrong with a remote context's sandbox.json
+// as its owner read it ("" when nothing).
+func farSettingsNote(f api.SettingsFile) string {
+	if f.Damaged != "" {
+		return f.Damaged + " (shown: the defaults, which that machine uses until then)"
+	}
+	var lines []string
+	for _, p := range f.Problems {
+		lines = append(lines, p.Text)
+	}
+	if len(lines) > 0 {
+		return f.Path + " has problems; until they are fixed its owner won't start the VM:\n" + strings.Join(lines, "\n")
+	}
+	return ""
+}
+
+// saveFar writes the form into a remote context's sandbox.json, based
+// on the revision the form was filled from: a change made there since is
+// never overwritten. Call on the UI goroutine.
+func (t *containerTab) saveFar() {
+	t.mu.Lock()
+	old, rev, read := t.farCfg, t.farRev, t.farRead
+	t.mu.Unlock()
+	if !read {
+		t.Saved.SetText("The settings have not been read yet: press Reload.")
+		return
+	}
+	next, err := t.formSettings(old)
+	if err != nil {
+		t.Saved.SetText(err.Error())
+		showError(t.win, "Invalid setting", err)
+		return
+	}
+	t.Save.Disable()
+	t.Saved.SetText("Saving…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		f, err := t.far.WriteSettings(ctx, next, rev)
+		t.do(func() {
+			t.Save.Enable()
+			if err != nil {
+				t.Saved.SetText(err.Error())
+				if !errors.Is(err, errFarSettingsChanged) {
+					showError(t.win, "Saving settings failed", err)
+				}
+				return
+			}
+			t.showFarSettings(f)
+			msg := "Saved."
+			if f.Settings.NeedsRestart(old) && t.b.Status().State == control.Running {
+				msg = "Saved. Restart required: stop and start the VM for this to take effect."
+			}
+			if note := farSettingsNote(f); note != "" {
+				msg += "\n" + note
+			}
+			t.Saved.SetText(msg)
+		})
+	}()
+}
+
+// glanceSettings are the settings the glance shows the VM's size from: a
+// remote context's as its form was filled (never asked of the far side
+// at each sample), else this machine's file.
+func (t *containerTab) glanceSettings() config.Sandbox {
+	if t.far != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.farCfg
+	}
+	cfg, _ := t.b.Settings()
+	return cfg
 }
 
 func (t *containerTab) onDiagnostics() {

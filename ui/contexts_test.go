@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
-	"fyne.io/fyne/v2/widget"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
@@ -71,8 +69,8 @@ func addAgent(t *testing.T, ops AgentOps, name string) {
 
 // The window's context picker: it lists this machine and contexts.json's
 // contexts; choosing the remote one shows the far side's agents (never
-// this machine's) with its name in the label and title, tabs that read
-// this machine's files say where to look instead, and the command line's
+// this machine's) with its name in the label and title, its settings,
+// projects and ports are the far side's, and the command line's
 // current context is not changed. A cut link shows the lost state, and
 // Reconnect brings the window back; choosing local again shows this
 // machine's agents.
@@ -111,7 +109,7 @@ func TestWindowContextPicker(t *testing.T) {
 			return nil, err
 		}
 		opened++
-		return OpenRemote(ctx, rc)
+		return OpenRemote(ctx, rc, remotes.Links{Path: remotes.LinksPath(config.Paths{Root: local}.ConfigDir())})
 	}
 
 	a := test.NewTempApp(t)
@@ -163,16 +161,17 @@ func TestWindowContextPicker(t *testing.T) {
 		t.Fatalf("the window of box lists %v, want the far side's alice only", got)
 	}
 	lockedDo(func() {
-		text := tabText(t, sw.w.Tabs, "Projects")
-		if !strings.Contains(text, "shown on the machine itself") || !strings.Contains(text, "ssh me@box") || !strings.Contains(text, "project list") {
-			t.Errorf("Projects tab of box: %q", text)
-		}
-		if s := sw.w.Container.Saved.Text; !strings.Contains(s, "kept on box") {
-			t.Errorf("settings of box: %q, want where they are", s)
+		if sw.w.Work.Projects.far == nil || sw.w.Work.Ports.remote == nil {
+			t.Error("the Projects and Ports tabs of box are not the far side's")
 		}
 		if sw.w.Agents.FarConnect == nil {
 			t.Error("the Agents tab of box offers this machine's MCP configs")
 		}
+	})
+	// The settings are the far side's, read through its owner.
+	eventually(t, "the settings of box", func() bool {
+		c := sw.w.Container
+		return !c.Save.Disabled() && c.Saved.Text == "" && c.Reload != nil
 	})
 	if f, err := st.Load(); err != nil || f.Current != "" {
 		t.Errorf("the picker changed the current context: %q, %v", f.Current, err)
@@ -215,24 +214,4 @@ func TestWindowContextPicker(t *testing.T) {
 	if got := agentNames(); !slices.Equal(got, []string{"carol"}) {
 		t.Fatalf("back on local: %v, want carol", got)
 	}
-}
-
-// tabText is the text of a tab whose content is a label.
-func tabText(t *testing.T, tabs *container.AppTabs, name string) string {
-	t.Helper()
-	for _, ti := range tabs.Items {
-		if ti.Text != name {
-			continue
-		}
-		c := ti.Content
-		if s, ok := c.(*container.Scroll); ok {
-			c = s.Content
-		}
-		if l, ok := c.(*widget.Label); ok {
-			return l.Text
-		}
-		t.Fatalf("tab %s holds %T", name, c)
-	}
-	t.Fatalf("no tab %s", name)
-	return ""
 }

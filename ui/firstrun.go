@@ -154,12 +154,22 @@ func newFirstRun(t *containerTab) *firstRun {
 	return f
 }
 
-// load shows the saved image and accelerator.
+// load shows the saved image and accelerator. A remote context's are
+// shown once the Container tab has read them (fill).
 func (f *firstRun) load() {
+	if f.t.far != nil {
+		f.fill(config.Defaults())
+		return
+	}
 	cfg, err := f.t.b.Settings()
 	if err != nil {
 		cfg = config.Defaults()
 	}
+	f.fill(cfg)
+}
+
+// fill shows cfg's image and accelerator.
+func (f *firstRun) fill(cfg config.Sandbox) {
 	if l, ok := accelLabels[cfg.Accel]; ok {
 		f.Accel.SetSelected(l)
 	} else {
@@ -332,6 +342,10 @@ func sizeText(n int64) string {
 // onSetUp saves the image and accelerator, provisions, then starts.
 func (f *firstRun) onSetUp() {
 	f.showFailure(nil)
+	if f.t.far != nil {
+		f.setUpFar()
+		return
+	}
 	old, err := f.t.b.Settings()
 	if err != nil {
 		f.showFailure(err)
@@ -355,6 +369,46 @@ func (f *firstRun) onSetUp() {
 		}
 		f.t.loadSettings()
 	}
+	f.start()
+}
+
+// setUpFar is onSetUp for a remote context: its settings are read and
+// saved through its owner off the UI goroutine, then it provisions
+// there. Call on the UI goroutine.
+func (f *firstRun) setUpFar() {
+	if f.Image.Selected != imageBuiltin && f.manifest() == "" {
+		f.Failure.SetText("Enter the image manifest's address (or choose the file), or pick the built-in image.")
+		return
+	}
+	want := [][2]string{{"imageManifest", f.manifest()}, {"accel", accelValue(f.Accel.Selected)}}
+	f.SetUp.Disable()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		file, err := f.t.far.ReadSettings(ctx)
+		next := file.Settings
+		for _, kv := range want {
+			if err == nil {
+				next, err = next.Set(kv[0], kv[1])
+			}
+		}
+		if err == nil && next != file.Settings {
+			file, err = f.t.far.WriteSettings(ctx, next, file.Revision)
+		}
+		f.t.do(func() {
+			if err != nil {
+				f.SetUp.Enable()
+				f.showFailure(err)
+				return
+			}
+			f.t.showFarSettings(file)
+			f.start()
+		})
+	}()
+}
+
+// start provisions, then starts. Call on the UI goroutine.
+func (f *firstRun) start() {
 	f.SetUp.Disable()
 	f.active = true
 	f.t.provision(func(err error) {

@@ -109,7 +109,7 @@ func (t *containerTab) followGlance(ctx context.Context) {
 	for {
 		st := t.b.Status()
 		if st.State == control.Running {
-			cfg, _ := t.b.Settings()
+			cfg := t.glanceSettings()
 			var usage *agentproto.UsageResponse
 			if ur, ok := t.b.(UsageReader); ok {
 				uctx, cancel := context.WithTimeout(ctx, glanceEvery)

@@ -654,9 +654,11 @@ func (t *pluginsTab) importSource(source string) {
 func (t *pluginsTab) startImport(source string) {
 	t.Status.SetText("Importing " + source + "…")
 	t.setImporting(true)
-	cfg, err := t.b.Settings()
-	if err != nil {
-		cfg = config.Defaults()
+	cfg := config.Defaults()
+	if t.far == nil { // a remote context's would be asked over the link
+		if c, err := t.b.Settings(); err == nil {
+			cfg = c
+		}
 	}
 	im := datadir.PluginImporter(cfg, t.src.HTTPClient)
 	go func() {

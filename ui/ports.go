@@ -16,6 +16,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 )
 
 // ClosePorts has the owner close agents' previews, as `ports close` does.
@@ -37,10 +38,40 @@ type preview struct {
 	Since    time.Time `json:"since"`
 }
 
+// previewSource is what the Ports tab lists: this machine's owner's
+// previews file (previewsFile), or a remote context's owner's previews,
+// asked over the link (farPreviews).
+type previewSource interface {
+	previews(ctx context.Context) ([]preview, error)
+}
+
+// previewsFile is the previews file of this machine's owner.
+type previewsFile string
+
+func (f previewsFile) previews(context.Context) ([]preview, error) { return readPreviews(string(f)) }
+
+// farPreviews are a remote context's previews, as its owner lists them.
+type farPreviews struct{ ctl api.Controller }
+
+func (f farPreviews) previews(ctx context.Context) ([]preview, error) {
+	l, err := f.ctl.Previews(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]preview, 0, len(l))
+	for _, p := range l {
+		out = append(out, preview{Agent: p.Agent, Port: p.Port, HostPort: p.HostPort, URL: p.URL, Since: p.Since})
+	}
+	return out, nil
+}
+
 // portsTab lists the ports agents exposed with sandbox_expose_port, each
-// with Open (the default browser) and Close.
+// with Open (the default browser) and Close. A remote context's are on
+// the far machine's loopback: they have no Open.
 type portsTab struct {
-	file   string
+	file   string        // this machine's previews file ("" for a remote context)
+	src    previewSource // where the list is read
+	remote *remotes.Context
 	closer api.PortCloser // nil: the backend can't close previews
 	open   func(*url.URL) error
 	win    fyne.Window
@@ -55,16 +86,28 @@ type portsTab struct {
 type portRow struct {
 	Preview     preview
 	Label       *widget.Label
-	Open, Close *widget.Button
+	Open, Close *widget.Button // Open nil for a remote context's
 }
 
 func newPortsTab(a fyne.App, b Backend, p config.Paths, win fyne.Window, do func(func())) *portsTab {
 	t := &portsTab{file: p.PreviewsFile(), open: a.OpenURL, win: win, do: do}
+	t.src = previewsFile(t.file)
 	t.closer, _ = b.(api.PortCloser)
 	t.Status = wrapped("")
 	t.rows = container.NewVBox()
 	t.Refresh = widget.NewButton("Refresh", t.reload)
 	t.reload()
+	return t
+}
+
+// newFarPortsTab is the Ports tab of remote context rc, whose owner is
+// far: it reads and closes the previews there.
+func newFarPortsTab(rc remotes.Context, far api.Controller, win fyne.Window, do func(func())) *portsTab {
+	t := &portsTab{src: farPreviews{ctl: far}, remote: &rc, win: win, do: do}
+	t.closer, _ = far.(api.PortCloser) // client.Client is one
+	t.Status = wrapped("Asking " + rc.Name + " for its previews…")
+	t.rows = container.NewVBox()
+	t.Refresh = widget.NewButton("Refresh", t.reload)
 	return t
 }
 
@@ -93,7 +136,21 @@ func previewURL(p preview) (*url.URL, bool) {
 	return &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(p.HostPort), Path: "/"}, true
 }
 
-func (t *portsTab) reload() { list, err := readPreviews(t.file); t.show(list, err) }
+// reload reads the list again: this machine's file at once, a remote
+// context's off the UI goroutine. Call on the UI goroutine.
+func (t *portsTab) reload() {
+	if t.remote == nil {
+		list, err := t.src.previews(context.Background())
+		t.show(list, err)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		list, err := t.src.previews(ctx)
+		t.do(func() { t.show(list, err) })
+	}()
+}
 
 func (t *portsTab) show(list []preview, err error) {
 	t.Rows = nil
@@ -101,6 +158,14 @@ func (t *portsTab) show(list []preview, err error) {
 	switch {
 	case err != nil:
 		t.Status.SetText("The previews can't be read: " + err.Error())
+	case t.remote != nil:
+		rc := t.remote
+		n := "No ports exposed on " + rc.Name + "."
+		if len(list) > 0 {
+			n = "Ports agents exposed on " + rc.Name + "."
+		}
+		t.Status.SetText(fmt.Sprintf("%s Their URLs are on %s's loopback, not this computer's: an agent's relay here (`osaurus-sandbox --context %s mcp --agent NAME`) forwards the previews it opens to this machine.",
+			n, rc.Name, rc.Name))
 	case len(list) == 0:
 		t.Status.SetText("No ports exposed. An agent exposes a server it runs with its sandbox_expose_port tool; it shows here with a URL on this computer.")
 	default:
@@ -111,29 +176,37 @@ func (t *portsTab) show(list []preview, err error) {
 		if !ok {
 			continue
 		}
-		r := &portRow{Preview: p, Label: widget.NewLabel(fmt.Sprintf("%s  port %d  →  %s  (since %s)", p.Agent, p.Port, u, p.Since.Local().Format(time.DateTime)))}
-		r.Open = widget.NewButton("Open", func() {
-			if err := t.open(u); err != nil {
-				t.Status.SetText("Can't open " + u.String() + ": " + err.Error())
-			}
-		})
+		where := u.String()
+		if t.remote != nil {
+			where += " on " + t.remote.Name
+		}
+		r := &portRow{Preview: p, Label: widget.NewLabel(fmt.Sprintf("%s  port %d  →  %s  (since %s)", p.Agent, p.Port, where, p.Since.Local().Format(time.DateTime)))}
 		r.Close = widget.NewButton("Close", func() { t.close(p) })
 		if t.closer == nil {
 			r.Close.Disable()
 		}
+		buttons := container.NewHBox(r.Close)
+		if t.remote == nil { // a far loopback URL opens nothing here
+			r.Open = widget.NewButton("Open", func() {
+				if err := t.open(u); err != nil {
+					t.Status.SetText("Can't open " + u.String() + ": " + err.Error())
+				}
+			})
+			buttons = container.NewHBox(r.Open, r.Close)
+		}
 		t.Rows = append(t.Rows, r)
-		t.rows.Add(container.NewBorder(nil, nil, nil, container.NewHBox(r.Open, r.Close), r.Label))
+		t.rows.Add(container.NewBorder(nil, nil, nil, buttons, r.Label))
 	}
 	t.rows.Refresh()
 }
 
-// close has the owner close one preview; the list follows its file.
+// close has the owner close one preview, then reads the list again.
 func (t *portsTab) close(p preview) {
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
 		defer cancel()
 		_, err := t.closer.ClosePorts(ctx, api.ClosePortsRequest{Agent: p.Agent, Port: p.Port})
-		list, rerr := readPreviews(t.file)
+		list, rerr := t.src.previews(ctx)
 		t.do(func() {
 			t.show(list, rerr)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/internal/filewatch"
 	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/remotes"
@@ -25,18 +26,20 @@ import (
 // agents' changes to them, and the ports agents expose. Like the CLI's
 // project, changes, apply and discard, the first two work on the data
 // folder's files (package projects); closing a port goes to the owner.
-// In the window of a remote context only Changes is built, over the far
-// side's owner: Projects and Ports read this machine's files, and say
-// where to look instead.
+// In the window of a remote context all three are the far side's, read
+// and changed through its owner (its files can't be watched from here:
+// they are asked again every farPoll).
 type workTabs struct {
-	Projects *projectsTab // nil for a remote context
+	Projects *projectsTab
 	Changes  *changesView
-	Ports    *portsTab // nil for a remote context
+	Ports    *portsTab
 	// rc is the remote context whose tabs these are (nil: this machine's).
 	rc *remotes.Context
 	// shown is what the tabs last read (signature); follow updates
 	// them only when it changes, not on every agent edit.
 	shown string
+	// poll is how often a remote context's are asked again (farPoll).
+	poll time.Duration
 }
 
 func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, do func(func())) *workTabs {
@@ -46,15 +49,21 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 	}
 	t := &workTabs{}
 	if rc, ok := remoteOf(b); ok {
-		t.rc = &rc
+		t.rc, t.poll = &rc, farPoll
 		t.Changes = newChangesView(p, reg, win, do)
 		t.Changes.remote = &rc
 		t.Changes.ops = opsOf(b)
+		t.Ports = newFarPortsTab(rc, farOf(b), win, do)
+		far := &farProjects{ctl: farOf(b), rc: rc}
+		if l, ok := b.(interface{ Links() remotes.Links }); ok {
+			far.links = l.Links()
+		}
+		t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices, far, do)
 		return t
 	}
 	t.Changes = newChangesView(p, reg, win, do)
 	t.Changes.ops = opsOf(b)
-	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices)
+	t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices, nil, do)
 	t.Projects.ops = opsOf(b)
 	t.Ports = newPortsTab(a, b, p, win, do)
 	list, err := readPreviews(t.Ports.file)
@@ -82,9 +91,9 @@ func (t *workTabs) signature(previews []preview, err error) string {
 func (t *workTabs) items() []*container.TabItem {
 	if rc := t.rc; rc != nil {
 		return []*container.TabItem{
-			container.NewTabItem("Projects", wrapped(farOnly(*rc, "Projects are", "project", "list"))),
+			container.NewTabItem("Projects", t.Projects.content()),
 			container.NewTabItem("Changes", t.Changes.content()),
-			container.NewTabItem("Ports", wrapped(farOnly(*rc, "Previews are", "ports"))),
+			container.NewTabItem("Ports", t.Ports.content()),
 		}
 	}
 	return []*container.TabItem{
@@ -98,7 +107,8 @@ func (t *workTabs) items() []*container.TabItem {
 // process may add one), the agents' grants and the owner's previews.
 func (t *workTabs) follow(ctx context.Context) {
 	if t.rc != nil {
-		t.Changes.followGrants(ctx)
+		go t.Changes.followGrants(ctx)
+		t.followFar(ctx)
 		return
 	}
 	wake := make(chan struct{}, 1)
@@ -132,13 +142,54 @@ func (t *workTabs) follow(ctx context.Context) {
 	}
 }
 
+// followFar reads a remote context's projects (with its agents, the
+// registry's mirror) and previews every poll until ctx ends (the far
+// side's files can't be watched from here), and updates the tabs when
+// they changed.
+func (t *workTabs) followFar(ctx context.Context) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, farCall)
+		list, err := t.Ports.src.previews(cctx)
+		pl, perr := t.Projects.far.ctl.ListProjects(cctx)
+		if t.Projects.reg != nil {
+			t.Projects.reg.Reload() // grants: it calls back only on a change
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%v %v\n%v %v\n", pl, perr, list, err)
+		if t.Projects.reg != nil {
+			for _, a := range t.Projects.reg.List() {
+				if len(a.Projects) > 0 {
+					fmt.Fprintf(&b, "%s:%v\n", a.Slug, a.Projects)
+				}
+			}
+		}
+		if sig := b.String(); sig != t.shown {
+			t.shown = sig
+			t.Changes.do(func() { t.Ports.show(list, err); t.Projects.show(pl, perr) })
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.poll):
+		}
+	}
+}
+
 // projectsTab lists the user's projects: add one by its folder's path,
-// remove one no agent is granted. Granting stays in `agent set`.
+// remove one no agent is granted. Granting stays in `agent set`. A
+// remote context's are the far side's (far): Add uploads a folder of this
+// machine there, as `project add` through the context does.
 type projectsTab struct {
 	paths   config.Paths
 	reg     *agents.Registry // read only
 	ops     AgentOps         // the owner's: it writes projects.json
 	changed func()           // the list changed: the Changes view's choices follow
+	far     *farProjects     // nil: this machine's projects.json
+	do      func(func())     // UI updates from other goroutines (a remote context's)
 
 	Path, Name  *widget.Entry
 	Add, Remove *widget.Button
@@ -150,12 +201,18 @@ type projectsTab struct {
 	selected int
 }
 
-func newProjectsTab(p config.Paths, reg *agents.Registry, changed func()) *projectsTab {
-	t := &projectsTab{paths: p, reg: reg, changed: changed, selected: -1}
+// newProjectsTab is the Projects tab of this machine's data folder p, or
+// (far set) of a remote context.
+func newProjectsTab(p config.Paths, reg *agents.Registry, changed func(), far *farProjects, do func(func())) *projectsTab {
+	t := &projectsTab{paths: p, reg: reg, changed: changed, selected: -1, far: far, do: do}
 	t.Path, t.Name = widget.NewEntry(), widget.NewEntry()
 	t.Path.SetPlaceHolder("/path/to/your/folder")
 	t.Name.SetPlaceHolder("name (default: the folder's name)")
 	t.Add = widget.NewButton("Add project", t.onAdd)
+	if far != nil {
+		t.Path.SetPlaceHolder("/path/to/a/folder/on/this/computer")
+		t.Add.SetText("Upload project")
+	}
 	t.Remove = widget.NewButton("Remove", t.onRemove)
 	t.Remove.Disable()
 	t.Status = wrapped("")
@@ -178,12 +235,47 @@ func (t *projectsTab) row(i int) string {
 	if g := t.granted[p.Name]; len(g) > 0 {
 		who = "agents: " + strings.Join(g, ", ")
 	}
-	return fmt.Sprintf("%s — %s (%s)", p.Name, p.Path, who)
+	where := p.Path
+	if t.far != nil {
+		where += " on " + t.far.rc.Name
+	}
+	if p.UploadedFrom != "" {
+		where = "uploaded from " + p.UploadedFrom + ", a copy at " + where
+	}
+	return fmt.Sprintf("%s — %s (%s)", p.Name, where, who)
 }
 
-// reload reads the project list and who is granted what.
+// farProjects are a remote context's projects, asked of its owner, and
+// this machine's record of the folders uploaded to it.
+type farProjects struct {
+	ctl   api.Controller
+	rc    remotes.Context
+	links remotes.Links
+}
+
+// reload reads the project list and who is granted what: this machine's
+// at once, a remote context's off the UI goroutine. Call on the UI
+// goroutine.
 func (t *projectsTab) reload() {
-	list, err := projects.Load(t.paths.ProjectsJSON())
+	if t.far == nil {
+		list, err := projects.Load(t.paths.ProjectsJSON())
+		t.show(list, err)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		list, err := t.far.ctl.ListProjects(ctx)
+		if t.reg != nil {
+			t.reg.Reload()
+		}
+		t.do(func() { t.show(list, err) })
+	}()
+}
+
+// show shows list (err: why it can't be read) with who is granted what.
+// Call on the UI goroutine.
+func (t *projectsTab) show(list []projects.Project, err error) {
 	if err != nil {
 		t.Status.SetText("The project list can't be read: " + err.Error())
 	}
@@ -212,6 +304,10 @@ func (t *projectsTab) onAdd() {
 		t.Status.SetText("Path: type the folder to add, e.g. /home/you/src/webapp.")
 		return
 	}
+	if t.far != nil {
+		t.upload(dir)
+		return
+	}
 	if t.ops == nil {
 		t.Status.SetText("Not added: " + errNoOps.Error())
 		return
@@ -231,11 +327,58 @@ func (t *projectsTab) onAdd() {
 		p.Name, p.Name, projects.GuestDir(p.Name)))
 }
 
+// farUpload bounds the upload of a folder to a remote context.
+const farUpload = 30 * time.Minute
+
+// upload sends dir, a folder of this machine, to a remote context's
+// owner as a project (remotes.UploadProject, as `project add` through
+// the context does), off the UI goroutine. Call on the UI goroutine.
+func (t *projectsTab) upload(dir string) {
+	if !filepath.IsAbs(dir) {
+		// The window's working folder means nothing to the user.
+		t.Status.SetText("Path: type the folder's full path, e.g. /home/you/src/webapp.")
+		return
+	}
+	name := strings.TrimSpace(t.Name.Text)
+	rc := t.far.rc
+	t.Add.Disable()
+	t.Status.SetText(fmt.Sprintf("Uploading %s to %s…", dir, rc.Name))
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farUpload)
+		defer cancel()
+		p, stats, err := remotes.UploadProject(ctx, t.far.ctl, rc, t.far.links, dir, name)
+		t.do(func() {
+			t.Add.Enable()
+			if p.Name == "" && err != nil {
+				t.Status.SetText("Not added: " + err.Error())
+				return
+			}
+			t.Path.SetText("")
+			t.Name.SetText("")
+			t.reload()
+			msg := fmt.Sprintf("Added %s on %s: a copy of %s (%d files, %d bytes); your folder stays here, and `osaurus-sandbox --context %s apply AGENT %s` writes reviewed changes into it. "+
+				"Grant it to an agent with `osaurus-sandbox --context %s agent set AGENT projects %s`; the agent sees its own view at %s.",
+				p.Name, rc.Name, dir, stats.Files, stats.Bytes, rc.Name, p.Name, rc.Name, p.Name, projects.GuestDir(p.Name))
+			if len(stats.Skipped) > 0 {
+				msg += fmt.Sprintf(" Left out %d links or special files.", len(stats.Skipped))
+			}
+			if err != nil {
+				msg += " " + err.Error()
+			}
+			t.Status.SetText(msg)
+		})
+	}()
+}
+
 func (t *projectsTab) onRemove() {
 	if t.selected < 0 || t.selected >= len(t.list) {
 		return
 	}
 	p := t.list[t.selected]
+	if t.far != nil {
+		t.removeFar(p)
+		return
+	}
 	if t.ops == nil {
 		t.Status.SetText("Not removed: " + errNoOps.Error())
 		return
@@ -248,11 +391,44 @@ func (t *projectsTab) onRemove() {
 	t.Status.SetText("Removed " + p.Name + " (your folder is untouched).")
 }
 
+// removeFar has a remote context's owner forget p (and delete its copy
+// there when it was uploaded), then forgets which folder here it came
+// from, as `project remove` through the context does. Call on the UI
+// goroutine.
+func (t *projectsTab) removeFar(p projects.Project) {
+	rc := t.far.rc
+	t.Remove.Disable()
+	t.Status.SetText("Removing " + p.Name + " from " + rc.Name + "…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		err := t.far.ctl.RemoveProject(ctx, p.Name)
+		if err == nil {
+			err = t.far.links.Set(rc, p.Name, "")
+		}
+		t.do(func() {
+			if t.selected >= 0 {
+				t.Remove.Enable()
+			}
+			if err != nil {
+				t.Status.SetText("Not removed: " + err.Error())
+				return
+			}
+			t.List.UnselectAll()
+			t.reload()
+			t.Status.SetText("Removed " + p.Name + " from " + rc.Name + " (your folder is untouched).")
+		})
+	}()
+}
+
 func (t *projectsTab) content() fyne.CanvasObject {
 	form := container.NewBorder(nil, nil, nil, t.Add, container.NewGridWithColumns(2, t.Path, t.Name))
-	top := container.NewVBox(
-		wrapped("A project is a folder of yours. Each agent granted it works on a view of its own; nothing reaches your folder until you apply it in Changes."),
-		form, t.Status)
+	intro := "A project is a folder of yours. Each agent granted it works on a view of its own; nothing reaches your folder until you apply it in Changes."
+	if rc := t.far; rc != nil {
+		intro = fmt.Sprintf("The projects of %[1]s: folders there, or copies of folders of this computer uploaded to it (Upload project). Each agent granted one works on a view of its own there; "+
+			"`osaurus-sandbox --context %[1]s apply AGENT PROJECT` writes reviewed changes into the folder here an upload came from.", rc.rc.Name)
+	}
+	top := container.NewVBox(wrapped(intro), form, t.Status)
 	return container.NewBorder(top, t.Remove, nil, nil, t.List)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -20,28 +21,37 @@ import (
 // The window of a remote context (docs/remote.md): the sandbox of another
 // machine, driven through its owner over the user's ssh (dial-stdio). What
 // goes through api.Controller works as it does here, including the tabs
-// that read a data folder's files locally (console log, plugins, changes,
-// tasks), which ask the far side's owner (Far). What the protocol doesn't
-// carry yet (settings, projects, previews) is not shown, so this machine's
-// files never pass for the far side's.
+// that read a data folder's files locally (console log, settings,
+// plugins, projects, changes, ports, tasks), which ask the far side's
+// owner (Far). This machine's files never pass for the far side's.
 
 // RemoteBackend is the Backend of a remote context: a Controlled over the
 // far side's owner without the methods that read a local data folder
 // (Paths, Plugins), which is how the tabs built on them know to stay out.
 type RemoteBackend struct {
-	c  *Controlled
-	rc remotes.Context
+	c     *Controlled
+	rc    remotes.Context
+	links remotes.Links // this machine's record of the folders uploaded
+
+	mu  sync.Mutex
+	rev string // the revision of the far sandbox.json Settings last read
 }
 
 // NewRemoteBackend is the Backend over ctl, the owner rc reaches. Close
 // it when done (ctl stays open).
-func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context) (*RemoteBackend, error) {
+// links is this machine's record of the folders uploaded through rc
+// (remote-projects.json, as the command line keeps it).
+func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context, links remotes.Links) (*RemoteBackend, error) {
 	c, err := NewBackend(ctx, ctl, config.Paths{}) // no folder here: never read
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteBackend{c: c, rc: rc}, nil
+	return &RemoteBackend{c: c, rc: rc, links: links}, nil
 }
+
+// Links is this machine's record of the folders uploaded to the far side
+// as projects.
+func (r *RemoteBackend) Links() remotes.Links { return r.links }
 
 // Remote is the context the backend drives.
 func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
@@ -105,16 +115,71 @@ func (r *RemoteBackend) NetLog(ctx context.Context, req agentproto.NetLogRequest
 	return r.c.NetLog(ctx, req)
 }
 
-// Settings are the far side's sandbox.json, which the control protocol
-// doesn't carry yet: the Container tab says where to change them rather
-// than show this machine's.
-func (r *RemoteBackend) Settings() (config.Sandbox, error) {
-	return config.Sandbox{}, fmt.Errorf("%w: the settings are kept on %s: run `%s` to see them, `config set KEY VALUE` to change them",
-		agentproto.ErrUnsupported, r.rc.Name, FarCommand(r.rc, "config", "get"))
+// ReadSettings is the far side's sandbox.json as its owner reads it,
+// with the Revision a WriteSettings is based on.
+func (r *RemoteBackend) ReadSettings(ctx context.Context) (api.SettingsFile, error) {
+	f, err := r.c.ctl.Settings(ctx)
+	if err != nil {
+		return f, r.farSettingsError(err, "read")
+	}
+	r.mu.Lock()
+	r.rev = f.Revision
+	r.mu.Unlock()
+	return f, nil
 }
 
-func (r *RemoteBackend) SaveSettings(config.Sandbox) error {
-	_, err := r.Settings()
+// WriteSettings has the far side's owner write cfg into its sandbox.json
+// when the file is still at ifRevision (the one read); when it changed
+// there since, nothing is written and the error says so
+// (errFarSettingsChanged).
+func (r *RemoteBackend) WriteSettings(ctx context.Context, cfg config.Sandbox, ifRevision string) (api.SettingsFile, error) {
+	f, err := r.c.ctl.SaveSettings(ctx, api.SettingsSave{Settings: cfg, IfRevision: ifRevision})
+	// config.ErrChanged arrives as its class: nothing else of this op is
+	// busy.
+	if errors.Is(err, agentproto.ErrBusy) || errors.Is(err, config.ErrChanged) {
+		return f, fmt.Errorf("%w: the settings of %s changed on the far side since you opened them (another window, or `config set` there): "+
+			"press Reload to see them as they are now, or reopen the window, then make your change again", errFarSettingsChanged, r.rc.Name)
+	}
+	if err != nil {
+		return f, r.farSettingsError(err, "save")
+	}
+	r.mu.Lock()
+	r.rev = f.Revision
+	r.mu.Unlock()
+	return f, nil
+}
+
+// errFarSettingsChanged: a save of a remote context's settings was based
+// on a revision the far side's sandbox.json is no longer at.
+var errFarSettingsChanged = errors.New("not saved")
+
+func (r *RemoteBackend) farSettingsError(err error, verb string) error {
+	if errors.Is(err, agentproto.ErrUnsupported) {
+		return fmt.Errorf("the osaurus-sandbox of %s can't %s its settings for this one (%w): install this version there with `osaurus-sandbox context install %s`, or run `%s`",
+			r.rc.Name, verb, err, r.rc.Name, FarCommand(r.rc, "config", "get"))
+	}
+	return fmt.Errorf("the settings of %s can't be %s: %w", r.rc.Name, map[string]string{"read": "read", "save": "saved"}[verb], err)
+}
+
+// Settings are the far side's sandbox.json, asked of its owner (bounded
+// by farCall); SaveSettings writes a change to them based on the
+// revision the last read saw. They ask over the link: call them off the
+// UI goroutine (the Container tab uses ReadSettings and WriteSettings,
+// keeping the revision of what its form shows).
+func (r *RemoteBackend) Settings() (config.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), farCall)
+	defer cancel()
+	f, err := r.ReadSettings(ctx)
+	return f.Settings, err
+}
+
+func (r *RemoteBackend) SaveSettings(cfg config.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.Background(), farCall)
+	defer cancel()
+	r.mu.Lock()
+	rev := r.rev
+	r.mu.Unlock()
+	_, err := r.WriteSettings(ctx, cfg, rev)
 	return err
 }
 
@@ -149,32 +214,18 @@ func ContextLabel(b Backend) string {
 	return remotes.Local + " — this machine (" + b.DataDir() + ")"
 }
 
-// farOnly is the text of a tab that reads this machine's files, in the
-// window of a remote context.
-func farOnly(rc remotes.Context, what string, args ...string) string {
-	return fmt.Sprintf("%s shown on the machine itself: run `%s`, or open the window there.\n\n"+
-		"This window drives the sandbox of context %s (%s) through its owner; it never shows this machine's %s in its place.",
-		what, FarCommand(rc, args...), rc.Name, rc.URL, firstLower(what))
-}
-
-func firstLower(s string) string {
-	if s == "" || s[0] < 'A' || s[0] > 'Z' {
-		return s
-	}
-	return string(s[0]+'a'-'A') + s[1:]
-}
-
 // OpenRemote opens the session of a remote context: one connection (one
 // ssh running dial-stdio) to the far side's owner, started there when
 // none runs, as `--context NAME status` does. The agents are the far
 // side's, asked over it (ListAgents); the secrets and prompts are the far
-// side's keychain's, not shown.
-func OpenRemote(ctx context.Context, rc remotes.Context) (*Session, error) {
+// side's keychain's, not shown. links is this machine's record of the
+// folders uploaded as projects (remotes.LinksPath of its config folder).
+func OpenRemote(ctx context.Context, rc remotes.Context, links remotes.Links) (*Session, error) {
 	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
 	if err != nil {
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
 	}
-	b, err := NewRemoteBackend(ctx, cl, rc)
+	b, err := NewRemoteBackend(ctx, cl, rc, links)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/tools/runner"
 )
 
@@ -70,7 +72,7 @@ func openFarWindow(t *testing.T) *farWindow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := OpenRemote(context.Background(), rc)
+	sess, err := OpenRemote(context.Background(), rc, remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +354,261 @@ func TestRemotePluginsTab(t *testing.T) {
 	})
 	if l, _ := mine.List(); len(l) != 1 {
 		t.Errorf("this machine's library changed: %d plugins", len(l))
+	}
+	f.check(t)
+}
+
+// The Container tab of a remote context shows the far side's settings
+// and saves a change into the far side's sandbox.json, never this
+// machine's; a change made there after the form was read is not
+// overwritten: the save says so, and Reload shows it.
+func TestRemoteSettings(t *testing.T) {
+	ctx := context.Background()
+	f := openFarWindow(t)
+	// This machine's sandbox.json: a decoy the window must never show.
+	mine := config.Defaults()
+	mine.CPUs, mine.MemoryGB = 7, 7
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	localBefore := readFile(t, f.local.SandboxJSON())
+	farSet := func(key, val string) {
+		t.Helper()
+		cur, err := f.farCtl.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := cur.Settings.Set(key, val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSet("cpus", "3")
+	c := f.w.Container
+	tap(c.Reload) // the far side's as they are now
+	eventually(t, "the far side's settings", func() bool { return c.CPUs.Selected == "3" && !c.Save.Disabled() })
+	lockedDo(func() {
+		if c.Memory.Selected == "7" {
+			t.Error("the form shows this machine's memory setting")
+		}
+		c.Memory.SetSelected("5")
+	})
+	tap(c.Save)
+	eventually(t, "saved", func() bool { return c.Saved.Text == "Saved." })
+	got, err := config.LoadSandbox(f.far.SandboxJSON())
+	if err != nil || got.MemoryGB != 5 || got.CPUs != 3 {
+		t.Fatalf("far sandbox.json after Save: cpus %d memory %d (%v)", got.CPUs, got.MemoryGB, err)
+	}
+
+	// Another writer there, between the read and the next save.
+	farSet("cpus", "2")
+	farAfter := readFile(t, f.far.SandboxJSON())
+	lockedDo(func() { c.CPUs.SetSelected("4") })
+	tap(c.Save)
+	eventually(t, "the conflict", func() bool {
+		return strings.Contains(c.Saved.Text, "changed on the far side since you opened them") && !c.Save.Disabled()
+	})
+	if s := readFile(t, f.far.SandboxJSON()); s != farAfter {
+		t.Fatalf("a conflicting save changed the far sandbox.json:\n%s\nwant\n%s", s, farAfter)
+	}
+	tap(c.Reload)
+	eventually(t, "the other writer's value", func() bool { return c.CPUs.Selected == "2" && c.Saved.Text == "" })
+	lockedDo(func() { c.CPUs.SetSelected("4") })
+	tap(c.Save)
+	eventually(t, "saved again", func() bool { return c.Saved.Text == "Saved." })
+	if got, _ := config.LoadSandbox(f.far.SandboxJSON()); got.CPUs != 4 || got.MemoryGB != 5 {
+		t.Fatalf("far sandbox.json after the second Save: cpus %d memory %d", got.CPUs, got.MemoryGB)
+	}
+	if s := readFile(t, f.local.SandboxJSON()); s != localBefore {
+		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
+	}
+	f.check(t)
+}
+
+// The Ports tab of a remote context lists the far side's previews, asked
+// of its owner, never this machine's previews file. An owner lists
+// previews only while its VM relays them (no test here boots one): this
+// checks its empty list and a Close through it; TestFarPortsTab checks
+// the rows of a list.
+func TestRemotePortsTab(t *testing.T) {
+	f := openFarWindow(t)
+	writePreviews(t, f.local.PreviewsFile(), []preview{{Agent: "alice", Port: 8000, HostPort: 41001, URL: "http://127.0.0.1:41001/", Since: time.Now()}})
+	pt := f.w.Work.Ports
+	eventually(t, "the far side's (empty) list", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	lockedDo(func() {
+		if len(pt.Rows) != 0 {
+			t.Errorf("the Ports tab of box lists %+v", pt.Rows[0].Preview)
+		}
+		if !strings.Contains(pt.Status.Text, "loopback, not this computer's") || !strings.Contains(pt.Status.Text, "--context box mcp --agent") {
+			t.Errorf("status %q", pt.Status.Text)
+		}
+		pt.Status.SetText("")
+		pt.close(preview{Agent: "alice", Port: 8000})
+	})
+	eventually(t, "the list after Close", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	lockedDo(func() {
+		if strings.Contains(pt.Status.Text, "failed") || len(pt.Rows) != 0 {
+			t.Errorf("after Close: %q, %d rows", pt.Status.Text, len(pt.Rows))
+		}
+	})
+	tap(pt.Refresh)
+	eventually(t, "refreshed", func() bool { return strings.Contains(pt.Status.Text, "No ports exposed on box") })
+	f.check(t)
+}
+
+// previewsCtl is a far owner with previews open: ClosePorts closes them.
+type previewsCtl struct {
+	api.Controller
+	mu     sync.Mutex
+	list   []api.Preview
+	closed []api.ClosePortsRequest
+}
+
+func (p *previewsCtl) Previews(context.Context) ([]api.Preview, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.list), nil
+}
+
+func (p *previewsCtl) ClosePorts(_ context.Context, req api.ClosePortsRequest) (api.ClosePortsResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = append(p.closed, req)
+	n := len(p.list)
+	p.list = slices.DeleteFunc(p.list, func(v api.Preview) bool { return v.Agent == req.Agent && v.Port == req.Port })
+	return api.ClosePortsResult{Closed: n - len(p.list)}, nil
+}
+
+// A remote context's previews are rows without Open (their URLs are on
+// the far machine's loopback), closed through its owner.
+func TestFarPortsTab(t *testing.T) {
+	test.NewTempApp(t)
+	now := time.Now()
+	ctl := &previewsCtl{list: []api.Preview{
+		{Agent: "alice", Port: 8000, HostPort: 41001, URL: "http://127.0.0.1:41001/", Since: now},
+		{Agent: "bob", Port: 3000, HostPort: 41002, URL: "http://127.0.0.1:41002/", Since: now},
+	}}
+	var pt *portsTab
+	lockedDo(func() {
+		pt = newFarPortsTab(remotes.Context{Name: "box", URL: "ssh://me@box"}, ctl, nil, lockedDo)
+		pt.content()
+		pt.reload()
+	})
+	eventually(t, "two rows", func() bool { return len(pt.Rows) == 2 })
+	var bob *portRow
+	lockedDo(func() {
+		for _, r := range pt.Rows {
+			if r.Open != nil {
+				t.Errorf("row %q offers Open", r.Label.Text)
+			}
+		}
+		if s := pt.Rows[0].Label.Text; !strings.Contains(s, "alice  port 8000  →  http://127.0.0.1:41001/ on box") {
+			t.Errorf("row %q", s)
+		}
+		if !strings.Contains(pt.Status.Text, "on box's loopback") {
+			t.Errorf("status %q", pt.Status.Text)
+		}
+		bob = pt.Rows[1]
+	})
+	tap(bob.Close)
+	eventually(t, "bob's closed", func() bool { return len(pt.Rows) == 1 && pt.Rows[0].Preview.Agent == "alice" })
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if len(ctl.closed) != 1 || ctl.closed[0] != (api.ClosePortsRequest{Agent: "bob", Port: 3000}) {
+		t.Fatalf("close requests %+v", ctl.closed)
+	}
+}
+
+// The Projects tab of a remote context lists the far side's projects with
+// the far agents granted each, uploads a folder of this machine as one
+// (recording the folder here, as `project add` through the context does)
+// and removes them there; this machine's projects.json is never shown.
+func TestRemoteProjectsTab(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	writeFile(t, f.local.ProjectsJSON(), `{"projects":[{"name":"mine","path":"/LOCAL/PROJECT"}]}`)
+	localBefore := readFile(t, f.local.ProjectsJSON())
+	farDir := t.TempDir()
+	if _, err := f.farCtl.AddProject(ctx, control.ProjectAddRequest{Path: farDir, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.farCtl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: "alice", Projects: []string{"web"}}); err != nil {
+		t.Fatal(err)
+	}
+	pt := f.w.Work.Projects
+	rowOf := func(name string) (int, string) {
+		for i, p := range pt.list {
+			if p.Name == name {
+				return i, pt.row(i)
+			}
+		}
+		return -1, ""
+	}
+	eventually(t, "web, granted to alice", func() bool {
+		_, r := rowOf("web")
+		return strings.Contains(r, "on box (agents: alice)")
+	})
+	lockedDo(func() {
+		if i, _ := rowOf("mine"); i >= 0 {
+			t.Error("the Projects tab of box lists this machine's project")
+		}
+		if pt.Add.Text != "Upload project" {
+			t.Errorf("Add is %q", pt.Add.Text)
+		}
+	})
+
+	// Upload a folder of this machine.
+	here := t.TempDir()
+	writeFile(t, filepath.Join(here, "a.txt"), "hello\n")
+	lockedDo(func() { pt.Path.SetText(here); pt.Name.SetText("app") })
+	tap(pt.Add)
+	eventually(t, "the upload", func() bool { return strings.Contains(pt.Status.Text, "Added app on box") })
+	eventually(t, "app listed with its origin", func() bool {
+		_, r := rowOf("app")
+		return strings.Contains(r, "uploaded from ") && strings.Contains(r, here)
+	})
+	list, err := f.farCtl.ListProjects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list, func(p projects.Project) bool { return p.Name == "app" })
+	if i < 0 || list[i].UploadedFrom == "" || !strings.HasPrefix(list[i].Path, f.far.Root) {
+		t.Fatalf("far projects after the upload: %+v", list)
+	}
+	if got := readFile(t, filepath.Join(list[i].Path, "a.txt")); got != "hello\n" {
+		t.Fatalf("the far copy's a.txt: %q", got)
+	}
+	links := remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())}
+	real, _ := filepath.EvalSymlinks(here)
+	if k, ok, err := links.Get(remotes.Context{Name: "box"}, "app"); err != nil || !ok || k.Dir != real {
+		t.Fatalf("the record of app's folder: %+v %v %v", k, ok, err)
+	}
+
+	// Remove web (granted: refused there), then app.
+	lockedDo(func() { i, _ := rowOf("web"); pt.List.Select(i) })
+	tap(pt.Remove)
+	eventually(t, "web refused", func() bool { return strings.Contains(pt.Status.Text, "Not removed") })
+	lockedDo(func() { i, _ := rowOf("app"); pt.List.Select(i) })
+	tap(pt.Remove)
+	eventually(t, "app removed", func() bool {
+		i, _ := rowOf("app")
+		return strings.Contains(pt.Status.Text, "Removed app from box") && i < 0
+	})
+	list, _ = f.farCtl.ListProjects(ctx)
+	if len(list) != 1 || list[0].Name != "web" {
+		t.Fatalf("far projects after Remove: %+v", list)
+	}
+	if _, ok, _ := links.Get(remotes.Context{Name: "box"}, "app"); ok {
+		t.Error("the record of app's folder is kept after Remove")
+	}
+	if got := readFile(t, filepath.Join(here, "a.txt")); got != "hello\n" {
+		t.Fatalf("the uploaded folder changed: %q", got)
+	}
+	if s := readFile(t, f.local.ProjectsJSON()); s != localBefore {
+		t.Fatalf("this machine's projects.json changed: %s", s)
 	}
 	f.check(t)
 }

@@ -110,8 +110,8 @@ func (t *tasksTab) content() fyne.CanvasObject {
 		form, container.NewHBox(t.Save), t.Saved))
 	how := `Dispatched by agents (osaurus-host agent dispatch) or run with osaurus-sandbox run --agent NAME "TASK".`
 	if t.far != nil {
-		// The settings and the key are the far side's sandbox.json and
-		// keychain, which the control protocol doesn't carry.
+		// The key is the far side's keychain, which the control
+		// protocol doesn't carry; the settings are named with it.
 		settings = widget.NewCard("Model server", "", wrapped(fmt.Sprintf(
 			"The model server settings of %s are kept there: run `%s` to see them, `%s` to change one.",
 			t.rc.Name, FarCommand(t.rc, "config", "get"), FarCommand(t.rc, "config", "set", "KEY", "VALUE"))))
