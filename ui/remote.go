@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -193,17 +192,7 @@ func remoteOf(b Backend) (remotes.Context, bool) {
 
 // FarCommand is the command line that runs osaurus-sandbox args on the
 // context's machine, as the user would type it here.
-func FarCommand(rc remotes.Context, args ...string) string {
-	t, _ := remotes.ParseURL(rc.URL)
-	dest := t.Host
-	if t.User != "" {
-		dest = t.User + "@" + dest
-	}
-	if t.Port != 0 {
-		dest = "-p " + strconv.Itoa(t.Port) + " " + dest
-	}
-	return "ssh " + dest + " " + rc.RemoteCommand(args...)
-}
+func FarCommand(rc remotes.Context, args ...string) string { return rc.FarCommand(args...) }
 
 // ContextLabel names what the window drives: "box — ssh://me@box", or
 // this machine's data folder.
