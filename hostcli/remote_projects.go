@@ -2,16 +2,11 @@ package hostcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
@@ -47,17 +42,7 @@ func (c *cli) setLink(project, dir string) error {
 // linkedDir is the folder of this machine the context's project was
 // uploaded from.
 func (c *cli) linkedDir(project string) (string, error) {
-	k, ok, err := c.links().Get(*c.remote, project)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", fmt.Errorf("%w: project %s of context %s was not uploaded from this machine (`osaurus-sandbox --context %s project add DIR`), so there is no folder here to apply to; apply it on that machine", projects.ErrNotFound, project, c.remote.Name, c.remote.Name)
-	}
-	if k.URL != c.remote.URL {
-		return "", fmt.Errorf("project %s was uploaded to %s, but context %s is now %s: nothing is written; upload it again with `osaurus-sandbox --context %s project add DIR --name %s`", project, k.URL, c.remote.Name, c.remote.URL, c.remote.Name, project)
-	}
-	return k.Dir, nil
+	return c.links().Folder(*c.remote, project)
 }
 
 // projectAddRemote uploads dir to the far owner as project name.
@@ -117,9 +102,9 @@ func (c *cli) agentProjectRemote(ctx context.Context, agent, project string) (ag
 
 // applyRemote writes review of a's changes to the far project p.Name
 // into this machine's folder and then has the far side apply exactly
-// the ones written. Changes this folder can't take (refused here, or
-// changed here since the upload without --force) are left out of what
-// the far side applies, so they stay changes there.
+// the ones written (remotes.ApplyUploaded). Changes this folder can't
+// take (refused here, or changed here since the upload without --force)
+// are left out of what the far side applies, so they stay changes there.
 func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Project, o projects.ApplyOptions, yes bool) int {
 	dir, err := c.linkedDir(p.Name)
 	if err != nil {
@@ -142,17 +127,9 @@ func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Projec
 		return c.fail(fmt.Errorf("%w: review %s is no longer what %s changed in %s (now review %s); see them again with `osaurus-sandbox --context %s changes %s %s`",
 			projects.ErrInvalid, projects.Shown(o.Review), a.Name, p.Name, cs.Review, c.remote.Name, a.Slug, p.Name))
 	}
-	chosen := cs.Changes
-	if len(o.Paths) > 0 {
-		chosen = nil
-		for _, want := range o.Paths {
-			clean := path.Clean(strings.TrimPrefix(want, "./"))
-			i := slices.IndexFunc(cs.Changes, func(ch projects.Change) bool { return ch.Path == clean })
-			if i < 0 {
-				return c.fail(fmt.Errorf("%w: paths: %q is not one of the changes; see `osaurus-sandbox --context %s changes %s %s`", projects.ErrInvalid, projects.Shown(want), c.remote.Name, a.Slug, p.Name))
-			}
-			chosen = append(chosen, cs.Changes[i])
-		}
+	// Checked before asking: a path that is not a change is a mistake.
+	if _, err := remotes.PickChanges(cs, o.Paths); err != nil {
+		return c.fail(fmt.Errorf("%w; see `osaurus-sandbox --context %s changes %s %s`", err, c.remote.Name, a.Slug, p.Name))
 	}
 	if !yes {
 		var shown []string
@@ -167,49 +144,16 @@ func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Projec
 			return ExitDeclined
 		}
 	}
-	// This folder first: the far side applies a change only once it is
-	// written here, so a change this folder can't take (refused, changed
-	// here since the upload, a failed write) stays a change there and is
-	// never lost between the two. WriteApplied judges each as it writes
-	// it; the content is the changed file of the agent's view on the far
-	// side, checked here against the review's size and hash.
 	ctl, err := c.owner(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer ctl.Close()
-	fetch := func(ctx context.Context, ch projects.Change) (io.ReadCloser, error) {
-		return ctl.OpenProjectFile(ctx, control.ProjectFileRequest{Agent: a.ID, Project: p.Name, Path: ch.Path, Hash: ch.Hash, Size: ch.Size})
+	out, err := remotes.ApplyUploaded(ctx, ctl, *c.remote, c.links(), a, p, cs, o)
+	if out.Checkpoint != "" {
+		fmt.Fprintf(c.err, "saved the sandbox on context %s first as checkpoint %s\n", c.remote.Name, out.Checkpoint)
 	}
-	local, werr := projects.WriteApplied(ctx, dir, chosen, o, fetch)
-	written := local.Done
-	var far *projects.Result
-	var ferr error
-	if len(written) > 0 {
-		send := written
-		if len(o.Paths) == 0 && len(written) == len(cs.Changes) {
-			send = nil // the whole review: the far side also names what appeared since
-		}
-		req := api.ViewRequest{Agent: a.ID, Project: p.Name, Paths: send, Apply: projects.ApplyOptions{Review: o.Review, Paths: send,
-			Force: o.Force, AllowHostExec: o.AllowHostExec, AllowLarge: o.AllowLarge}}
-		far, ferr = ctl.ApplyChanges(ctx, req)
-		if far != nil && far.Checkpoint != "" {
-			fmt.Fprintf(c.err, "saved the sandbox on context %s first as checkpoint %s\n", c.remote.Name, far.Checkpoint)
-		}
-	}
-	// A path is applied when both sides have it; one written here that
-	// the far side did not apply is still a change there, which the next
-	// apply finishes (this folder then already holds it).
-	var applied, pending []string
-	bad := len(local.Refused) + len(local.Conflict)
-	for _, d := range written {
-		if far != nil && slices.Contains(far.Done, d) {
-			applied = append(applied, d)
-		} else {
-			pending = append(pending, d)
-		}
-	}
-	for _, d := range applied {
+	for _, d := range out.Applied {
 		fmt.Fprintf(c.out, "applied %s\n", projects.Shown(d))
 	}
 	printSkipped := func(r *projects.Result) {
@@ -223,27 +167,24 @@ func (c *cli) applyRemote(ctx context.Context, a agents.Agent, p projects.Projec
 			fmt.Fprintf(c.out, "changed %s: %s\n", projects.Shown(s.Path), projects.Shown(s.Reason))
 		}
 	}
-	printSkipped(local)
-	if far != nil {
-		printSkipped(far)
-		bad += len(far.Refused) + len(far.Conflict) + len(far.Changed)
-		for _, d := range far.Done {
-			if !slices.Contains(written, d) {
-				// Not written here, so not asked for: the far side says
-				// it took a change this folder does not have.
-				fmt.Fprintf(c.out, "refused %s: the far side applied a path that is not one it was asked to apply: not written here\n", projects.Shown(d))
-				bad++
-			}
-		}
+	if out.Here != nil {
+		printSkipped(out.Here)
 	}
-	for _, d := range pending {
+	if out.Far != nil {
+		printSkipped(out.Far)
+	}
+	for _, d := range out.Unasked {
+		// Not written here, so not asked for: the far side says it took
+		// a change this folder does not have.
+		fmt.Fprintf(c.out, "refused %s: the far side applied a path that is not one it was asked to apply: not written here\n", projects.Shown(d))
+	}
+	for _, d := range out.Pending {
 		fmt.Fprintf(c.out, "%s: written here; still listed as a change on context %s: run apply again\n", projects.Shown(d), c.remote.Name)
 	}
-	bad += len(pending)
-	if err := errors.Join(werr, ferr); err != nil {
+	if err != nil {
 		return c.fail(err)
 	}
-	if bad > 0 {
+	if out.Problems() > 0 {
 		return ExitError
 	}
 	return ExitOK
