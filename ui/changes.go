@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -32,9 +33,11 @@ type changesView struct {
 	do    func(func())
 	// remote is the context whose agents' changes these are (nil: this
 	// machine's). Its owner shows and discards them; applying writes an
-	// uploaded project into this machine's folder, which the command
-	// line does (applyText).
+	// uploaded project into this machine's folder first, the one links
+	// records, and then has the owner apply what was written
+	// (remotes.ApplyUploaded, as `apply` through the context does).
 	remote *remotes.Context
+	links  remotes.Links
 
 	Agent, Project          *widget.Select
 	Refresh, Apply, Discard *widget.Button
@@ -145,13 +148,6 @@ func (v *changesView) resolve(agent, project string) (agents.Agent, string, erro
 	}
 	a, err := v.reg.Get(agent)
 	return a, project, err
-}
-
-// applyText is why Apply is refused in a remote context's window, and
-// the command that applies.
-func (v *changesView) applyText(agent, project string) string {
-	return fmt.Sprintf("Apply from the command line: `osaurus-sandbox --context %s apply %s %s` writes the changes into the project's folder "+
-		"(your folder here for a project uploaded from this machine). This window shows and discards %s's changes.", v.remote.Name, agent, project, v.remote.Name)
 }
 
 // refreshChoices lists the agents that hold projects, keeping the choice.
@@ -299,21 +295,27 @@ func (v *changesView) picked() []string {
 // paths that run code on the user's computer, or large files, are asked
 // about a second time, on their own.
 func (v *changesView) confirm(discard bool) {
-	if v.remote != nil && !discard {
-		agent, project := v.Agent.Selected, v.Project.Selected
-		if agent == "" || project == "" {
-			agent, project = "AGENT", "PROJECT"
-		}
-		v.Result.SetText(v.applyText(agent, project))
-		return
-	}
 	paths := v.picked()
 	if v.cs == nil || len(paths) == 0 {
 		v.Status.SetText("Check the files first (All checks every file that can be applied).")
 		return
 	}
-	agent, project, review := v.Agent.Selected, v.Project.Selected, v.cs.Review
+	agent, project, review, cs := v.Agent.Selected, v.Project.Selected, v.cs.Review, v.cs
 	force := v.Force.Checked
+	into := v.cs.Source
+	write := func(o projects.ApplyOptions) { v.run(agent, project, paths, false, o) }
+	if v.remote != nil && !discard {
+		// A remote context's project is written into the folder of this
+		// machine it was uploaded from, which only this machine's record
+		// names: without one there is nowhere here to write.
+		dir, err := v.links.Folder(*v.remote, project)
+		if err != nil {
+			v.Result.SetText(noFolderText(*v.remote, project, err))
+			return
+		}
+		into = fmt.Sprintf("%s, your folder on this computer (then %s applies them to its copy)", dir, v.remote.Name)
+		write = func(o projects.ApplyOptions) { v.applyUploaded(agent, project, cs, o) }
+	}
 	var exec, large []string
 	for _, r := range v.Files {
 		if r.Pick.Checked && r.Change.Refused == "" {
@@ -327,7 +329,7 @@ func (v *changesView) confirm(discard bool) {
 	}
 	apply := func(o projects.ApplyOptions) {
 		if len(exec) == 0 && len(large) == 0 {
-			v.run(agent, project, paths, false, o)
+			write(o)
 			return
 		}
 		var b strings.Builder
@@ -340,10 +342,10 @@ func (v *changesView) confirm(discard bool) {
 		b.WriteString("Write them too? No writes the other files only.")
 		dialog.ShowConfirm("Apply files that run on your computer?", b.String(), func(ok bool) {
 			o.AllowHostExec, o.AllowLarge = ok, ok
-			v.run(agent, project, paths, false, o)
+			write(o)
 		}, v.win)
 	}
-	title, msg := "Apply changes", fmt.Sprintf("Write %d files of %s's view into %s?\n%s", len(paths), agent, v.cs.Source, pathList(paths))
+	title, msg := "Apply changes", fmt.Sprintf("Write %d files of %s's view into %s?\n%s", len(paths), agent, into, pathList(paths))
 	if force {
 		msg += "\nForce is checked: files changed in your folder since the view was taken are overwritten."
 	}
@@ -400,6 +402,88 @@ func (v *changesView) run(agent, project string, paths []string, discard bool, o
 	}()
 }
 
+// farApplyTime bounds applying a remote context's changes: the files
+// come over the link, maybe large ones, but a link that hangs must not
+// keep the tab busy forever.
+const farApplyTime = 10 * time.Minute
+
+// applyUploaded applies the review cs (the one shown and confirmed) of
+// a remote context's project: this machine's folder first, then the far
+// side's copy (remotes.ApplyUploaded).
+func (v *changesView) applyUploaded(agent, project string, cs *projects.ChangeSet, o projects.ApplyOptions) {
+	rc, ops, links := *v.remote, v.ops, v.links
+	v.busy++
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farApplyTime)
+		defer cancel()
+		var out remotes.ApplyOutcome
+		a, p, err := v.resolve(agent, project)
+		if err == nil && ops == nil {
+			err = errNoOps
+		}
+		if err == nil {
+			out, err = remotes.ApplyUploaded(ctx, ops, rc, links, a, projects.Project{Name: p}, cs, o)
+		}
+		v.do(func() {
+			v.busy--
+			v.Result.SetText(uploadedResultText(rc, project, out, err))
+			v.load()
+		})
+	}()
+}
+
+// noFolderText says why a remote context's project can't be applied
+// here: no record of its folder on this machine, or a stale one.
+func noFolderText(rc remotes.Context, project string, err error) string {
+	if errors.Is(err, remotes.ErrNoFolder) {
+		return fmt.Sprintf("Nothing written: project %s of %s was not uploaded from this computer, so there is no folder here to write its changes into. "+
+			"Apply them on the computer that uploaded it, or upload a folder of this one in Projects.", project, rc.Name)
+	}
+	return "Nothing written: " + err.Error()
+}
+
+// uploadedResultText says what applying a remote context's changes did
+// here and there. The far side's reasons are its own: shown escaped.
+func uploadedResultText(rc remotes.Context, project string, out remotes.ApplyOutcome, err error) string {
+	if out.Here == nil && err != nil {
+		return noFolderText(rc, project, err) // nothing was tried
+	}
+	var b strings.Builder
+	if out.Checkpoint != "" {
+		fmt.Fprintf(&b, "Saved the sandbox on %s first as checkpoint %s. ", rc.Name, projects.Shown(out.Checkpoint))
+	}
+	if len(out.Applied) > 0 {
+		fmt.Fprintf(&b, "Applied: %s (written into %s and applied on %s).", strings.ReplaceAll(pathList(out.Applied), "\n", ", "), out.Dir, rc.Name)
+	}
+	for _, s := range out.Here.Refused {
+		fmt.Fprintf(&b, " Refused %s: %s.", projects.Shown(s.Path), projects.Shown(s.Reason))
+	}
+	for _, s := range out.Here.Conflict {
+		fmt.Fprintf(&b, " Not written, %s: %s (check Force to write it anyway).", projects.Shown(s.Path), projects.Shown(s.Reason))
+	}
+	if len(out.Here.Done) == 0 {
+		fmt.Fprintf(&b, " Nothing was written into %s and nothing applied on %s.", out.Dir, rc.Name)
+	}
+	if out.Far != nil {
+		for _, s := range out.Far.Refused {
+			fmt.Fprintf(&b, " Refused on %s, %s: %s.", rc.Name, projects.Shown(s.Path), projects.Shown(s.Reason))
+		}
+		for _, s := range append(slices.Clone(out.Far.Conflict), out.Far.Changed...) {
+			fmt.Fprintf(&b, " Not applied on %s, %s: %s.", rc.Name, projects.Shown(s.Path), projects.Shown(s.Reason))
+		}
+	}
+	for _, d := range out.Unasked {
+		fmt.Fprintf(&b, " Refused %s: %s says it applied it, but it was not asked to; not written here.", projects.Shown(d), rc.Name)
+	}
+	if len(out.Pending) > 0 {
+		fmt.Fprintf(&b, " Written here but still listed as changes on %s: %s; apply them again.", rc.Name, strings.ReplaceAll(pathList(out.Pending), "\n", ", "))
+	}
+	if err != nil {
+		fmt.Fprintf(&b, " Failed: %v", err)
+	}
+	return strings.TrimSpace(b.String())
+}
+
 // resultText says what Apply or Discard did, and what it refused.
 func applyResultText(r *projects.Result, err error, discard bool) string {
 	verb := "Applied"
@@ -435,9 +519,6 @@ func (v *changesView) content() fyne.CanvasObject {
 	actions := container.NewHBox(v.All, v.Apply, v.Discard)
 	top := container.NewVBox(bar, v.Status, v.Result)
 	bottom := container.NewVBox(v.Force, actions)
-	if v.remote != nil { // Force is Apply's, which the command line does
-		bottom = container.NewVBox(actions)
-	}
 	split := container.NewVSplit(container.NewVScroll(v.rows), container.NewScroll(v.Diff))
 	split.Offset = 0.5
 	return container.NewBorder(top, bottom, nil, nil, split)

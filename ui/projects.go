@@ -53,10 +53,13 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 		t.Changes = newChangesView(p, reg, win, do)
 		t.Changes.remote = &rc
 		t.Changes.ops = opsOf(b)
+		// Force is about the folder here, which apply writes first.
+		t.Changes.Force.Text = "Also write files changed in your folder here since the upload"
 		t.Ports = newFarPortsTab(rc, farOf(b), win, do)
 		far := &farProjects{ctl: farOf(b), rc: rc}
 		if l, ok := b.(interface{ Links() remotes.Links }); ok {
 			far.links = l.Links()
+			t.Changes.links = far.links
 		}
 		t.Projects = newProjectsTab(p, reg, t.Changes.refreshChoices, far, do)
 		return t

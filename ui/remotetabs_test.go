@@ -199,8 +199,9 @@ func TestStreamConsoleKeepsTheEnd(t *testing.T) {
 
 // The Changes tab of a remote context lists the far side's agents'
 // projects and their changes, and Discard throws a change away there;
-// Apply, which may write into this machine's folder, names the command
-// that does.
+// Apply writes nothing for a project that was not uploaded from this
+// machine (here, a folder of the far machine): there is no folder here
+// to write into.
 func TestRemoteChangesTab(t *testing.T) {
 	f := openFarWindow(t)
 	ctx := context.Background()
@@ -231,11 +232,11 @@ func TestRemoteChangesTab(t *testing.T) {
 		}
 	})
 
-	// Apply is the command line's: nothing is written anywhere.
+	// No record of web's folder here: nothing is written anywhere.
 	tap(rowFor(t, v, "a.txt").Pick)
 	tap(v.Apply)
 	lockedDo(func() {
-		if s := v.Result.Text; !strings.Contains(s, "osaurus-sandbox --context box apply alice web") {
+		if s := v.Result.Text; !strings.Contains(s, "Nothing written: project web of box was not uploaded from this computer") {
 			t.Errorf("Apply in the window of box: %q", s)
 		}
 		if top := f.w.Win.Canvas().Overlays().Top(); top != nil {
@@ -244,6 +245,9 @@ func TestRemoteChangesTab(t *testing.T) {
 	})
 	if got := readFile(t, filepath.Join(dir, "a.txt")); got != "line 1\nline 2\n" {
 		t.Fatalf("Apply wrote a.txt: %q", got)
+	}
+	if ents, _ := os.ReadDir(f.local.Root); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == "web" }) {
+		t.Error("Apply wrote a folder web here")
 	}
 
 	// Discard throws b.txt's change away in the far side's view.
@@ -260,6 +264,103 @@ func TestRemoteChangesTab(t *testing.T) {
 			t.Errorf("result %q", v.Result.Text)
 		}
 	})
+	f.check(t)
+}
+
+// servesOther is a far owner that serves content other than the
+// reviewed one for every changed file.
+type servesOther struct{ AgentOps }
+
+func (servesOther) OpenProjectFile(context.Context, control.ProjectFileRequest) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("not what was reviewed\n")), nil
+}
+
+// Apply in the Changes tab of a remote context writes a project uploaded
+// from this machine into its folder here, after asking (naming that
+// folder), and then the far side applies it to its copy: the change is
+// no longer listed there. A far side that serves content other than the
+// review has nothing written here and nothing applied there, and the tab
+// says so.
+func TestRemoteChangesApply(t *testing.T) {
+	f := openFarWindow(t)
+	ctx := context.Background()
+	v := f.w.Work.Changes
+	var rc remotes.Context
+	lockedDo(func() { rc = *v.remote })
+	here := t.TempDir()
+	writeFile(t, filepath.Join(here, "a.txt"), "a\n")
+	writeFile(t, filepath.Join(here, "b.txt"), "b\n")
+	links := remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())}
+	p, _, err := remotes.UploadProject(ctx, f.farCtl, rc, links, here, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, _ = filepath.EvalSymlinks(here) // as recorded
+	a, err := f.farCtl.SetAgentProjects(ctx, control.AgentProjectsRequest{Agent: "alice", Projects: []string{"app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := projects.Views{Paths: f.far}.Dir(a, "app")
+	writeFile(t, filepath.Join(view, "a.txt"), "a by alice\n")
+	writeFile(t, filepath.Join(view, "b.txt"), "b by alice\n")
+	copyDir := func() string {
+		got, err := projects.Get(f.far.ProjectsJSON(), p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Path
+	}()
+
+	tap(v.Refresh)
+	eventually(t, "alice offered", func() bool { return slices.Contains(v.Agent.Options, "alice") })
+	lockedDo(func() { v.Agent.SetSelected("alice"); v.Project.SetSelected("app") })
+	waitListed(t, v, "a.txt", "b.txt")
+
+	// a.txt: asked, naming this machine's folder; written here, applied
+	// there.
+	tap(rowFor(t, v, "a.txt").Pick)
+	tap(v.Apply)
+	lockedDo(func() {
+		if !overlayHas(f.w.Win, here+", your folder on this computer") {
+			t.Error("the confirmation does not name the folder here")
+		}
+	})
+	tapInOverlay(t, f.w.Win, "Yes")
+	waitListed(t, v, "b.txt")
+	lockedDo(func() {
+		if s := v.Result.Text; !strings.Contains(s, "Applied: a.txt (written into "+here+" and applied on box)") {
+			t.Errorf("result %q", s)
+		}
+	})
+	if got := readFile(t, filepath.Join(here, "a.txt")); got != "a by alice\n" {
+		t.Fatalf("a.txt here: %q", got)
+	}
+	if got := readFile(t, filepath.Join(copyDir, "a.txt")); got != "a by alice\n" {
+		t.Fatalf("a.txt in the far copy: %q", got)
+	}
+
+	// b.txt from a far side that serves other content than the review.
+	lockedDo(func() { v.ops = servesOther{v.ops} })
+	tap(rowFor(t, v, "b.txt").Pick)
+	tap(v.Apply)
+	tapInOverlay(t, f.w.Win, "Yes")
+	eventually(t, "the refusal", func() bool { return v.busy == 0 && strings.Contains(v.Result.Text, "Refused b.txt") })
+	waitListed(t, v, "b.txt")
+	lockedDo(func() {
+		if s := v.Result.Text; !strings.Contains(s, "Nothing was written into "+here+" and nothing applied on box") || strings.Contains(s, "Applied") {
+			t.Errorf("result %q", s)
+		}
+	})
+	if got := readFile(t, filepath.Join(here, "b.txt")); got != "b\n" {
+		t.Fatalf("b.txt here: %q", got)
+	}
+	if got := readFile(t, filepath.Join(copyDir, "b.txt")); got != "b\n" {
+		t.Fatalf("b.txt in the far copy: %q", got)
+	}
+	cs, err := f.farCtl.ViewChanges(ctx, api.ViewRequest{Agent: a.ID, Project: "app"})
+	if err != nil || len(cs.Changes) != 1 || cs.Changes[0].Path != "b.txt" {
+		t.Fatalf("the far side's changes after: %+v %v", cs, err)
+	}
 	f.check(t)
 }
 
