@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 // Connect in the window of a remote context writes the entry `--context
@@ -109,5 +113,89 @@ func TestRemoteConnect(t *testing.T) {
 			t.Errorf("status %q", at.Status.Text)
 		}
 	})
+	f.check(t)
+}
+
+// The Tasks tab of a remote context edits the far side's model server
+// settings through its owner, each save based on the revision read (a
+// change there in between is refused, never overwritten), and stores the
+// API key in this machine's store for the context only when that side
+// keeps its secrets here (secretStore client).
+func TestRemoteModelServer(t *testing.T) {
+	ctx := context.Background()
+	f := openFarWindow(t)
+	// This machine's settings: a decoy, and a file store for the key.
+	mine := config.Defaults()
+	mine.InferenceURL, mine.InferenceModel, mine.SecretStore = "http://127.0.0.1:1/v1", "LOCAL MODEL", config.SecretStoreFile
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	localBefore := readFile(t, f.local.SandboxJSON())
+	farSet := func(key, val string) {
+		t.Helper()
+		cur, err := f.farCtl.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := cur.Settings.Set(key, val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSet("inferenceUrl", "http://10.0.0.2:11434/v1")
+	farSet("inferenceModel", "far-model")
+	tt := f.w.Tasks
+	tap(tt.Reload)
+	eventually(t, "the far side's model server", func() bool {
+		return tt.URL.Text == "http://10.0.0.2:11434/v1" && tt.Model.Text == "far-model" && !tt.Save.Disabled()
+	})
+	lockedDo(func() { tt.URL.SetText("http://10.0.0.3:8080/v1"); tt.Model.SetText("qwen") })
+	tap(tt.Save)
+	eventually(t, "saved", func() bool { return tt.Saved.Text == "Saved." })
+	got, err := config.LoadSandbox(f.far.SandboxJSON())
+	if err != nil || got.InferenceURL != "http://10.0.0.3:8080/v1" || got.InferenceModel != "qwen" {
+		t.Fatalf("far sandbox.json after Save: %q %q (%v)", got.InferenceURL, got.InferenceModel, err)
+	}
+
+	// Another writer there, between the read and the next save.
+	farSet("inferenceModel", "theirs")
+	farAfter := readFile(t, f.far.SandboxJSON())
+	lockedDo(func() { tt.Model.SetText("mine") })
+	tap(tt.Save)
+	eventually(t, "the conflict", func() bool {
+		return strings.Contains(tt.Saved.Text, "changed on the far side since you opened them") && !tt.Save.Disabled()
+	})
+	if s := readFile(t, f.far.SandboxJSON()); s != farAfter {
+		t.Fatalf("a conflicting save changed the far sandbox.json:\n%s", s)
+	}
+	tap(tt.Reload)
+	eventually(t, "the other writer's model", func() bool { return tt.Model.Text == "theirs" && tt.Saved.Text == "" })
+
+	// The key: refused while the far side keeps its own secrets, stored
+	// here for box once it keeps them here.
+	farKey := &secrets.Store{B: secrets.InService{B: secrets.ForDataDir(f.local).B, Service: secrets.ClientService("box")}}
+	typeIn(tt.Key, "sk-far")
+	tap(tt.StoreKey)
+	eventually(t, "the refusal", func() bool {
+		return strings.Contains(tt.Saved.Text, "keeps its secrets on that machine") && strings.Contains(tt.Saved.Text, "secret set --app INFERENCE_API_KEY")
+	})
+	if _, err := farKey.GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("stored while the far side keeps its own secrets: %v", err)
+	}
+	farSet("secretStore", config.SecretStoreClient)
+	tap(tt.StoreKey)
+	eventually(t, "stored", func() bool { return strings.Contains(tt.Saved.Text, "API key stored in") && tt.Key.Text == "" })
+	if v, err := farKey.GetApp(secrets.InferenceKey); err != nil || v != "sk-far" {
+		t.Fatalf("this machine's entry for box: %q %v", v, err)
+	}
+	if _, err := secrets.ForDataDir(f.local).GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("this machine's own key was set: %v", err)
+	}
+	if s := readFile(t, f.local.SandboxJSON()); s != localBefore {
+		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
+	}
 	f.check(t)
 }
