@@ -11,7 +11,6 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -85,9 +84,10 @@ type agentsTab struct {
 	readLog func(slug string) (string, error)
 	logs    *agentLogView
 	// remote is the context whose agents these are (nil: this
-	// machine's): their MCP clients are connected from the CLI.
+	// machine's): Connect writes entries that run through it.
 	remote *remotes.Context
-	// FarConnect says how, in place of the Connect card and snippets.
+	// FarConnect, in a remote context's Connect card, says what its
+	// entries run.
 	FarConnect *widget.Label
 	// The open secret dialogs' entries, for tests.
 	SecretKey, SecretValue, PromptValue *widget.Entry
@@ -173,14 +173,16 @@ func (t *agentsTab) content() fyne.CanvasObject {
 		widget.NewLabel("Claude Code over HTTP (the app must be running)"), t.CodeHTTP,
 		container.NewHBox(t.CopyDesk, t.CopyHTTP, t.Regenerate),
 	)))
-	var connectPart, snippetsPart fyne.CanvasObject = t.Connect.content(), snippets
 	if t.remote != nil {
-		// The configs and token here would be this machine's files and
-		// the far side's secret: the CLI writes them, running the MCP
-		// server through the context.
-		t.FarConnect = wrapped(fmt.Sprintf("Connect an MCP client on this machine to an agent of %s with `osaurus-sandbox --context %s agent connect NAME --client claude-desktop` (or claude-code, cursor, vscode): the client then runs the agent's tools there over ssh.", t.remote.Name, t.remote.Name))
-		connectPart, snippetsPart = widget.NewCard("Connect", "", t.FarConnect), layout.NewSpacer()
+		// The stdio entries through the context only: the far side's
+		// HTTP server and its tokens are on that machine's loopback.
+		snippets = widget.NewAccordion(widget.NewAccordionItem("Config snippets", container.NewVBox(
+			widget.NewLabel("Claude Desktop (claude_desktop_config.json), through context "+t.remote.Name), t.Desktop,
+			widget.NewLabel("Claude Code over stdio, through context "+t.remote.Name), t.CodeHTTP,
+			container.NewHBox(t.CopyDesk, t.CopyHTTP),
+		)))
 	}
+	connectPart, snippetsPart := t.Connect.content(), snippets
 	editor := container.NewVBox(
 		t.Name,
 		connectPart,
@@ -336,7 +338,11 @@ func (t *agentsTab) showSelected() {
 	c := t.Connect.server(a)
 	t.Desktop.SetText(c.ClaudeDesktop())
 	t.Connect.show(&a)
-	t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
+	if t.remote != nil {
+		t.CodeHTTP.SetText(c.ClaudeCodeStdio())
+	} else {
+		t.CodeHTTP.SetText(c.ClaudeCodeHTTP())
+	}
 	t.showSecrets(&a)
 	t.showLog(&a)
 	t.Memory.show(a.Slug)

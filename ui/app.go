@@ -91,6 +91,11 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 		w.Container.remote = &rc
 		// followFarConsole replaces it with the far side's log.
 		w.Container.Console.SetText("The console log of " + rc.Name + " shows here once its VM has booted.")
+		// Client entries name this machine's data folder, whose
+		// contexts.json has the context, as the CLI's do.
+		if h, ok := b.(interface{ Here() config.Paths }); ok {
+			w.Agents.Connect.dataDir = h.Here().Root
+		}
 	} else {
 		w.Agents.Connect.dataDir = b.DataDir()
 		w.Agents.Connect.activity = config.Paths{Root: b.DataDir()}.AgentActivity()

@@ -39,7 +39,10 @@ type connectView struct {
 
 	Client  *widget.Select
 	Connect *widget.Button
-	State   *widget.Label
+	// Disconnect takes the entry out again (a remote context's card
+	// only: the local one is done with `agent disconnect`).
+	Disconnect *widget.Button
+	State      *widget.Label
 	// The open confirmation, its change text and button, for tests.
 	Dialog  dialog.Dialog
 	Preview *widget.Entry
@@ -57,6 +60,7 @@ func newConnectView(t *agentsTab) *connectView {
 	v.Client.SetSelected(names[0])
 	v.Connect = widget.NewButton("Connect…", v.onConnect)
 	v.Connect.Importance = widget.HighImportance
+	v.Disconnect = widget.NewButton("Disconnect…", v.onDisconnect)
 	v.State = widget.NewLabel("")
 	v.State.Wrapping = fyne.TextWrapWord
 	v.HTTP = widget.NewLabel("")
@@ -135,16 +139,29 @@ func (v *connectView) onUsePort() {
 }
 
 func (v *connectView) content() fyne.CanvasObject {
+	if rc := v.t.remote; rc != nil {
+		// No HTTP port: the far side's owner serves MCP over HTTP on its
+		// own loopback, with its own tokens.
+		v.t.FarConnect = wrapped(fmt.Sprintf("The entry runs `osaurus-sandbox --context %s mcp --agent NAME` (as `osaurus-sandbox --context %s agent connect` writes it): the client runs the agent's tools on %s over ssh, whichever context is current later.", rc.Name, rc.Name, rc.URL))
+		return widget.NewCard("Connect an MCP client", "Adds this agent of "+rc.Name+" to a client's config file on this machine, after showing the change.",
+			container.NewVBox(container.NewBorder(nil, nil, nil, container.NewHBox(v.Connect, v.Disconnect), v.Client), v.State, v.t.FarConnect))
+	}
 	return widget.NewCard("Connect an MCP client", "Adds this agent to the client's own config file, after showing the change.",
 		container.NewVBox(container.NewBorder(nil, nil, nil, v.Connect, v.Client), v.State,
 			container.NewBorder(nil, nil, widget.NewLabel("HTTP port"), v.UsePort, v.Port), v.HTTP))
 }
 
 // server is how a client reaches agent a: the stdio server, with the
-// data folder in its env block.
+// data folder in its env block. A remote context's agent is reached
+// through the context, as `--context NAME agent connect` writes it, with
+// no token: that is the far side's HTTP server's, on its loopback.
 func (v *connectView) server(a agents.Agent) mcpserver.Client {
-	tok, _ := v.t.reg.Token(a.ID)
-	s := mcpserver.Client{Exe: v.t.exe, Agent: a, Token: tok}
+	s := mcpserver.Client{Exe: v.t.exe, Agent: a}
+	if v.t.remote != nil {
+		s.Context = v.t.remote.Name
+	} else {
+		s.Token, _ = v.t.reg.Token(a.ID)
+	}
 	if v.dataDir != "" {
 		s.Env = map[string]string{config.HomeEnv: v.dataDir}
 	}
@@ -166,9 +183,11 @@ func (v *connectView) show(a *agents.Agent) {
 	if a == nil {
 		v.State.SetText("")
 		v.Connect.Disable()
+		v.Disconnect.Disable()
 		return
 	}
 	v.Connect.Enable()
+	v.Disconnect.Enable()
 	name := v.server(*a).ServerName()
 	var set []string
 	for _, c := range connect.Clients {
@@ -252,6 +271,9 @@ func (v *connectView) onConnect() {
 			return
 		}
 		msg := fmt.Sprintf("Connected %s to %s: wrote %s", a.Name, c.Name, ch.Path)
+		if v.t.remote != nil {
+			msg = fmt.Sprintf("Connected %s of %s to %s: wrote %s", a.Name, v.t.remote.Name, c.Name, ch.Path)
+		}
 		if backup != "" {
 			msg += " (the old file is in " + backup + ")"
 		}
@@ -261,6 +283,56 @@ func (v *connectView) onConnect() {
 	v.Confirm.Importance = widget.HighImportance
 	cancel := widget.NewButton("Cancel", func() { d.Hide(); v.Dialog = nil })
 	d = dialog.NewCustomWithoutButtons("Connect "+a.Name+" to "+c.Name, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
+	d.Resize(fyne.NewSize(640, 420))
+	v.Dialog = d
+	d.Show()
+}
+
+// onDisconnect takes the agent's entry out of the chosen client's file,
+// after showing the change, as `agent disconnect NAME --client ID` does:
+// the entry is the one its name (the agent's slug) names.
+func (v *connectView) onDisconnect() {
+	a, err := v.t.reg.Get(v.t.selected)
+	if err != nil {
+		return
+	}
+	c, name := v.client(), v.server(a).ServerName()
+	if !c.HasFile() {
+		v.t.Status.SetText(c.Name + " keeps no file here: remove " + name + " where you pasted it.")
+		return
+	}
+	ch, err := connect.PlanRemove(c, v.home, name)
+	if err != nil {
+		showError(v.t.win, "Disconnecting "+c.Name, err)
+		return
+	}
+	if ch.Unchanged {
+		v.t.Status.SetText(fmt.Sprintf("%s has no %s in %s: nothing to change.", c.Name, name, ch.Path))
+		return
+	}
+	v.Preview = widget.NewMultiLineEntry()
+	v.Preview.Wrapping = fyne.TextWrapWord
+	v.Preview.SetMinRowsVisible(12)
+	v.Preview.SetText(ch.Describe())
+	var d *dialog.CustomDialog
+	v.Confirm = widget.NewButton("Write", func() {
+		d.Hide()
+		v.Dialog = nil
+		backup, err := connect.Apply(ch)
+		if err != nil {
+			showError(v.t.win, "Disconnecting "+c.Name, err)
+			return
+		}
+		msg := fmt.Sprintf("Disconnected %s from %s: wrote %s", a.Name, c.Name, ch.Path)
+		if backup != "" {
+			msg += " (the old file is in " + backup + ")"
+		}
+		v.t.Status.SetText(msg + ".")
+		v.show(&a)
+	})
+	v.Confirm.Importance = widget.HighImportance
+	cancel := widget.NewButton("Cancel", func() { d.Hide(); v.Dialog = nil })
+	d = dialog.NewCustomWithoutButtons("Disconnect "+a.Name+" from "+c.Name, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
 	d.Resize(fyne.NewSize(640, 420))
 	v.Dialog = d
 	d.Show()

@@ -109,7 +109,7 @@ func TestWindowContextPicker(t *testing.T) {
 			return nil, err
 		}
 		opened++
-		return OpenRemote(ctx, rc, remotes.Links{Path: remotes.LinksPath(config.Paths{Root: local}.ConfigDir())})
+		return OpenRemote(ctx, rc, config.Paths{Root: local})
 	}
 
 	a := test.NewTempApp(t)
@@ -165,7 +165,7 @@ func TestWindowContextPicker(t *testing.T) {
 			t.Error("the Projects and Ports tabs of box are not the far side's")
 		}
 		if sw.w.Agents.FarConnect == nil {
-			t.Error("the Agents tab of box offers this machine's MCP configs")
+			t.Error("the Connect card of box does not say its entries run through the context")
 		}
 	})
 	// The settings are the far side's, read through its owner.

@@ -28,29 +28,38 @@ import (
 // far side's owner without the methods that read a local data folder
 // (Paths, Plugins), which is how the tabs built on them know to stay out.
 type RemoteBackend struct {
-	c     *Controlled
-	rc    remotes.Context
-	links remotes.Links // this machine's record of the folders uploaded
+	c  *Controlled
+	rc remotes.Context
+	// here is this machine's data folder: its contexts.json names rc (an
+	// MCP client's entry names it too), its config folder keeps the
+	// record of the folders uploaded (Links), and its secret store holds
+	// rc's secrets when the far side's secretStore is "client".
+	here config.Paths
 
 	mu  sync.Mutex
 	rev string // the revision of the far sandbox.json Settings last read
 }
 
-// NewRemoteBackend is the Backend over ctl, the owner rc reaches. Close
-// it when done (ctl stays open).
-// links is this machine's record of the folders uploaded through rc
-// (remote-projects.json, as the command line keeps it).
-func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context, links remotes.Links) (*RemoteBackend, error) {
-	c, err := NewBackend(ctx, ctl, config.Paths{}) // no folder here: never read
+// NewRemoteBackend is the Backend over ctl, the owner rc reaches, from
+// this machine's data folder here (rc's entry in its contexts.json).
+// Close it when done (ctl stays open).
+func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Context, here config.Paths) (*RemoteBackend, error) {
+	c, err := NewBackend(ctx, ctl, config.Paths{}) // no far folder here: never read
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteBackend{c: c, rc: rc, links: links}, nil
+	return &RemoteBackend{c: c, rc: rc, here: here}, nil
 }
 
 // Links is this machine's record of the folders uploaded to the far side
-// as projects.
-func (r *RemoteBackend) Links() remotes.Links { return r.links }
+// as projects (remote-projects.json, as the command line keeps it).
+func (r *RemoteBackend) Links() remotes.Links {
+	return remotes.Links{Path: remotes.LinksPath(r.here.ConfigDir())}
+}
+
+// Here is this machine's data folder, the one whose contexts.json names
+// the context: never read for the far side's agents or settings.
+func (r *RemoteBackend) Here() config.Paths { return r.here }
 
 // Remote is the context the backend drives.
 func (r *RemoteBackend) Remote() remotes.Context { return r.rc }
@@ -207,14 +216,14 @@ func ContextLabel(b Backend) string {
 // ssh running dial-stdio) to the far side's owner, started there when
 // none runs, as `--context NAME status` does. The agents are the far
 // side's, asked over it (ListAgents); the secrets and prompts are the far
-// side's keychain's, not shown. links is this machine's record of the
-// folders uploaded as projects (remotes.LinksPath of its config folder).
-func OpenRemote(ctx context.Context, rc remotes.Context, links remotes.Links) (*Session, error) {
+// side's keychain's, not shown. here is this machine's data folder, whose
+// contexts.json has rc.
+func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Session, error) {
 	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
 	if err != nil {
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
 	}
-	b, err := NewRemoteBackend(ctx, cl, rc, links)
+	b, err := NewRemoteBackend(ctx, cl, rc, here)
 	if err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)

@@ -72,7 +72,7 @@ func openFarWindow(t *testing.T) *farWindow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := OpenRemote(context.Background(), rc, remotes.Links{Path: remotes.LinksPath(f.local.ConfigDir())})
+	sess, err := OpenRemote(context.Background(), rc, f.local)
 	if err != nil {
 		t.Fatal(err)
 	}

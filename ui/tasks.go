@@ -40,11 +40,25 @@ type tasksTab struct {
 	// sec is the data folder's secret store, for the model server's key;
 	// nil when the backend has no data folder.
 	sec *secrets.Store
+	// A remote context's model server settings: its sandbox.json through
+	// its owner (farSet), the settings and revision the form was filled
+	// from (on the UI goroutine only), and how to ask where it keeps its
+	// secrets. here is this machine's data folder, whose store holds the
+	// context's secrets when the far secretStore is "client".
+	farSet    farSettings
+	farCfg    config.Sandbox
+	farRev    string
+	farRead   bool
+	farStatus func(context.Context) (api.Status, error)
+	here      config.Paths
 
 	URL, Model, Steps, Timeout *widget.Entry
 	Key                        *widget.Entry
 	Save, StoreKey             *widget.Button
-	Saved                      *widget.Label
+	// Reload reads a remote context's settings again (nil for this
+	// machine's).
+	Reload *widget.Button
+	Saved  *widget.Label
 
 	List     *widget.List
 	Detail   *widget.Label
@@ -58,6 +72,11 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	if far := farOf(b); far != nil {
 		t.far, t.poll = far, farPoll
 		t.rc, _ = remoteOf(b)
+		t.farSet, _ = b.(farSettings)
+		t.farStatus = far.Status
+		if h, ok := b.(interface{ Here() config.Paths }); ok {
+			t.here = h.Here()
+		}
 	} else if p, ok := b.(interface{ Paths() config.Paths }); ok {
 		t.store = &runner.Store{Dir: filepath.Join(p.Paths().Root, "tasks")}
 		t.sec = secrets.ForDataDir(p.Paths())
@@ -71,6 +90,10 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	t.Saved.Wrapping = fyne.TextWrapWord
 	t.Save = widget.NewButton("Save", t.onSave)
 	t.StoreKey = widget.NewButton("Store key", t.onStoreKey)
+	if t.far != nil {
+		t.Key.SetPlaceHolder("API key (kept on this machine when " + t.rc.Name + "'s secretStore is client)")
+		t.Reload = widget.NewButton("Reload", t.loadFarSettings)
+	}
 	t.Detail = widget.NewLabel("Select a task to see its steps.")
 	t.Detail.Wrapping = fyne.TextWrapWord
 	t.Cancel = widget.NewButton("Cancel task", t.onCancel)
@@ -90,8 +113,10 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 			t.showSelected()
 		}
 	}
-	if t.far == nil { // the far side's are there (settingsText)
+	if t.far == nil {
 		t.loadSettings()
+	} else {
+		t.loadFarSettings()
 	}
 	t.refresh()
 	return t
@@ -110,11 +135,14 @@ func (t *tasksTab) content() fyne.CanvasObject {
 		form, container.NewHBox(t.Save), t.Saved))
 	how := `Dispatched by agents (osaurus-host agent dispatch) or run with osaurus-sandbox run --agent NAME "TASK".`
 	if t.far != nil {
-		// The key is the far side's keychain, which the control
-		// protocol doesn't carry; the settings are named with it.
-		settings = widget.NewCard("Model server", "", wrapped(fmt.Sprintf(
-			"The model server settings of %s are kept there: run `%s` to see them, `%s` to change one.",
-			t.rc.Name, FarCommand(t.rc, "config", "get"), FarCommand(t.rc, "config", "set", "KEY", "VALUE"))))
+		// The settings are the far sandbox.json's, through its owner;
+		// the key is in a store the link reaches only when that side
+		// keeps its secrets here (secretStore client).
+		settings = widget.NewCard("Model server", "", container.NewVBox(
+			wrapped(fmt.Sprintf("The OpenAI-compatible server that osaurus-host inference and the agent runner of %s use, from its sandbox.json (it must be reachable from that machine).", t.rc.Name)),
+			form, container.NewHBox(t.Save, t.Reload), t.Saved,
+			wrapped(fmt.Sprintf("The API key: when %s keeps its secrets on this machine (secretStore client), Store key puts it in this machine's store for %s, as `osaurus-sandbox --context %s secret set --app %s` does. Otherwise it is in that machine's store: run `%s`.",
+				t.rc.Name, t.rc.Name, t.rc.Name, secrets.InferenceKey, FarCommand(t.rc, "secret", "set", "--app", secrets.InferenceKey)))))
 		how = fmt.Sprintf(`The tasks of %s: dispatched by its agents (osaurus-host agent dispatch) or run with osaurus-sandbox --context %s run --agent NAME "TASK".`, t.rc.Name, t.rc.Name)
 	}
 	detail := container.NewBorder(t.Cancel, nil, nil, nil, container.NewVScroll(t.Detail))
@@ -143,17 +171,31 @@ func (t *tasksTab) loadSettings() {
 	t.Timeout.SetText(strconv.Itoa(cfg.RunnerTimeoutSeconds))
 }
 
+// formSettings are base with the form's values.
+func (t *tasksTab) formSettings(base config.Sandbox) (config.Sandbox, error) {
+	next := base
+	var err error
+	for _, kv := range [][2]string{{"inferenceUrl", t.URL.Text}, {"inferenceModel", t.Model.Text}, {"runnerMaxSteps", t.Steps.Text}, {"runnerTimeoutSeconds", t.Timeout.Text}} {
+		if next, err = next.Set(kv[0], kv[1]); err != nil {
+			return base, err
+		}
+	}
+	return next, nil
+}
+
 func (t *tasksTab) onSave() {
+	if t.far != nil {
+		t.saveFar()
+		return
+	}
 	next, err := t.b.Settings()
 	if err != nil {
 		showError(t.win, "Settings", err)
 		return
 	}
-	for _, kv := range [][2]string{{"inferenceUrl", t.URL.Text}, {"inferenceModel", t.Model.Text}, {"runnerMaxSteps", t.Steps.Text}, {"runnerTimeoutSeconds", t.Timeout.Text}} {
-		if next, err = next.Set(kv[0], kv[1]); err != nil {
-			t.Saved.SetText(err.Error())
-			return
-		}
+	if next, err = t.formSettings(next); err != nil {
+		t.Saved.SetText(err.Error())
+		return
 	}
 	if err := t.b.SaveSettings(next); err != nil {
 		t.Saved.SetText(err.Error())
@@ -167,6 +209,10 @@ func (t *tasksTab) onStoreKey() {
 		t.Saved.SetText("Type the API key first.")
 		return
 	}
+	if t.far != nil {
+		t.storeFarKey(t.Key.Text)
+		return
+	}
 	if t.sec == nil {
 		t.Saved.SetText("This window has no data folder to store the key for.")
 		return
@@ -177,6 +223,126 @@ func (t *tasksTab) onStoreKey() {
 	}
 	t.Key.SetText("")
 	t.Saved.SetText("API key stored in " + t.sec.Where() + ".")
+}
+
+// loadFarSettings reads a remote context's settings off the UI goroutine
+// and fills the form; Save waits for them. Call on the UI goroutine.
+func (t *tasksTab) loadFarSettings() {
+	t.Save.Disable()
+	if t.farSet == nil {
+		t.Saved.SetText(fmt.Sprintf("The settings of %s can't be read from here: run `%s`.", t.rc.Name, FarCommand(t.rc, "config", "get")))
+		return
+	}
+	t.Reload.Disable()
+	t.Saved.SetText("Reading the settings…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		f, err := t.farSet.ReadSettings(ctx)
+		t.do(func() {
+			t.Reload.Enable()
+			if err != nil {
+				t.Saved.SetText(err.Error())
+				return
+			}
+			t.showFarSettings(f)
+			t.Saved.SetText(farSettingsNote(f))
+		})
+	}()
+}
+
+// showFarSettings fills the form with f, the revision a save is based
+// on. Call on the UI goroutine.
+func (t *tasksTab) showFarSettings(f api.SettingsFile) {
+	t.farCfg, t.farRev, t.farRead = f.Settings, f.Revision, true
+	t.URL.SetText(f.Settings.InferenceURL)
+	t.Model.SetText(f.Settings.InferenceModel)
+	t.Steps.SetText(strconv.Itoa(f.Settings.RunnerMaxSteps))
+	t.Timeout.SetText(strconv.Itoa(f.Settings.RunnerTimeoutSeconds))
+	t.Save.Enable()
+}
+
+// saveFar writes the form into a remote context's sandbox.json based on
+// the revision the form was filled from, as the Container tab does: a
+// change made there since (that tab, `config set`) is never overwritten.
+// Call on the UI goroutine.
+func (t *tasksTab) saveFar() {
+	if !t.farRead {
+		t.Saved.SetText("The settings have not been read yet: press Reload.")
+		return
+	}
+	next, err := t.formSettings(t.farCfg)
+	if err != nil {
+		t.Saved.SetText(err.Error())
+		return
+	}
+	rev := t.farRev
+	t.Save.Disable()
+	t.Saved.SetText("Saving…")
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		f, err := t.farSet.WriteSettings(ctx, next, rev)
+		t.do(func() {
+			t.Save.Enable()
+			if err != nil {
+				t.Saved.SetText(err.Error())
+				return
+			}
+			t.showFarSettings(f)
+			msg := "Saved."
+			if note := farSettingsNote(f); note != "" {
+				msg += "\n" + note
+			}
+			t.Saved.SetText(msg)
+		})
+	}()
+}
+
+// storeFarKey stores the model server's key of a remote context where its
+// owner reads it: this machine's store under the context's service, when
+// that side's secretStore is "client" (asked of it first, as `--context
+// NAME secret set --app` does). Otherwise nothing here would ever be read
+// there, and the text says where to set it.
+func (t *tasksTab) storeFarKey(key string) {
+	t.StoreKey.Disable()
+	t.Saved.SetText("Asking " + t.rc.Name + " where it keeps its secrets…")
+	rc, here := t.rc, t.here
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), farCall)
+		defer cancel()
+		st, err := t.farStatus(ctx)
+		var msg string
+		stored := false
+		switch {
+		case err != nil:
+			msg = fmt.Sprintf("Not stored: %s can't say where it keeps its secrets: %v", rc.Name, err)
+		case st.SecretStore != config.SecretStoreClient:
+			store := st.SecretStore
+			if store == "" {
+				store = "unknown: an older osaurus-sandbox"
+			}
+			msg = fmt.Sprintf("Not stored: %s keeps its secrets on that machine (secretStore %s). Set the key there with `%s`, or keep its secrets on this machine with `%s` and store it here.",
+				rc.Name, store, FarCommand(rc, "secret", "set", "--app", secrets.InferenceKey), FarCommand(rc, "config", "set", "secretStore", config.SecretStoreClient))
+		case here.Root == "":
+			msg = "Not stored: this window has no data folder of this machine to store the key in."
+		default:
+			sec := &secrets.Store{B: secrets.InService{B: secrets.ForDataDir(here).B, Service: secrets.ClientService(rc.Name)}}
+			if err := sec.SetApp(secrets.InferenceKey, key); err != nil {
+				msg = "Not stored: " + err.Error()
+			} else {
+				stored = true
+				msg = fmt.Sprintf("API key stored in %s for %s: its owner reads it while a client of this machine is connected through the context (an `mcp --agent` session).", sec.Where(), rc.Name)
+			}
+		}
+		t.do(func() {
+			t.StoreKey.Enable()
+			if stored && t.Key.Text == key {
+				t.Key.SetText("")
+			}
+			t.Saved.SetText(msg)
+		})
+	}()
 }
 
 func (t *tasksTab) onCancel() {

@@ -39,7 +39,7 @@ func gui(ctx context.Context, p config.Paths, name string, stderr io.Writer) err
 		if err != nil {
 			return nil, err
 		}
-		return ui.OpenRemote(ctx, rc, remotes.Links{Path: remotes.LinksPath(p.ConfigDir())})
+		return ui.OpenRemote(ctx, rc, p)
 	}
 	s, err := open(ctx, name)
 	if err != nil {

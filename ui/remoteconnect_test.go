@@ -1,0 +1,201 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+)
+
+// Connect in the window of a remote context writes the entry `--context
+// box agent connect alice --client cursor` writes (TestAgentConnectThroughContext
+// in hostcli): it runs the far agent's tools through the context, names
+// this machine's data folder and carries no token; Disconnect takes it
+// out. This machine's agent of the same name, and its token, are never
+// used.
+func TestRemoteConnect(t *testing.T) {
+	home := t.TempDir() // the MCP clients' files: never the user's
+	t.Setenv("HOME", home)
+	f := openFarWindow(t)
+	// A decoy: this machine's own alice, with a token of its own.
+	local, err := agents.Open(f.local.AgentsJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := local.Add("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	localTok, _ := local.Token(la.ID)
+	at := f.w.Agents
+	cv := at.Connect
+	eventually(t, "the far side's alice", func() bool { return len(at.items) == 1 })
+	lockedDo(func() {
+		if cv.home != home {
+			t.Fatalf("the clients' files are looked for in %s, want %s", cv.home, home)
+		}
+		at.List.Select(0)
+		for _, s := range []string{at.Desktop.Text, at.CodeHTTP.Text} {
+			if strings.Contains(s, localTok) || strings.Contains(s, "Bearer") || !strings.Contains(s, "--context") {
+				t.Errorf("a snippet of box's agent is not the context's stdio form:\n%s", s)
+			}
+		}
+		if !strings.HasPrefix(at.CodeHTTP.Text, "claude mcp add --scope user --env ") || cv.Disconnect.Disabled() || !strings.Contains(cv.State.Text, "Set up in: none yet.") {
+			t.Errorf("Claude Code snippet %q, disconnect disabled %v, state %q", at.CodeHTTP.Text, cv.Disconnect.Disabled(), cv.State.Text)
+		}
+		cv.Client.SetSelected("Cursor")
+	})
+	cursor := filepath.Join(home, ".cursor", "mcp.json")
+	tap(cv.Connect)
+	if !strings.Contains(cv.Preview.Text, "Creates "+cursor+" with osaurus-sandbox-alice") {
+		t.Fatalf("preview:\n%s", cv.Preview.Text)
+	}
+	tap(cv.Confirm)
+	var v struct {
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	b, _ := os.ReadFile(cursor)
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v:\n%s", err, b)
+	}
+	e := v.MCPServers["osaurus-sandbox-alice"]
+	var args []string
+	for _, a := range e["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	env, _ := e["env"].(map[string]any)
+	// As hostcli's agentConnect writes it through a context: the
+	// installed binary, the context form, and this machine's data
+	// folder (whose contexts.json has box).
+	if !slices.Equal(args, []string{"--context", "box", "mcp", "--agent", "alice"}) || e["command"] != at.exe ||
+		len(env) != 1 || env[config.HomeEnv] != f.local.Root || len(e) != 3 || strings.Contains(string(b), localTok) {
+		t.Fatalf("cursor's file:\n%s", b)
+	}
+	lockedDo(func() {
+		if !strings.Contains(at.Status.Text, "Connected alice of box to Cursor: wrote "+cursor) || !strings.Contains(cv.State.Text, "Set up in: Cursor.") {
+			t.Errorf("status %q, state %q", at.Status.Text, cv.State.Text)
+		}
+	})
+
+	// The generic client's snippet: stdio through the context only.
+	lockedDo(func() { cv.Client.SetSelected("Another client (stdio or HTTP)") })
+	tap(cv.Connect)
+	if !strings.Contains(cv.Preview.Text, "reaches context box over ssh") || strings.Contains(cv.Preview.Text, "Bearer") {
+		t.Fatalf("generic snippets:\n%s", cv.Preview.Text)
+	}
+	lockedDo(func() { cv.Dialog.Hide(); cv.Client.SetSelected("Cursor") })
+
+	tap(cv.Disconnect)
+	if !strings.Contains(cv.Preview.Text, "Removes osaurus-sandbox-alice") || !strings.Contains(readFile(t, cursor), "osaurus-sandbox-alice") {
+		t.Fatalf("disconnect preview:\n%s", cv.Preview.Text)
+	}
+	tap(cv.Confirm)
+	if s := readFile(t, cursor); strings.Contains(s, "osaurus-sandbox-alice") {
+		t.Fatalf("disconnected, cursor's file still has alice:\n%s", s)
+	}
+	lockedDo(func() {
+		if !strings.Contains(at.Status.Text, "Disconnected alice from Cursor") || !strings.Contains(cv.State.Text, "Set up in: none yet.") {
+			t.Errorf("status %q, state %q", at.Status.Text, cv.State.Text)
+		}
+	})
+	tap(cv.Disconnect) // nothing left to take out
+	lockedDo(func() {
+		if !strings.Contains(at.Status.Text, "nothing to change") {
+			t.Errorf("status %q", at.Status.Text)
+		}
+	})
+	f.check(t)
+}
+
+// The Tasks tab of a remote context edits the far side's model server
+// settings through its owner, each save based on the revision read (a
+// change there in between is refused, never overwritten), and stores the
+// API key in this machine's store for the context only when that side
+// keeps its secrets here (secretStore client).
+func TestRemoteModelServer(t *testing.T) {
+	ctx := context.Background()
+	f := openFarWindow(t)
+	// This machine's settings: a decoy, and a file store for the key.
+	mine := config.Defaults()
+	mine.InferenceURL, mine.InferenceModel, mine.SecretStore = "http://127.0.0.1:1/v1", "LOCAL MODEL", config.SecretStoreFile
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	localBefore := readFile(t, f.local.SandboxJSON())
+	farSet := func(key, val string) {
+		t.Helper()
+		cur, err := f.farCtl.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := cur.Settings.Set(key, val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	farSet("inferenceUrl", "http://10.0.0.2:11434/v1")
+	farSet("inferenceModel", "far-model")
+	tt := f.w.Tasks
+	tap(tt.Reload)
+	eventually(t, "the far side's model server", func() bool {
+		return tt.URL.Text == "http://10.0.0.2:11434/v1" && tt.Model.Text == "far-model" && !tt.Save.Disabled()
+	})
+	lockedDo(func() { tt.URL.SetText("http://10.0.0.3:8080/v1"); tt.Model.SetText("qwen") })
+	tap(tt.Save)
+	eventually(t, "saved", func() bool { return tt.Saved.Text == "Saved." })
+	got, err := config.LoadSandbox(f.far.SandboxJSON())
+	if err != nil || got.InferenceURL != "http://10.0.0.3:8080/v1" || got.InferenceModel != "qwen" {
+		t.Fatalf("far sandbox.json after Save: %q %q (%v)", got.InferenceURL, got.InferenceModel, err)
+	}
+
+	// Another writer there, between the read and the next save.
+	farSet("inferenceModel", "theirs")
+	farAfter := readFile(t, f.far.SandboxJSON())
+	lockedDo(func() { tt.Model.SetText("mine") })
+	tap(tt.Save)
+	eventually(t, "the conflict", func() bool {
+		return strings.Contains(tt.Saved.Text, "changed on the far side since you opened them") && !tt.Save.Disabled()
+	})
+	if s := readFile(t, f.far.SandboxJSON()); s != farAfter {
+		t.Fatalf("a conflicting save changed the far sandbox.json:\n%s", s)
+	}
+	tap(tt.Reload)
+	eventually(t, "the other writer's model", func() bool { return tt.Model.Text == "theirs" && tt.Saved.Text == "" })
+
+	// The key: refused while the far side keeps its own secrets, stored
+	// here for box once it keeps them here.
+	farKey := &secrets.Store{B: secrets.InService{B: secrets.ForDataDir(f.local).B, Service: secrets.ClientService("box")}}
+	typeIn(tt.Key, "sk-far")
+	tap(tt.StoreKey)
+	eventually(t, "the refusal", func() bool {
+		return strings.Contains(tt.Saved.Text, "keeps its secrets on that machine") && strings.Contains(tt.Saved.Text, "secret set --app INFERENCE_API_KEY")
+	})
+	if _, err := farKey.GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("stored while the far side keeps its own secrets: %v", err)
+	}
+	farSet("secretStore", config.SecretStoreClient)
+	tap(tt.StoreKey)
+	eventually(t, "stored", func() bool { return strings.Contains(tt.Saved.Text, "API key stored in") && tt.Key.Text == "" })
+	if v, err := farKey.GetApp(secrets.InferenceKey); err != nil || v != "sk-far" {
+		t.Fatalf("this machine's entry for box: %q %v", v, err)
+	}
+	if _, err := secrets.ForDataDir(f.local).GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("this machine's own key was set: %v", err)
+	}
+	if s := readFile(t, f.local.SandboxJSON()); s != localBefore {
+		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
+	}
+	f.check(t)
+}
