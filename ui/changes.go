@@ -421,6 +421,21 @@ func (v *changesView) applyUploaded(agent, project string, cs *projects.ChangeSe
 		if err == nil && ops == nil {
 			err = errNoOps
 		}
+		// The review shown is checked against the far side's now, as the
+		// command line does, before anything is written here: changes the
+		// agent made since are shown first, not half-applied.
+		var now *projects.ChangeSet
+		if err == nil {
+			now, err = ops.ViewChanges(ctx, api.ViewRequest{Agent: a.ID, Project: p})
+		}
+		if err == nil && now.Review != cs.Review {
+			v.do(func() {
+				v.busy--
+				v.Result.SetText(fmt.Sprintf("Nothing written: %s changed %s since this review was shown (now review %s). The list is reloaded: look again, then apply.", agent, project, now.Review))
+				v.load()
+			})
+			return
+		}
 		if err == nil {
 			out, err = remotes.ApplyUploaded(ctx, ops, rc, links, a, projects.Project{Name: p}, cs, o)
 		}

@@ -361,6 +361,23 @@ func TestRemoteChangesApply(t *testing.T) {
 	if err != nil || len(cs.Changes) != 1 || cs.Changes[0].Path != "b.txt" {
 		t.Fatalf("the far side's changes after: %+v %v", cs, err)
 	}
+
+	// The agent changes b.txt again after the list was shown: nothing is
+	// written on either side, and the new review is shown.
+	lockedDo(func() { v.ops = v.ops.(servesOther).AgentOps })
+	writeFile(t, filepath.Join(view, "b.txt"), "b by alice, again\n")
+	tap(rowFor(t, v, "b.txt").Pick)
+	tap(v.Apply)
+	tapInOverlay(t, f.w.Win, "Yes")
+	eventually(t, "the stale review refused", func() bool {
+		return v.busy == 0 && strings.Contains(v.Result.Text, "alice changed app since this review was shown")
+	})
+	if got := readFile(t, filepath.Join(here, "b.txt")); got != "b\n" {
+		t.Fatalf("b.txt here after a stale apply: %q", got)
+	}
+	if got := readFile(t, filepath.Join(copyDir, "b.txt")); got != "b\n" {
+		t.Fatalf("b.txt in the far copy after a stale apply: %q", got)
+	}
 	f.check(t)
 }
 
