@@ -274,7 +274,7 @@ func TestRemoteContext(t *testing.T) {
 		want string
 	}{
 		{[]string{"--context", "nope", "status"}, 1, `no such context: "nope"`},
-		{[]string{"agent", "repair"}, 1, `"agent repair" doesn't work through a remote context yet`},
+		{[]string{"serve"}, 1, "serve runs the owner of this machine's sandbox, not another's"},
 		{[]string{"exec", "-it", "--", "sh"}, 3, "not running"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=touch"}, 1, "the host is missing or has characters"},
 		{[]string{"context", "add", "evil", "ssh://-oProxyCommand=sh@box"}, 1, "the user name may have"},
@@ -284,6 +284,11 @@ func TestRemoteContext(t *testing.T) {
 		if code != tt.code || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, want %d with %q:\n%s", tt.args, code, tt.code, tt.want, errOut)
 		}
+	}
+
+	// The far side's repair, through its owner.
+	if out, errOut, code := local.run("agent", "repair"); code != 0 || !strings.Contains(out, "nothing to repair") {
+		t.Errorf("agent repair through the context: exit %d\n%s%s", code, out, errOut)
 	}
 
 	// A server whose host key isn't the one known is refused by ssh,
