@@ -11,6 +11,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto/control"
 	"github.com/osaurus/osaurus-sandbox/agents"
+	"github.com/osaurus/osaurus-sandbox/errdefs"
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/projects"
 )
@@ -24,7 +25,7 @@ import (
 
 // ErrNoFolder: the far project was not uploaded from this machine (no
 // record of its folder here), so there is nothing here to apply to.
-var ErrNoFolder = errors.New("not uploaded from this machine")
+var ErrNoFolder = errdefs.Class(errdefs.ErrNotFound, "not uploaded from this machine")
 
 // Folder is the folder of this machine rc's project was uploaded from,
 // where applying its changes writes. It comes from this machine's record

@@ -116,6 +116,7 @@ var sentinels = []sentinel{
 	{"provision/squashfs.ErrUnsupported", squashfs.ErrUnsupported, errdefs.ErrUnsupported},
 	{"remotes.ErrExists", remotes.ErrExists, errdefs.ErrExists},
 	{"remotes.ErrInvalid", remotes.ErrInvalid, errdefs.ErrInvalid},
+	{"remotes.ErrNoFolder", remotes.ErrNoFolder, errdefs.ErrNotFound},
 	{"remotes.ErrNotFound", remotes.ErrNotFound, errdefs.ErrNotFound},
 	{"sandbox.ErrCoolingOff", sandbox.ErrCoolingOff, errdefs.ErrUnavailable},
 	{"sandbox.ErrSleeping", sandbox.ErrSleeping, errdefs.ErrUnavailable},
