@@ -261,15 +261,7 @@ func (v *connectView) onConnect() {
 		d.Show()
 		return
 	}
-	var d *dialog.CustomDialog
-	v.Confirm = widget.NewButton("Write", func() {
-		d.Hide()
-		v.Dialog = nil
-		backup, err := connect.Apply(ch)
-		if err != nil {
-			showError(v.t.win, "Connecting "+c.Name, err)
-			return
-		}
+	v.confirmWrite("Connect "+a.Name+" to "+c.Name, "Connecting "+c.Name, ch, func(backup string) {
 		msg := fmt.Sprintf("Connected %s to %s: wrote %s", a.Name, c.Name, ch.Path)
 		if v.t.remote != nil {
 			msg = fmt.Sprintf("Connected %s of %s to %s: wrote %s", a.Name, v.t.remote.Name, c.Name, ch.Path)
@@ -280,9 +272,26 @@ func (v *connectView) onConnect() {
 		v.t.Status.SetText(msg + ".")
 		v.show(&a)
 	})
+}
+
+// confirmWrite shows the change ch in a dialog titled title and applies
+// it when the user presses Write, then done hears where the old file was
+// kept ("" none); a failure is shown under errTitle.
+func (v *connectView) confirmWrite(title, errTitle string, ch connect.Change, done func(backup string)) {
+	var d *dialog.CustomDialog
+	v.Confirm = widget.NewButton("Write", func() {
+		d.Hide()
+		v.Dialog = nil
+		backup, err := connect.Apply(ch)
+		if err != nil {
+			showError(v.t.win, errTitle, err)
+			return
+		}
+		done(backup)
+	})
 	v.Confirm.Importance = widget.HighImportance
 	cancel := widget.NewButton("Cancel", func() { d.Hide(); v.Dialog = nil })
-	d = dialog.NewCustomWithoutButtons("Connect "+a.Name+" to "+c.Name, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
+	d = dialog.NewCustomWithoutButtons(title, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
 	d.Resize(fyne.NewSize(640, 420))
 	v.Dialog = d
 	d.Show()
@@ -314,15 +323,7 @@ func (v *connectView) onDisconnect() {
 	v.Preview.Wrapping = fyne.TextWrapWord
 	v.Preview.SetMinRowsVisible(12)
 	v.Preview.SetText(ch.Describe())
-	var d *dialog.CustomDialog
-	v.Confirm = widget.NewButton("Write", func() {
-		d.Hide()
-		v.Dialog = nil
-		backup, err := connect.Apply(ch)
-		if err != nil {
-			showError(v.t.win, "Disconnecting "+c.Name, err)
-			return
-		}
+	v.confirmWrite("Disconnect "+a.Name+" from "+c.Name, "Disconnecting "+c.Name, ch, func(backup string) {
 		msg := fmt.Sprintf("Disconnected %s from %s: wrote %s", a.Name, c.Name, ch.Path)
 		if backup != "" {
 			msg += " (the old file is in " + backup + ")"
@@ -330,10 +331,4 @@ func (v *connectView) onDisconnect() {
 		v.t.Status.SetText(msg + ".")
 		v.show(&a)
 	})
-	v.Confirm.Importance = widget.HighImportance
-	cancel := widget.NewButton("Cancel", func() { d.Hide(); v.Dialog = nil })
-	d = dialog.NewCustomWithoutButtons("Disconnect "+a.Name+" from "+c.Name, container.NewBorder(nil, container.NewHBox(cancel, v.Confirm), nil, nil, v.Preview), v.t.win)
-	d.Resize(fyne.NewSize(640, 420))
-	v.Dialog = d
-	d.Show()
 }

@@ -72,14 +72,9 @@ type containerTab struct {
 	// Reload reads a remote context's settings again (nil for this
 	// machine's, whose form is read from the file at each save).
 	Reload *widget.Button
-	// far are a remote context's settings, read and written through its
-	// owner off the UI goroutine (nil: this machine's sandbox.json);
-	// farCfg and farRev are what the form was filled from, which a save
-	// changes (farRead false until the first read answered).
-	far     farSettings
-	farCfg  config.Sandbox
-	farRev  string
-	farRead bool
+	// far is the form of a remote context's settings, read and written
+	// through its owner (nil: this machine's sandbox.json).
+	far *farForm
 
 	RunDiag  *widget.Button
 	DiagList *fyne.Container
@@ -150,8 +145,13 @@ func newContainerTab(b Backend, win fyne.Window, do func(func())) *containerTab 
 	t.Save = widget.NewButton("Save", t.onSave)
 	t.Saved = widget.NewLabel("")
 	if fs, ok := b.(farSettings); ok {
-		t.far = fs
 		t.Reload = widget.NewButton("Reload", t.loadSettings)
+		t.far = &farForm{src: fs, do: do, save: t.Save, reload: t.Reload, note: t.Saved, show: func(cfg config.Sandbox) {
+			t.fillSettings(cfg)
+			if t.First != nil {
+				t.First.fill(cfg)
+			}
+		}}
 	}
 	t.loadSettings()
 
@@ -467,7 +467,7 @@ type farSettings interface {
 
 func (t *containerTab) loadSettings() {
 	if t.far != nil {
-		t.loadFarSettings()
+		t.far.load()
 		return
 	}
 	cfg, err := t.b.Settings()
@@ -527,42 +527,6 @@ func (t *containerTab) onSave() {
 	}
 }
 
-// loadFarSettings reads a remote context's settings off the UI goroutine
-// and fills the form (and the first-run view) with them; Save waits for
-// them. Call on the UI goroutine.
-func (t *containerTab) loadFarSettings() {
-	t.Save.Disable()
-	t.Reload.Disable()
-	t.Saved.SetText("Reading the settings…")
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), farCall)
-		defer cancel()
-		f, err := t.far.ReadSettings(ctx)
-		t.do(func() {
-			t.Reload.Enable()
-			if err != nil {
-				t.Saved.SetText(err.Error())
-				return
-			}
-			t.showFarSettings(f)
-			t.Saved.SetText(farSettingsNote(f))
-		})
-	}()
-}
-
-// showFarSettings fills the form with f, the revision a save is based
-// on. Call on the UI goroutine.
-func (t *containerTab) showFarSettings(f api.SettingsFile) {
-	t.mu.Lock()
-	t.farCfg, t.farRev, t.farRead = f.Settings, f.Revision, true
-	t.mu.Unlock()
-	t.fillSettings(f.Settings)
-	if t.First != nil {
-		t.First.fill(f.Settings)
-	}
-	t.Save.Enable()
-}
-
 // farSettingsNote is what is wrong with a remote context's sandbox.json
 // as its owner read it ("" when nothing).
 func farSettingsNote(f api.SettingsFile) string {
@@ -580,12 +544,9 @@ func farSettingsNote(f api.SettingsFile) string {
 }
 
 // saveFar writes the form into a remote context's sandbox.json, based
-// on the revision the form was filled from: a change made there since is
-// never overwritten. Call on the UI goroutine.
+// on what the form was filled from. Call on the UI goroutine.
 func (t *containerTab) saveFar() {
-	t.mu.Lock()
-	old, rev, read := t.farCfg, t.farRev, t.farRead
-	t.mu.Unlock()
+	old, rev, read := t.far.based()
 	if !read {
 		t.Saved.SetText("The settings have not been read yet: press Reload.")
 		return
@@ -596,32 +557,16 @@ func (t *containerTab) saveFar() {
 		showError(t.win, "Invalid setting", err)
 		return
 	}
-	t.Save.Disable()
-	t.Saved.SetText("Saving…")
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), farCall)
-		defer cancel()
-		f, err := t.far.WriteSettings(ctx, next, rev)
-		t.do(func() {
-			t.Save.Enable()
-			if err != nil {
-				t.Saved.SetText(err.Error())
-				if !errors.Is(err, errFarSettingsChanged) {
-					showError(t.win, "Saving settings failed", err)
-				}
-				return
-			}
-			t.showFarSettings(f)
-			msg := "Saved."
-			if f.Settings.NeedsRestart(old) && t.b.Status().State == control.Running {
-				msg = "Saved. Restart required: stop and start the VM for this to take effect."
-			}
-			if note := farSettingsNote(f); note != "" {
-				msg += "\n" + note
-			}
-			t.Saved.SetText(msg)
-		})
-	}()
+	t.far.write(next, rev, func(err error) {
+		if !errors.Is(err, errFarSettingsChanged) {
+			showError(t.win, "Saving settings failed", err)
+		}
+	}, func(f api.SettingsFile) string {
+		if f.Settings.NeedsRestart(old) && t.b.Status().State == control.Running {
+			return "Saved. Restart required: stop and start the VM for this to take effect."
+		}
+		return "Saved."
+	})
 }
 
 // glanceSettings are the settings the glance shows the VM's size from: a
@@ -629,9 +574,8 @@ func (t *containerTab) saveFar() {
 // at each sample), else this machine's file.
 func (t *containerTab) glanceSettings() config.Sandbox {
 	if t.far != nil {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return t.farCfg
+		cfg, _, _ := t.far.based()
+		return cfg
 	}
 	cfg, _ := t.b.Settings()
 	return cfg

@@ -385,7 +385,7 @@ func (f *firstRun) setUpFar() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), farCall)
 		defer cancel()
-		file, err := f.t.far.ReadSettings(ctx)
+		file, err := f.t.far.src.ReadSettings(ctx)
 		next := file.Settings
 		for _, kv := range want {
 			if err == nil {
@@ -393,7 +393,7 @@ func (f *firstRun) setUpFar() {
 			}
 		}
 		if err == nil && next != file.Settings {
-			file, err = f.t.far.WriteSettings(ctx, next, file.Revision)
+			file, err = f.t.far.src.WriteSettings(ctx, next, file.Revision)
 		}
 		f.t.do(func() {
 			if err != nil {
@@ -401,7 +401,7 @@ func (f *firstRun) setUpFar() {
 				f.showFailure(err)
 				return
 			}
-			f.t.showFarSettings(file)
+			f.t.far.fill(file)
 			f.start()
 		})
 	}()

@@ -41,14 +41,11 @@ type tasksTab struct {
 	// nil when the backend has no data folder.
 	sec *secrets.Store
 	// A remote context's model server settings: its sandbox.json through
-	// its owner (farSet), the settings and revision the form was filled
-	// from (on the UI goroutine only), and how to ask where it keeps its
-	// secrets. here is this machine's data folder, whose store holds the
-	// context's secrets when the far secretStore is "client".
-	farSet    farSettings
-	farCfg    config.Sandbox
-	farRev    string
-	farRead   bool
+	// its owner (farSet: nil when the backend can't reach it), and how to
+	// ask where it keeps its secrets. here is this machine's data folder,
+	// whose store holds the context's secrets when the far secretStore is
+	// "client".
+	farSet    *farForm
 	farStatus func(context.Context) (api.Status, error)
 	here      config.Paths
 
@@ -69,10 +66,11 @@ type tasksTab struct {
 
 func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	t := &tasksTab{b: b, win: win, do: do}
+	var farSrc farSettings
 	if far := farOf(b); far != nil {
 		t.far, t.poll = far, farPoll
 		t.rc, _ = remoteOf(b)
-		t.farSet, _ = b.(farSettings)
+		farSrc, _ = b.(farSettings)
 		t.farStatus = far.Status
 		if h, ok := b.(interface{ Here() config.Paths }); ok {
 			t.here = h.Here()
@@ -93,6 +91,14 @@ func newTasksTab(b Backend, win fyne.Window, do func(func())) *tasksTab {
 	if t.far != nil {
 		t.Key.SetPlaceHolder("API key (kept on this machine when " + t.rc.Name + "'s secretStore is client)")
 		t.Reload = widget.NewButton("Reload", t.loadFarSettings)
+		if farSrc != nil {
+			t.farSet = &farForm{src: farSrc, do: do, save: t.Save, reload: t.Reload, note: t.Saved, show: func(cfg config.Sandbox) {
+				t.URL.SetText(cfg.InferenceURL)
+				t.Model.SetText(cfg.InferenceModel)
+				t.Steps.SetText(strconv.Itoa(cfg.RunnerMaxSteps))
+				t.Timeout.SetText(strconv.Itoa(cfg.RunnerTimeoutSeconds))
+			}}
+		}
 	}
 	t.Detail = widget.NewLabel("Select a task to see its steps.")
 	t.Detail.Wrapping = fyne.TextWrapWord
@@ -226,77 +232,36 @@ func (t *tasksTab) onStoreKey() {
 }
 
 // loadFarSettings reads a remote context's settings off the UI goroutine
-// and fills the form; Save waits for them. Call on the UI goroutine.
+// and fills the form. Call on the UI goroutine.
 func (t *tasksTab) loadFarSettings() {
-	t.Save.Disable()
 	if t.farSet == nil {
+		t.Save.Disable()
 		t.Saved.SetText(fmt.Sprintf("The settings of %s can't be read from here: run `%s`.", t.rc.Name, FarCommand(t.rc, "config", "get")))
 		return
 	}
-	t.Reload.Disable()
-	t.Saved.SetText("Reading the settings…")
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), farCall)
-		defer cancel()
-		f, err := t.farSet.ReadSettings(ctx)
-		t.do(func() {
-			t.Reload.Enable()
-			if err != nil {
-				t.Saved.SetText(err.Error())
-				return
-			}
-			t.showFarSettings(f)
-			t.Saved.SetText(farSettingsNote(f))
-		})
-	}()
-}
-
-// showFarSettings fills the form with f, the revision a save is based
-// on. Call on the UI goroutine.
-func (t *tasksTab) showFarSettings(f api.SettingsFile) {
-	t.farCfg, t.farRev, t.farRead = f.Settings, f.Revision, true
-	t.URL.SetText(f.Settings.InferenceURL)
-	t.Model.SetText(f.Settings.InferenceModel)
-	t.Steps.SetText(strconv.Itoa(f.Settings.RunnerMaxSteps))
-	t.Timeout.SetText(strconv.Itoa(f.Settings.RunnerTimeoutSeconds))
-	t.Save.Enable()
+	t.farSet.load()
 }
 
 // saveFar writes the form into a remote context's sandbox.json based on
-// the revision the form was filled from, as the Container tab does: a
-// change made there since (that tab, `config set`) is never overwritten.
-// Call on the UI goroutine.
+// what the form was filled from, as the Container tab does: a change made
+// there since (that tab, `config set`) is never overwritten. Call on the
+// UI goroutine.
 func (t *tasksTab) saveFar() {
-	if !t.farRead {
+	if t.farSet == nil {
+		t.loadFarSettings() // says where they are
+		return
+	}
+	old, rev, read := t.farSet.based()
+	if !read {
 		t.Saved.SetText("The settings have not been read yet: press Reload.")
 		return
 	}
-	next, err := t.formSettings(t.farCfg)
+	next, err := t.formSettings(old)
 	if err != nil {
 		t.Saved.SetText(err.Error())
 		return
 	}
-	rev := t.farRev
-	t.Save.Disable()
-	t.Saved.SetText("Saving…")
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), farCall)
-		defer cancel()
-		f, err := t.farSet.WriteSettings(ctx, next, rev)
-		t.do(func() {
-			t.Save.Enable()
-			if err != nil {
-				t.Saved.SetText(err.Error())
-				return
-			}
-			t.showFarSettings(f)
-			msg := "Saved."
-			if note := farSettingsNote(f); note != "" {
-				msg += "\n" + note
-			}
-			t.Saved.SetText(msg)
-		})
-	}()
+	t.farSet.write(next, rev, func(error) {}, func(api.SettingsFile) string { return "Saved." })
 }
 
 // storeFarKey stores the model server's key of a remote context where its
