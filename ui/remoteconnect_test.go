@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -122,7 +120,6 @@ func TestRemoteConnect(t *testing.T) {
 // API key in this machine's store for the context only when that side
 // keeps its secrets here (secretStore client).
 func TestRemoteModelServer(t *testing.T) {
-	ctx := context.Background()
 	f := openFarWindow(t)
 	// This machine's settings: a decoy, and a file store for the key.
 	mine := config.Defaults()
@@ -131,22 +128,8 @@ func TestRemoteModelServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	localBefore := readFile(t, f.local.SandboxJSON())
-	farSet := func(key, val string) {
-		t.Helper()
-		cur, err := f.farCtl.Settings(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := cur.Settings.Set(key, val)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	farSet("inferenceUrl", "http://10.0.0.2:11434/v1")
-	farSet("inferenceModel", "far-model")
+	f.set(t, "inferenceUrl", "http://10.0.0.2:11434/v1")
+	f.set(t, "inferenceModel", "far-model")
 	tt := f.w.Tasks
 	tap(tt.Reload)
 	eventually(t, "the far side's model server", func() bool {
@@ -161,7 +144,7 @@ func TestRemoteModelServer(t *testing.T) {
 	}
 
 	// Another writer there, between the read and the next save.
-	farSet("inferenceModel", "theirs")
+	f.set(t, "inferenceModel", "theirs")
 	farAfter := readFile(t, f.far.SandboxJSON())
 	lockedDo(func() { tt.Model.SetText("mine") })
 	tap(tt.Save)
@@ -185,7 +168,7 @@ func TestRemoteModelServer(t *testing.T) {
 	if _, err := farKey.GetApp(secrets.InferenceKey); !errors.Is(err, secrets.ErrNotFound) {
 		t.Fatalf("stored while the far side keeps its own secrets: %v", err)
 	}
-	farSet("secretStore", config.SecretStoreClient)
+	f.set(t, "secretStore", config.SecretStoreClient)
 	tap(tt.StoreKey)
 	eventually(t, "stored", func() bool { return strings.Contains(tt.Saved.Text, "API key stored in") && tt.Key.Text == "" })
 	if v, err := farKey.GetApp(secrets.InferenceKey); err != nil || v != "sk-far" {

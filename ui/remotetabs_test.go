@@ -40,6 +40,24 @@ type farWindow struct {
 // openFarWindow builds the window of box. This machine's data folder
 // (OSAURUS_SANDBOX_HOME) holds a task and a console log of its own; check
 // says the window never showed them and wrote nothing here.
+// set changes one of the far side's settings as another writer there
+// would (`config set` on that machine).
+func (f *farWindow) set(t *testing.T, key, val string) {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := f.farCtl.Settings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := cur.Settings.Set(key, val)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openFarWindow(t *testing.T) *farWindow {
 	t.Helper()
 	old := farPoll
@@ -481,7 +499,6 @@ func TestRemotePluginsTab(t *testing.T) {
 // machine's; a change made there after the form was read is not
 // overwritten: the save says so, and Reload shows it.
 func TestRemoteSettings(t *testing.T) {
-	ctx := context.Background()
 	f := openFarWindow(t)
 	// This machine's sandbox.json: a decoy the window must never show.
 	mine := config.Defaults()
@@ -490,21 +507,7 @@ func TestRemoteSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	localBefore := readFile(t, f.local.SandboxJSON())
-	farSet := func(key, val string) {
-		t.Helper()
-		cur, err := f.farCtl.Settings(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := cur.Settings.Set(key, val)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.farCtl.SaveSettings(ctx, api.SettingsSave{Settings: next, IfRevision: cur.Revision}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	farSet("cpus", "3")
+	f.set(t, "cpus", "3")
 	c := f.w.Container
 	tap(c.Reload) // the far side's as they are now
 	eventually(t, "the far side's settings", func() bool { return c.CPUs.Selected == "3" && !c.Save.Disabled() })
@@ -522,7 +525,7 @@ func TestRemoteSettings(t *testing.T) {
 	}
 
 	// Another writer there, between the read and the next save.
-	farSet("cpus", "2")
+	f.set(t, "cpus", "2")
 	farAfter := readFile(t, f.far.SandboxJSON())
 	lockedDo(func() { c.CPUs.SetSelected("4") })
 	tap(c.Save)
