@@ -206,23 +206,50 @@ func (a *uiApp) capture(t testing.TB) []byte {
 	return out
 }
 
-// shot saves a screenshot once the window has settled: two captures in a
-// row show the same pixels (the window redraws nothing on a timer more
-// often than once a minute).
+// waitShows waits for the window's title to end with the state the
+// window shows (the title is set after the rest of the window).
+func (a *uiApp) waitShows(t testing.TB, state string) {
+	t.Helper()
+	var title string
+	waitFor(t, "the window to show "+state, 5*time.Minute, func() bool {
+		title, _ = a.xdotool("getwindowname", a.win)
+		return strings.HasSuffix(title, " — "+state)
+	})
+}
+
+// shot saves a screenshot once the window has drawn and settled: two
+// captures in a row show the same pixels, and more than a handful of
+// colours (a window not drawn yet is one flat colour, and settled too).
+// The window redraws nothing on a timer more often than once a minute.
 func (a *uiApp) shot(t testing.TB, name string) {
 	t.Helper()
 	var last []byte
-	waitFor(t, "the window to settle before "+name, time.Minute, func() bool {
+	waitFor(t, "the window to draw and settle before "+name, 2*time.Minute, func() bool {
 		cur := a.capture(t)
 		same := last != nil && bytes.Equal(cur, last)
 		last = cur
-		return same
+		return same && colours(cur, 16) >= 16
 	})
+	a.save(t, name)
+}
+
+// save saves a screenshot of the window as it is.
+func (a *uiApp) save(t testing.TB, name string) {
+	t.Helper()
 	cmd := exec.Command("import", "-window", "root", "-crop", "900x760+0+0", filepath.Join(a.shots, name))
 	cmd.Env = a.xenv
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("screenshot: %v %s", err, out)
 	}
+}
+
+// colours counts the distinct colours in raw RGB pixels, up to limit.
+func colours(rgb []byte, limit int) int {
+	seen := map[[3]byte]bool{}
+	for i := 0; i+2 < len(rgb) && len(seen) < limit; i += 3 {
+		seen[[3]byte{rgb[i], rgb[i+1], rgb[i+2]}] = true
+	}
+	return len(seen)
 }
 
 // diagLine is the owner's log line for one diagnostic result.
@@ -235,23 +262,35 @@ var diagLine = regexp.MustCompile(`(?m)^diagnostics: ([a-z-]+): ([a-z-]+) (".*")
 func TestUISmoke(t *testing.T) {
 	a := startApp(t)
 	buttons := buttonCentres(t)
-	click := func(button string) {
+	// A click waits for the window to show the state the button needs:
+	// the owner's state (status) can be ahead of the window's on a loaded
+	// machine, and a click on a button still disabled does nothing.
+	click := func(button, shows string) {
 		t.Helper()
+		a.waitShows(t, shows)
 		at := buttons[button]
 		a.x(t, "mousemove", "--window", a.win, fmt.Sprint(at[0]), fmt.Sprint(at[1]), "click", "1")
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			a.save(t, "failed.png") // what the window showed
+		}
+	})
+	a.waitShows(t, "Stopped")
 	a.shot(t, "1-opened.png")
 
-	click("Provision")
+	click("Provision", "Stopped")
 	waitFor(t, "provisioning to start", 30*time.Second, func() bool { return a.status().State == "provisioning" })
 	waitFor(t, "provisioning to finish", 10*time.Minute, func() bool { return a.status().State == "stopped" })
+	a.waitShows(t, "Stopped")
 	a.shot(t, "2-provisioned.png")
 
-	click("Start")
+	click("Start", "Stopped")
 	waitFor(t, "the VM to run", 5*time.Minute, func() bool { return a.status().State == "running" })
+	a.waitShows(t, "Running")
 	a.shot(t, "3-running.png")
 
-	click("Run Diagnostics")
+	click("Run Diagnostics", "Running")
 	// The owner logs each result, then a last line, as the window shows
 	// them.
 	var appLog []byte

@@ -52,16 +52,21 @@ func NewWindow(a fyne.App, b Backend, reg *agents.Registry) *Window {
 // newWindow takes the function that applies updates coming from other
 // goroutines (fyne.Do; tests serialise it with their own reads).
 func newWindow(a fyne.App, b Backend, reg *agents.Registry, do func(func())) *Window {
-	return newWindowIn(a.NewWindow(windowTitle(b)), a, b, reg, do, nil)
+	return newWindowIn(a.NewWindow(windowTitle(b, b.Status())), a, b, reg, do, nil)
 }
 
-// windowTitle names a remote context in the title: two windows, or one
-// switched, must never be mistaken for each other.
-func windowTitle(b Backend) string {
+// windowTitle names a remote context in the title (two windows, or one
+// switched, must never be mistaken for each other) and ends with the
+// VM's state, which a task bar shows while the window is hidden.
+func windowTitle(b Backend, st control.Status) string {
+	title := "Osaurus Sandbox"
 	if rc, ok := remoteOf(b); ok {
-		return "Osaurus Sandbox — " + rc.Name + " (" + rc.URL + ")"
+		title += " — " + rc.Name + " (" + rc.URL + ")"
 	}
-	return "Osaurus Sandbox"
+	if s := statusText(st); s != "" {
+		title += " — " + s
+	}
+	return title
 }
 
 // newWindowIn builds the window's content for b in win, under header (the
@@ -69,7 +74,7 @@ func windowTitle(b Backend) string {
 // same window.
 func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, do func(func()), header fyne.CanvasObject) *Window {
 	w := &Window{Win: win}
-	win.SetTitle(windowTitle(b))
+	win.SetTitle(windowTitle(b, b.Status()))
 	rc, remote := remoteOf(b)
 	w.Container = newContainerTab(b, w.Win, do)
 	w.Agents = newAgentsTab(reg, w.Win, do)
@@ -163,7 +168,14 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 	}
 	w.Win.SetContent(w.Body)
 	w.gateTabs(b.Status().State)
-	cancel := b.Subscribe(func(st control.Status) { do(func() { w.Container.show(st); w.gateTabs(st.State) }) })
+	cancel := b.Subscribe(func(st control.Status) {
+		do(func() {
+			w.Container.show(st)
+			w.gateTabs(st.State)
+			// Last: the title says the state once the window shows it.
+			win.SetTitle(windowTitle(b, st))
+		})
+	})
 	go w.Container.followConsole(ctx)
 	if far := farOf(b); far != nil {
 		go w.Container.followFarConsole(ctx, far, farPoll)
@@ -268,7 +280,7 @@ func initialSize(w, h float32) fyne.Size {
 // and no way back would be worse. SIGINT and SIGTERM quit as Quit does.
 func Run(o Options) error {
 	a := app.NewWithID("org.osaurus.sandbox")
-	win := a.NewWindow(windowTitle(o.Backend))
+	win := a.NewWindow(windowTitle(o.Backend, o.Backend.Status()))
 	sw := newSwitcher(a, win, fyne.Do, o.Contexts, o.Open)
 	prefs := a.Preferences()
 	win.Resize(initialSize(

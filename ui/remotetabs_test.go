@@ -101,6 +101,12 @@ func openFarWindow(t *testing.T) *farWindow {
 		f.w.Win.Resize(fyne.NewSize(900, 760))
 	})
 	t.Cleanup(f.w.Close) // before the session closes
+	// The settings forms' first reads: a Reload tapped while one is under
+	// way does nothing (its button is disabled), and the read may answer
+	// with the far settings as they were before a test changed them.
+	eventually(t, "the far settings' first read", func() bool {
+		return !f.w.Container.Reload.Disabled() && !f.w.Tasks.Reload.Disabled()
+	})
 	return f
 }
 

@@ -149,6 +149,12 @@ func newTestWindow(t *testing.T, b Backend) (*Window, *agents.Registry) {
 // eventually polls cond, letting fyne.Do callbacks run. The bound is
 // generous: the window polls files, and CI runs packages side by side on
 // two cores.
+// lockedTitle is the window's title, read as eventually reads.
+func lockedTitle(w *Window) (s string) {
+	lockedDo(func() { s = w.Win.Title() })
+	return s
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testwait.Eventually(t, what, 30*time.Second, 10*time.Millisecond, func() (ok bool) {
@@ -226,13 +232,21 @@ func TestStartAndStop(t *testing.T) {
 	f.st = control.Status{State: control.Stopped}
 	w, _ := newTestWindow(t, f)
 	c := w.Container
+	// The title says the state the window shows (a task bar shows it;
+	// the window's e2e test waits on it before each click).
+	title := w.Win.Title // under uiMu, which eventually holds
+	if got := lockedTitle(w); got != "Osaurus Sandbox — Stopped" {
+		t.Fatalf("title %q, want Osaurus Sandbox — Stopped", got)
+	}
 	tap(c.Start)
 	eventually(t, "running", func() bool { return c.State.Text == "Running" })
+	eventually(t, "the title to say running", func() bool { return title() == "Osaurus Sandbox — Running" })
 	if !strings.Contains(c.Details.Text, "qemu (TCG) · debian guest") || c.Stop.Disabled() || !c.Start.Disabled() {
 		t.Fatalf("running: %q stop disabled %v", c.Details.Text, c.Stop.Disabled())
 	}
 	tap(c.Stop)
 	eventually(t, "stopped", func() bool { return c.State.Text == "Stopped" })
+	eventually(t, "the title to say stopped", func() bool { return title() == "Osaurus Sandbox — Stopped" })
 	if got := f.called(); strings.Join(got, ",") != "start,stop" {
 		t.Fatalf("calls %v", got)
 	}
