@@ -229,10 +229,18 @@ func (t *agentsTab) showEmpty() {
 	if len(t.items) == 0 {
 		t.editor.Hide()
 		t.Empty.Show()
-		t.win.Canvas().Focus(t.NewName)
 	} else {
 		t.Empty.Hide()
 		t.editor.Show()
+	}
+}
+
+// shown is called when the tab shows: with no agents yet, the name box
+// is where to type (focused only then: an object on a hidden tab can't
+// take the focus).
+func (t *agentsTab) shown() {
+	if len(t.items) == 0 {
+		t.win.Canvas().Focus(t.NewName)
 	}
 }
 

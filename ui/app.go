@@ -140,6 +140,7 @@ func newWindowIn(win fyne.Window, a fyne.App, b Backend, reg *agents.Registry, d
 			w.Container.show(b.Status()) // agents added meanwhile
 		}
 		if ti.Text == "Agents" {
+			w.Agents.shown()
 			if a, err := reg.Get(w.Agents.selected); err == nil {
 				w.Agents.Connect.show(&a)
 			}

@@ -186,6 +186,12 @@ func TestFirstRunIsOneStep(t *testing.T) {
 		if !a.Empty.Visible() || a.editor.Visible() || !strings.Contains(a.Empty.Title, "Add your first agent") {
 			t.Errorf("empty Agents tab: first steps shown %v, editor shown %v", a.Empty.Visible(), a.editor.Visible())
 		}
+		// Where to type first, once the tab shows.
+		w.Tabs.Select(w.Tabs.Items[1])
+		if got := w.Win.Canvas().Focused(); got != a.NewName {
+			t.Errorf("the empty Agents tab focused %v, want the name box", got)
+		}
+		w.Tabs.Select(w.Tabs.Items[0])
 	})
 	if text := planText(imagePlan{Distro: "alpine", Arch: "amd64", DiskSize: 8 << 30, Downloads: []control.Download{{URL: "https://dl.example.org/a.tar.gz", Size: -1}}}, "/data"); strings.Contains(text, "size unknown") || !strings.Contains(text, "can't reach the server") || !strings.Contains(text, "network connection") {
 		t.Errorf("offline plan: %s", text)
