@@ -2,15 +2,12 @@ package hostcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
-	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -63,78 +60,16 @@ func (c *cli) farSecretAgent(ctx context.Context, ref string) (agents.Agent, err
 	return a, nil
 }
 
-// offerSecrets offers this machine's secrets of the context to the far
-// owner while ctx lasts, whenever its secretStore is "client": one more
-// dial-stdio connection beside the command's. A far side that keeps its
-// secrets itself is asked again every farStorePoll over the same
-// connection, so switching it to "client" while a client is connected
-// takes effect without reconnecting; a lost link is dialled again (the
-// owner may have restarted).
-func (c *cli) offerSecrets(ctx context.Context) {
-	delay := time.Second
-	for {
-		if cl, err := client.Via(ctx, c.dialer()); err == nil {
-			if !c.offerOver(ctx, cl) {
-				cl.Close()
-				return
-			}
-			cl.Close()
-			delay = time.Second
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 30*time.Second)
-	}
-}
-
-// farStorePoll is how often a far owner that keeps its own secrets is
-// asked whether it now wants this machine's; offerChecked hears each
-// answer (for tests).
-var (
-	farStorePoll = 30 * time.Second
-	offerChecked = func(store string) {}
-)
-
-// offerOver offers the secrets over cl until the link ends (true: dial
-// again) or there is nothing to offer to (false: an owner too old to ask
-// for them, or ctx ended).
-func (c *cli) offerOver(ctx context.Context, cl *client.Client) bool {
-	for {
-		st, err := cl.Status(ctx)
-		if err != nil {
-			return ctx.Err() == nil
-		}
-		offerChecked(st.SecretStore)
-		if st.SecretStore == config.SecretStoreClient {
-			conn, err := cl.OfferSecrets(ctx)
-			if errors.Is(err, agentproto.ErrUnsupported) {
-				return false
-			}
-			if err == nil {
-				secrets.Provide(ctx, conn, c.sec.B, secrets.ClientService(c.remote.Name))
-			}
-			return ctx.Err() == nil
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(farStorePoll):
-		}
-	}
-}
-
-// offeringSecrets runs offerSecrets until the returned func is called,
-// which waits for it to end.
+// offeringSecrets offers this machine's secrets of the context to its
+// owner (remotes.OfferSecrets) until the returned func is called, which
+// waits for that to end.
 func (c *cli) offeringSecrets(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c.offerSecrets(ctx)
+		remotes.OfferSecrets(ctx, c.dialer(), c.sec.B, c.remote.Name)
 	}()
 	return func() {
 		cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/internal/testwait"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -146,16 +147,16 @@ func TestRelayOffersSecretsOnceTheFarSideAsks(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	farSide(t, "box", far)
-	defer func(d time.Duration) { farStorePoll = d }(farStorePoll)
-	farStorePoll = 10 * time.Millisecond
+	defer func(d time.Duration) { remotes.FarStorePoll = d }(remotes.FarStorePoll)
+	remotes.FarStorePoll = 10 * time.Millisecond
 	checked := make(chan string, 100)
-	offerChecked = func(store string) {
+	remotes.OfferChecked = func(store string) {
 		select {
 		case checked <- store:
 		default:
 		}
 	}
-	defer func() { offerChecked = func(string) {} }()
+	defer func() { remotes.OfferChecked = func(string) {} }()
 
 	mcpIn, feed := io.Pipe()
 	ended := make(chan int, 1)

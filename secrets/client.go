@@ -53,7 +53,7 @@ const maxClientLine = 8*MaxValueBytes + 4096
 
 // ErrNoClient: secretStore is "client" and no front end offers its
 // machine's secrets now. It is ErrUnavailable.
-var ErrNoClient error = &storeError{msg: "secret store: no machine that holds this sandbox's secrets is connected (secretStore client): connect with `osaurus-sandbox --context NAME …` (e.g. an `mcp --agent` session) from your machine"}
+var ErrNoClient error = &storeError{msg: "secret store: no machine that holds this sandbox's secrets is connected (secretStore client): connect with `osaurus-sandbox --context NAME …` (an `mcp --agent` session, or the window) from your machine"}
 
 // Clients are the front ends that offer their machine's secrets to this
 // owner, the backend of secretStore "client". Requests go to the one that

@@ -15,6 +15,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/remotes"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
 // The window of a remote context (docs/remote.md): the sandbox of another
@@ -215,9 +216,10 @@ func ContextLabel(b Backend) string {
 // OpenRemote opens the session of a remote context: one connection (one
 // ssh running dial-stdio) to the far side's owner, started there when
 // none runs, as `--context NAME status` does. The agents are the far
-// side's, asked over it (ListAgents); the secrets and prompts are the far
-// side's keychain's, not shown. here is this machine's data folder, whose
-// contexts.json has rc.
+// side's, asked over it (ListAgents); their secrets are not shown. here
+// is this machine's data folder, whose contexts.json has rc and whose
+// store holds the context's secrets the session offers (a second
+// connection, remotes.OfferSecrets) while it is open.
 func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Session, error) {
 	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
 	if err != nil {
@@ -243,12 +245,29 @@ func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Se
 		}
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
 	}
+	// While the window is open it is a front end connected from this
+	// machine: a far owner that keeps its secrets here (secretStore
+	// client) reads them through it, as through an `mcp --agent` relay.
+	offerCtx, stopOffer := context.WithCancel(context.Background())
+	offered := make(chan struct{})
+	go func() {
+		defer close(offered)
+		remotes.OfferSecrets(offerCtx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL}, secrets.ForDataDir(here).B, rc.Name)
+	}()
+	var once sync.Once
 	return &Session{
 		Backend: b, Registry: reg,
 		Memory: cl, Events: cl,
 		AgentLog:   func(slug string) (string, error) { return cl.AgentLog(context.Background(), slug) },
 		AgentUsage: func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return UsageVia(ctx, cl, a) },
-		Close:      func() { b.Close(); cl.Close() },
+		Close: func() {
+			once.Do(func() {
+				stopOffer()
+				<-offered
+				b.Close()
+				cl.Close()
+			})
+		},
 	}, nil
 }
 

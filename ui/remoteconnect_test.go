@@ -8,9 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host"
+	"github.com/osaurus/osaurus-sandbox/internal/testwait"
+	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
 
@@ -181,4 +185,42 @@ func TestRemoteModelServer(t *testing.T) {
 		t.Fatalf("this machine's sandbox.json changed:\n%s", s)
 	}
 	f.check(t)
+}
+
+// While the window of a remote context is open it offers this machine's
+// secrets of that context to the far owner, once that side keeps its
+// secrets here, as an `mcp --agent` relay does: a far agent's read gets
+// this machine's value. Closing the window ends the offer.
+func TestRemoteWindowOffersSecrets(t *testing.T) {
+	old := remotes.FarStorePoll
+	remotes.FarStorePoll = 10 * time.Millisecond
+	t.Cleanup(func() { remotes.FarStorePoll = old }) // after the window closes
+	f := openFarWindow(t)
+	mine := config.Defaults()
+	mine.SecretStore = config.SecretStoreFile
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	here := &secrets.Store{B: secrets.InService{B: secrets.ForDataDir(f.local).B, Service: secrets.ClientService("box")}}
+	if err := here.Set("alice", "TOKEN", "from-this-machine"); err != nil {
+		t.Fatal(err)
+	}
+	farSecrets := f.farCtl.(*host.Host).Secrets()
+	if _, err := farSecrets.Get("alice", "TOKEN"); err == nil {
+		t.Fatal("the far side read the secret while it keeps its own")
+	}
+	f.set(t, "secretStore", config.SecretStoreClient)
+	testwait.Eventually(t, "the window offers this machine's secrets", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farSecrets.Clients().Connected() == 1
+	})
+	if v, err := farSecrets.Get("alice", "TOKEN"); err != nil || v != "from-this-machine" {
+		t.Fatalf("the far read: %q %v", v, err)
+	}
+	f.sess.Close()
+	testwait.Eventually(t, "the offer to end with the window", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farSecrets.Clients().Connected() == 0
+	})
+	if _, err := farSecrets.Get("alice", "TOKEN"); !errors.Is(err, secrets.ErrNoClient) {
+		t.Errorf("a far read with the window closed: %v, want no client connected", err)
+	}
 }

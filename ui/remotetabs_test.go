@@ -35,6 +35,7 @@ type farWindow struct {
 	local  config.Paths   // this machine's data folder: decoys the window must never show
 	cwd    string         // the window's working folder: nothing may be written there
 	w      *Window
+	sess   *Session
 }
 
 // openFarWindow builds the window of box. This machine's data folder
@@ -95,6 +96,7 @@ func openFarWindow(t *testing.T) *farWindow {
 		t.Fatal(err)
 	}
 	t.Cleanup(sess.Close)
+	f.sess = sess
 	a := test.NewTempApp(t)
 	lockedDo(func() {
 		f.w = newWindowIn(a.NewWindow(""), a, sess.Backend, sess.Registry, lockedDo, nil)

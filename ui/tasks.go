@@ -297,7 +297,7 @@ func (t *tasksTab) storeFarKey(key string) {
 				msg = "Not stored: " + err.Error()
 			} else {
 				stored = true
-				msg = fmt.Sprintf("API key stored in %s for %s: its owner reads it while a client of this machine is connected through the context (an `mcp --agent` session).", sec.Where(), rc.Name)
+				msg = fmt.Sprintf("API key stored in %s for %s: its owner reads it while this window, or an `mcp --agent` session of this machine, is connected through the context.", sec.Where(), rc.Name)
 			}
 		}
 		t.do(func() {

@@ -1,0 +1,76 @@
+package remotes
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/osaurus/osaurus-sandbox/agentproto"
+	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
+	"github.com/osaurus/osaurus-sandbox/secrets"
+)
+
+// FarStorePoll is how often a far owner that keeps its own secrets is
+// asked whether it now wants this machine's; OfferChecked hears each
+// answer. Both are for tests.
+var (
+	FarStorePoll = 30 * time.Second
+	OfferChecked = func(store string) {}
+)
+
+// OfferSecrets offers this machine's secrets of context name (in b, under
+// secrets.ClientService(name)) to the owner dial reaches, while ctx lasts,
+// whenever that owner's secretStore is "client" (docs/secrets.md): one
+// more control connection beside the front end's own. A far side that
+// keeps its secrets itself is asked again every FarStorePoll over the
+// same connection, so switching it to "client" takes effect without
+// reconnecting; a lost link is dialled again (the owner may have
+// restarted). It returns when ctx ends or the owner is too old to ask.
+func OfferSecrets(ctx context.Context, dial client.Dialer, b secrets.Backend, name string) {
+	delay := time.Second
+	for {
+		if cl, err := client.Via(ctx, dial); err == nil {
+			again := offerOver(ctx, cl, b, name)
+			cl.Close()
+			if !again {
+				return
+			}
+			delay = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// offerOver offers the secrets over cl until the link ends (true: dial
+// again) or there is nothing to offer to (false: an owner too old to ask
+// for them, or ctx ended).
+func offerOver(ctx context.Context, cl *client.Client, b secrets.Backend, name string) bool {
+	for {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return ctx.Err() == nil
+		}
+		OfferChecked(st.SecretStore)
+		if st.SecretStore == config.SecretStoreClient {
+			conn, err := cl.OfferSecrets(ctx)
+			if errors.Is(err, agentproto.ErrUnsupported) {
+				return false
+			}
+			if err == nil {
+				secrets.Provide(ctx, conn, b, secrets.ClientService(name))
+			}
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(FarStorePoll):
+		}
+	}
+}
