@@ -3,6 +3,7 @@ package remotes
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
@@ -26,11 +27,14 @@ var (
 // keeps its secrets itself is asked again every FarStorePoll over the
 // same connection, so switching it to "client" takes effect without
 // reconnecting; a lost link is dialled again (the owner may have
-// restarted). It returns when ctx ends or the owner is too old to ask.
+// restarted). It never starts an owner there: one the front end's own
+// connection started, or one already running, is offered to, and an
+// owner stopped there stays stopped. It returns when ctx ends or the
+// owner is too old to ask.
 func OfferSecrets(ctx context.Context, dial client.Dialer, b secrets.Backend, name string) {
 	delay := time.Second
 	for {
-		if cl, err := client.Via(ctx, dial); err == nil {
+		if cl, err := client.Via(ctx, running{dial}); err == nil {
 			again := offerOver(ctx, cl, b, name)
 			cl.Close()
 			if !again {
@@ -73,4 +77,11 @@ func offerOver(ctx context.Context, cl *client.Client, b secrets.Backend, name s
 		case <-time.After(FarStorePoll):
 		}
 	}
+}
+
+// running dials only an owner that runs: api.ErrNoOwner otherwise.
+type running struct{ client.Dialer }
+
+func (d running) DialControl(ctx context.Context, _ bool) (io.ReadWriteCloser, error) {
+	return d.Dialer.DialControl(ctx, false)
 }

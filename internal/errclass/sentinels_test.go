@@ -72,6 +72,7 @@ var sentinels = []sentinel{
 	{"host.ErrNoEventLog", host.ErrNoEventLog, errdefs.ErrUnavailable},
 	{"host.ErrNoConsoleLog", host.ErrNoConsoleLog, errdefs.ErrNotFound},
 	{"host/api.ErrOwnerGone", api.ErrOwnerGone, errdefs.ErrUnavailable},
+	{"host/api/client.ErrClosed", client.ErrClosed, errdefs.ErrUnavailable},
 	{"host/api/client.ErrLinkLost", client.ErrLinkLost, errdefs.ErrUnavailable},
 	{"host/api/client.ErrUnreachable", client.ErrUnreachable, errdefs.ErrUnavailable},
 	{"inference.ErrNotConfigured", inference.ErrNotConfigured, errdefs.ErrUnsupported},

@@ -38,9 +38,15 @@ type Client struct {
 	spawn bool   // start a background owner when none runs
 	via   Dialer // nil: the local control socket (dial.go)
 
-	mu   sync.Mutex
-	peer *agentproto.Peer
+	mu     sync.Mutex
+	peer   *agentproto.Peer
+	closed bool // by Close: no call connects again
 }
+
+// ErrClosed: a call on a Client after its Close. A closed client never
+// connects again (nor starts an owner): a late call of a front end that
+// has gone must not bring an owner back.
+var ErrClosed = agentproto.Class(agentproto.ErrUnavailable, "the control client was closed")
 
 // Dial connects to the owner of the data dir, or returns api.ErrNoOwner.
 // Reconnections never start an owner either.
@@ -85,6 +91,9 @@ func dialPeer(ctx context.Context, p config.Paths) (*agentproto.Peer, error) {
 func (c *Client) session(ctx context.Context) (*agentproto.Peer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
 	if c.peer != nil && c.peer.Err() == nil {
 		return c.peer, nil
 	}
@@ -132,10 +141,11 @@ func (c *Client) call(ctx context.Context, op string, req, resp any, onEvent fun
 	}
 }
 
-// Close ends the connection.
+// Close ends the connection; later calls fail with ErrClosed.
 func (c *Client) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if c.peer != nil {
 		c.peer.Close(nil)
 		c.peer = nil

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,5 +299,39 @@ func TestGetAgent(t *testing.T) {
 		case tt.slug != "" && (err != nil || a.Slug != tt.slug || a.UID != 2001 || a.Name != "Alice"):
 			t.Errorf("%s: %+v %v", tt.ref, a, err)
 		}
+	}
+}
+
+// countingDialer reaches a far side with no owner, counting the dials.
+type countingDialer struct{ dials atomic.Int32 }
+
+func (d *countingDialer) DialControl(ctx context.Context, spawn bool) (io.ReadWriteCloser, error) {
+	d.dials.Add(1)
+	return nil, api.ErrNoOwner
+}
+
+// A closed client never dials again: a late call of a front end that
+// has gone (a window's poll after its session closed) fails, and starts
+// no owner on the far side.
+func TestClosedClientNeverDials(t *testing.T) {
+	d := &countingDialer{}
+	c := NewLazyVia(d)
+	ctx := context.Background()
+	if _, err := c.Status(ctx); !errors.Is(err, api.ErrNoOwner) {
+		t.Fatalf("status with no owner: %v", err)
+	}
+	dials := d.dials.Load()
+	if dials == 0 {
+		t.Fatal("the open client dialled nothing")
+	}
+	c.Close()
+	if _, err := c.Status(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("status after Close: %v, want ErrClosed", err)
+	}
+	if e := c.RunTool(ctx, "a", "sandbox_exec", nil); e.OK || !strings.Contains(e.Message, "closed") {
+		t.Errorf("tool call after Close: %+v", e)
+	}
+	if got := d.dials.Load(); got != dials {
+		t.Errorf("the closed client dialled %d more times", got-dials)
 	}
 }
