@@ -177,7 +177,7 @@ func (c *cli) contextArg() string {
 
 // dialer reaches the context's owner with ssh and dial-stdio.
 func (c *cli) dialer() client.Dialer {
-	return client.CommandDialer{Argv: c.remote.DialArgv, Name: c.remote.URL}
+	return c.remote.Dialer()
 }
 
 // farOwner is the remote context's owner for c.owner: one connection

@@ -3,7 +3,6 @@ package hostcli
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/config"
@@ -64,15 +63,5 @@ func (c *cli) farSecretAgent(ctx context.Context, ref string) (agents.Agent, err
 // owner (remotes.OfferSecrets) until the returned func is called, which
 // waits for that to end.
 func (c *cli) offeringSecrets(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		remotes.OfferSecrets(ctx, c.dialer(), c.sec.B, c.remote.Name)
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	return remotes.OfferSecrets(ctx, c.dialer(), c.sec.B, c.remote.Name)
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/osaurus/osaurus-sandbox/errdefs"
+	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/internal/atomicfile"
 )
 
@@ -222,6 +223,11 @@ func (c Context) DialArgv(spawn bool) []string {
 		return c.SSHArgv("dial-stdio")
 	}
 	return c.SSHArgv("dial-stdio", "--no-start")
+}
+
+// Dialer reaches the far side's owner through the user's ssh.
+func (c Context) Dialer() client.Dialer {
+	return client.CommandDialer{Argv: c.DialArgv, Name: c.URL}
 }
 
 // ShellQuote quotes s for a POSIX shell.

@@ -30,8 +30,23 @@ var (
 // restarted). It never starts an owner there: one the front end's own
 // connection started, or one already running, is offered to, and an
 // owner stopped there stays stopped. It returns when ctx ends or the
-// owner is too old to ask.
-func OfferSecrets(ctx context.Context, dial client.Dialer, b secrets.Backend, name string) {
+// owner is too old to ask. It runs in the background until stop is
+// called, which waits for it to end.
+func OfferSecrets(ctx context.Context, dial client.Dialer, b secrets.Backend, name string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		offer(ctx, dial, b, name)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// offer is OfferSecrets' loop.
+func offer(ctx context.Context, dial client.Dialer, b secrets.Backend, name string) {
 	delay := time.Second
 	for {
 		if cl, err := client.Via(ctx, running{dial}); err == nil {

@@ -35,19 +35,14 @@ func (d *spawnLog) DialControl(ctx context.Context, spawn bool) (io.ReadWriteClo
 // is still open here.
 func TestOfferSecretsStartsNoOwner(t *testing.T) {
 	d := &spawnLog{dialed: make(chan struct{}, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		OfferSecrets(ctx, d, secrets.InService{Service: "unused"}, "box")
-	}()
+	stop := OfferSecrets(context.Background(), d, secrets.InService{Service: "unused"}, "box")
 	select {
 	case <-d.dialed:
 	case <-time.After(30 * time.Second):
+		stop()
 		t.Fatal("OfferSecrets dialled nothing")
 	}
-	cancel()
-	<-done
+	stop()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, spawn := range d.spawns {

@@ -221,7 +221,7 @@ func ContextLabel(b Backend) string {
 // store holds the context's secrets the session offers (a second
 // connection, remotes.OfferSecrets) while it is open.
 func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Session, error) {
-	cl, err := client.Via(ctx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL})
+	cl, err := client.Via(ctx, rc.Dialer())
 	if err != nil {
 		return nil, fmt.Errorf("context %s (%s): %w", rc.Name, rc.URL, err)
 	}
@@ -248,12 +248,7 @@ func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Se
 	// While the window is open it is a front end connected from this
 	// machine: a far owner that keeps its secrets here (secretStore
 	// client) reads them through it, as through an `mcp --agent` relay.
-	offerCtx, stopOffer := context.WithCancel(context.Background())
-	offered := make(chan struct{})
-	go func() {
-		defer close(offered)
-		remotes.OfferSecrets(offerCtx, client.CommandDialer{Argv: rc.DialArgv, Name: rc.URL}, secrets.ForDataDir(here).B, rc.Name)
-	}()
+	stopOffer := remotes.OfferSecrets(context.Background(), rc.Dialer(), secrets.ForDataDir(here).B, rc.Name)
 	var once sync.Once
 	return &Session{
 		Backend: b, Registry: reg,
@@ -263,7 +258,6 @@ func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Se
 		Close: func() {
 			once.Do(func() {
 				stopOffer()
-				<-offered
 				b.Close()
 				cl.Close()
 			})
