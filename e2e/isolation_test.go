@@ -246,9 +246,11 @@ func TestDiskQuota(t *testing.T) {
 		return alice.call(t, "sandbox_write_file", map[string]any{"path": "after.txt", "content": "x"}).OK
 	})
 	execOut(t, alice, "true")
-	if u := e.show(t, "alice").DiskUsed; u > 1e6 {
-		t.Errorf("alice's usage after deleting: %d", u)
-	}
+	// She is unblocked as soon as the owner has counted enough of the
+	// deletions to put her under; the rest follow within a round or two.
+	pollTools(t, "alice's usage back under 1 MB after deleting", func() bool {
+		return e.show(t, "alice").DiskUsed <= 1e6
+	})
 	var list []agentJSON
 	if err := json.Unmarshal([]byte(e.ok("agent", "list", "--json")), &list); err != nil || len(list) != 2 || list[1].DiskUsed <= 0 || list[1].DiskQuota != 10e9 {
 		t.Fatalf("agent list --json: %+v %v", list, err)
