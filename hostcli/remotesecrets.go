@@ -17,7 +17,7 @@ import (
 
 // farSecrets is this machine's store of the remote context's sandbox.
 func (c *cli) farSecrets() *secrets.Store {
-	return &secrets.Store{B: secrets.InService{B: c.sec.B, Service: secrets.ClientService(c.remote.Name)}}
+	return secrets.ForContext(c.sec.B, c.remote.Name)
 }
 
 // farKeepsSecretsHere fails unless the far owner's secretStore is

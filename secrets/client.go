@@ -273,6 +273,12 @@ func (c *Clients) Where() string {
 // another's entries, nor the local sandbox's.
 func ClientService(ctxName string) string { return ServiceName() + "/ctx/" + ctxName }
 
+// ForContext is this machine's store (b) of the sandbox of context
+// ctxName: its entries under ClientService(ctxName).
+func ForContext(b Backend, ctxName string) *Store {
+	return &Store{B: InService{B: b, Service: ClientService(ctxName)}}
+}
+
 // InService is B with every entry under Service, whatever service name
 // its caller gives: this machine's store of one context's sandbox, for
 // the `secret` commands through that context and for Provide.

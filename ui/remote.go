@@ -216,10 +216,11 @@ func ContextLabel(b Backend) string {
 // OpenRemote opens the session of a remote context: one connection (one
 // ssh running dial-stdio) to the far side's owner, started there when
 // none runs, as `--context NAME status` does. The agents are the far
-// side's, asked over it (ListAgents); their secrets are not shown. here
-// is this machine's data folder, whose contexts.json has rc and whose
-// store holds the context's secrets the session offers (a second
-// connection, remotes.OfferSecrets) while it is open.
+// side's, asked over it (ListAgents). here is this machine's data
+// folder, whose contexts.json has rc and whose store holds the context's
+// secrets: the session offers them (a second connection,
+// remotes.OfferSecrets) while it is open, and the Agents tab shows and
+// sets them when the far owner keeps its secrets here (farSecrets).
 func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Session, error) {
 	cl, err := client.Via(ctx, rc.Dialer())
 	if err != nil {
@@ -253,6 +254,7 @@ func OpenRemote(ctx context.Context, rc remotes.Context, here config.Paths) (*Se
 	return &Session{
 		Backend: b, Registry: reg,
 		Memory: cl, Events: cl,
+		Secrets:    newFarSecrets(rc, cl, here),
 		AgentLog:   func(slug string) (string, error) { return cl.AgentLog(context.Background(), slug) },
 		AgentUsage: func(ctx context.Context, a agents.Agent) (agents.Usage, error) { return UsageVia(ctx, cl, a) },
 		Close: func() {

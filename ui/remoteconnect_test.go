@@ -224,3 +224,87 @@ func TestRemoteWindowOffersSecrets(t *testing.T) {
 		t.Errorf("a far read with the window closed: %v, want no client connected", err)
 	}
 }
+
+// TestRemoteWindowSecrets: the Agents tab of a remote context lists,
+// sets and removes an agent's secrets in this machine's store under the
+// context's service, and only while the far owner keeps its secrets here;
+// otherwise it says where to set them. This machine's own agent's
+// secrets never show.
+func TestRemoteWindowSecrets(t *testing.T) {
+	old := remotes.FarStorePoll
+	remotes.FarStorePoll = 10 * time.Millisecond
+	t.Cleanup(func() { remotes.FarStorePoll = old })
+	f := openFarWindow(t)
+	mine := config.Defaults()
+	mine.SecretStore = config.SecretStoreFile
+	if err := config.SaveSandbox(f.local.SandboxJSON(), mine); err != nil {
+		t.Fatal(err)
+	}
+	store := secrets.ForDataDir(f.local)
+	if err := store.Set("alice", "LOCAL_ONLY", "this-machine's-alice"); err != nil {
+		t.Fatal(err)
+	}
+	kept := secrets.ForContext(store.B, "box")
+	if err := kept.Set("alice", "EXISTING", "kept-for-box"); err != nil {
+		t.Fatal(err)
+	}
+	at := f.w.Agents
+	lockedDo(func() { at.secrets = f.sess.Secrets })
+	eventually(t, "the far side's alice", func() bool { return len(at.items) == 1 })
+	show := func() {
+		lockedDo(func() {
+			at.List.UnselectAll()
+			at.List.Select(0)
+		})
+	}
+
+	show()
+	lockedDo(func() {
+		if len(at.sec.names) != 0 || !at.sec.SetBtn.Disabled() ||
+			!strings.Contains(at.sec.Note.Text, "box keeps its agents' secrets on that machine") ||
+			!strings.Contains(at.sec.Note.Text, "config set secretStore client") {
+			t.Errorf("a far side keeping its own secrets: names %q, Set disabled %v, note %q", at.sec.names, at.sec.SetBtn.Disabled(), at.sec.Note.Text)
+		}
+	})
+
+	f.set(t, "secretStore", config.SecretStoreClient)
+	show()
+	lockedDo(func() {
+		if got := strings.Join(at.sec.names, ","); got != "EXISTING" || at.sec.SetBtn.Disabled() {
+			t.Fatalf("names shown %q (want the context's EXISTING only), Set disabled %v, note %q", got, at.sec.SetBtn.Disabled(), at.sec.Note.Text)
+		}
+	})
+	tap(at.sec.SetBtn)
+	typeIn(at.SecretKey, "NEW_KEY")
+	typeIn(at.SecretValue, "new-value-123")
+	tapInOverlay(t, f.w.Win, "Save")
+	if v, err := kept.Get("alice", "NEW_KEY"); err != nil || v != "new-value-123" {
+		t.Fatalf("Set: %q, %v", v, err)
+	}
+	if _, err := store.Get("alice", "NEW_KEY"); !errors.Is(err, secrets.ErrNotFound) {
+		t.Errorf("Set wrote this machine's own alice: %v", err)
+	}
+	// The far side reads it through the window's offer.
+	farStore := f.farCtl.(*host.Host).Secrets()
+	testwait.Eventually(t, "the window offers this machine's secrets", 30*time.Second, 5*time.Millisecond, func() bool {
+		return farStore.Clients().Connected() == 1
+	})
+	if v, err := farStore.Get("alice", "NEW_KEY"); err != nil || v != "new-value-123" {
+		t.Fatalf("the far read: %q %v", v, err)
+	}
+	lockedDo(func() { at.sec.List.Select(0) })
+	tap(at.sec.RemoveSec)
+	tapInOverlay(t, f.w.Win, "Yes")
+	if _, err := kept.Get("alice", "EXISTING"); !errors.Is(err, secrets.ErrNotFound) {
+		t.Fatalf("Remove: %v", err)
+	}
+	if v, err := store.Get("alice", "LOCAL_ONLY"); err != nil || v != "this-machine's-alice" {
+		t.Errorf("this machine's own alice's secret: %q %v", v, err)
+	}
+	lockedDo(func() {
+		if got := strings.Join(at.sec.names, ","); got != "NEW_KEY" {
+			t.Errorf("names after Remove: %q", got)
+		}
+	})
+	f.check(t)
+}

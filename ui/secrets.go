@@ -75,6 +75,10 @@ func (t *agentsTab) showSecrets(a *agents.Agent) {
 	v.names, v.selected = nil, -1
 	v.List.UnselectAll()
 	v.RemoveSec.Disable()
+	var why error
+	if a != nil && t.secrets != nil {
+		why = unavailable(t.secrets)
+	}
 	switch {
 	case a == nil:
 		v.SetBtn.Disable()
@@ -82,6 +86,11 @@ func (t *agentsTab) showSecrets(a *agents.Agent) {
 	case t.secrets == nil:
 		v.SetBtn.Disable()
 		v.Note.SetText("No secret store is connected to this window.")
+	case why != nil:
+		// A remote context's owner that keeps its own secrets: nothing
+		// set here would be read.
+		v.SetBtn.Disable()
+		v.Note.SetText(why.Error() + ".")
 	default:
 		v.SetBtn.Enable()
 		names, err := t.secrets.List(a.Slug)
@@ -149,6 +158,14 @@ func (t *agentsTab) onRemoveSecret() {
 		t.showSecrets(&a)
 		t.Status.SetText("Removed " + key + " from " + a.Name + ".")
 	}, t.win)
+}
+
+// unavailable is why s can't be used now (farSecrets), nil when it can.
+func unavailable(s Secrets) error {
+	if a, ok := s.(interface{ Available() error }); ok {
+		return a.Available()
+	}
+	return nil
 }
 
 func nonEmpty(s string) error {

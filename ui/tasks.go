@@ -292,7 +292,7 @@ func (t *tasksTab) storeFarKey(key string) {
 		case here.Root == "":
 			msg = "Not stored: this window has no data folder of this machine to store the key in."
 		default:
-			sec := &secrets.Store{B: secrets.InService{B: secrets.ForDataDir(here).B, Service: secrets.ClientService(rc.Name)}}
+			sec := secrets.ForContext(secrets.ForDataDir(here).B, rc.Name)
 			if err := sec.SetApp(secrets.InferenceKey, key); err != nil {
 				msg = "Not stored: " + err.Error()
 			} else {
