@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/osaurus/osaurus-sandbox/internal/testssh"
 )
 
 // exposeAnswer is the far side's answer to a tools/call of tool, as its
@@ -180,30 +179,11 @@ func TestPreviewRelayTracking(t *testing.T) {
 // carries the URL of STANDIN_FAR_PORT. It leaves its pid in
 // STANDIN_PIDS, so the test can tell it ended.
 func standInSSH(args []string) int {
-	os.WriteFile(filepath.Join(os.Getenv("STANDIN_PIDS"), strconv.Itoa(os.Getpid())), []byte(strings.Join(args, " ")), 0o644)
+	testssh.Record(args)
 	for i, a := range args {
-		if a != "-W" || i+1 == len(args) {
-			continue
+		if a == "-W" && i+1 < len(args) {
+			return testssh.ForwardW(args[i+1])
 		}
-		if os.Getenv("STANDIN_REFUSE") != "" {
-			fmt.Fprintln(os.Stderr, "channel 0: open failed: administratively prohibited: open failed\nstdio forwarding failed")
-			return 255
-		}
-		if !strings.HasPrefix(args[i+1], "127.0.0.1:") {
-			fmt.Fprintln(os.Stderr, "stand-in ssh: -W to", args[i+1], "is not the far side's loopback")
-			return 255
-		}
-		c, err := net.Dial("tcp", args[i+1])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 255
-		}
-		go func() {
-			io.Copy(c, os.Stdin)
-			c.(*net.TCPConn).CloseWrite()
-		}()
-		io.Copy(os.Stdout, c)
-		return 0
 	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -234,127 +214,8 @@ func installStandInSSH(t *testing.T) (pids string) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	t.Setenv("STANDIN_PIDS", pids)
+	t.Setenv(testssh.PidsEnv, pids)
 	return pids
-}
-
-// standInsAlive lists the stand-in ssh processes still running (or not
-// yet waited for), with their arguments.
-func standInsAlive(pids string) []string {
-	ents, _ := os.ReadDir(pids)
-	var alive []string
-	for _, e := range ents {
-		pid, _ := strconv.Atoi(e.Name())
-		if syscall.Kill(pid, 0) == nil {
-			b, _ := os.ReadFile(filepath.Join(pids, e.Name()))
-			alive = append(alive, fmt.Sprintf("%d: ssh %s", pid, b))
-		}
-	}
-	return alive
-}
-
-// farPreview stands for the far side's preview server: like it, it
-// answers only requests addressed to its own 127.0.0.1:PORT or
-// localhost:PORT.
-func farPreview(t *testing.T) (port int) {
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
-		if r.Host != "127.0.0.1:"+port && r.Host != "localhost:"+port {
-			http.Error(w, "refused Host "+r.Host, http.StatusForbidden)
-			return
-		}
-		if r.URL.Path == "/go" {
-			http.Redirect(w, r, "http://"+r.Host+"/there", http.StatusFound)
-			return
-		}
-		fmt.Fprintf(w, "hello from the far preview, %s", r.URL.Path)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.Listener.Addr().(*net.TCPAddr).Port
-}
-
-// get asks url with Host host ("" the URL's), following no redirect.
-func get(t *testing.T, c *http.Client, url, host string) (int, string, http.Header) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if host != "" {
-		req.Host = host
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
-}
-
-func noRedirects() *http.Client {
-	return &http.Client{Transport: &http.Transport{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
-// TestPreviewForward: a forward through the stand-in ssh reaches the far
-// preview on its own address, refuses requests to other names, points
-// the far preview's redirects at itself, is opened once per far port,
-// says why ssh failed (with the fix for a far sshd that forbids
-// forwarding), and leaves no ssh running once closed.
-func TestPreviewForward(t *testing.T) {
-	pids := installStandInSSH(t)
-	farPort := farPreview(t)
-	fs := &forwards{ctxName: "box", argv: func(p int) []string { return []string{"ssh", "-W", "127.0.0.1:" + strconv.Itoa(p), "--", "box"} }}
-	lp, err := fs.open(farPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, err := fs.open(farPort); again != lp || err != nil {
-		t.Fatalf("the same far port again: %d %v, want %d", again, err, lp)
-	}
-	for _, bad := range []int{0, -1, 65536} {
-		if _, err := fs.open(bad); err == nil {
-			t.Errorf("port %d forwarded", bad)
-		}
-	}
-	local := "http://127.0.0.1:" + strconv.Itoa(lp)
-	c := noRedirects()
-	defer c.CloseIdleConnections()
-	if code, body, _ := get(t, c, local+"/page", ""); code != 200 || body != "hello from the far preview, /page" {
-		t.Fatalf("GET through the forward: %d %q", code, body)
-	}
-	if code, body, _ := get(t, c, local+"/page", "localhost:"+strconv.Itoa(lp)); code != 200 {
-		t.Fatalf("GET as localhost: %d %q", code, body)
-	}
-	if code, body, _ := get(t, c, local+"/", "rebound.example:"+strconv.Itoa(lp)); code != 403 || !strings.Contains(body, "answers only requests to "+local+"/") {
-		t.Fatalf("a request to another name: %d %q", code, body)
-	}
-	if code, _, h := get(t, c, local+"/go", ""); code != 302 || h.Get("Location") != local+"/there" {
-		t.Fatalf("redirect: %d Location %q", code, h.Get("Location"))
-	}
-	if len(standInsAlive(pids)) == 0 {
-		t.Fatal("no ssh carried the requests")
-	}
-
-	t.Setenv("STANDIN_REFUSE", "1")
-	other := farPreview(t)
-	lp2, err := fs.open(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, body, _ := get(t, c, "http://127.0.0.1:"+strconv.Itoa(lp2)+"/", "")
-	if code != 502 || !strings.Contains(body, "administratively prohibited") || !strings.Contains(body, "AllowTcpForwarding") || !strings.Contains(body, "context box") {
-		t.Fatalf("a far sshd that forbids forwarding: %d %q", code, body)
-	}
-
-	fs.closeAll()
-	if alive := standInsAlive(pids); len(alive) != 0 {
-		t.Fatalf("ssh left running after the forwards closed: %q", alive)
-	}
-	if _, err := fs.open(farPort); err == nil {
-		t.Fatal("a forward opened after closeAll")
-	}
-	if _, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(lp)); err == nil {
-		t.Fatal("the local port still listens after closeAll")
-	}
 }
 
 // TestMCPRemotePreviews: `mcp --agent` through a context, the far side a
@@ -364,7 +225,7 @@ func TestPreviewForward(t *testing.T) {
 func TestMCPRemotePreviews(t *testing.T) {
 	t.Setenv("OSAURUS_SANDBOX_HOME", t.TempDir())
 	pids := installStandInSSH(t)
-	farPort := farPreview(t)
+	farPort := testssh.FarPreview(t)
 	t.Setenv("STANDIN_FAR_PORT", strconv.Itoa(farPort))
 	run(t, "context", "add", "box", "ssh://me@box") // its check fails: the stand-in is no osaurus-sandbox
 
@@ -393,9 +254,9 @@ func TestMCPRemotePreviews(t *testing.T) {
 	if local == far || !strings.HasPrefix(local, "http://127.0.0.1:") {
 		t.Fatalf("the expose answer's URL: %v", env)
 	}
-	c := noRedirects()
+	c := testssh.NoRedirects()
 	defer c.CloseIdleConnections()
-	if code, body, _ := get(t, c, local, ""); code != 200 || body != "hello from the far preview, /" {
+	if code, body, _ := testssh.Get(t, c, local, ""); code != 200 || body != "hello from the far preview, /" {
 		t.Fatalf("GET %s: %d %q", local, code, body)
 	}
 	if line := ask(`"x"`, "sandbox_exec"); line != exposeAnswer(`"x"`, "sandbox_exec", far) {
@@ -409,7 +270,7 @@ func TestMCPRemotePreviews(t *testing.T) {
 	if code := <-done; code != ExitOK {
 		t.Fatalf("the relay: exit %d: %s", code, errb.String())
 	}
-	if alive := standInsAlive(pids); len(alive) != 0 {
+	if alive := testssh.Alive(pids); len(alive) != 0 {
 		t.Fatalf("ssh left running after the relay ended: %q", alive)
 	}
 	if _, err := http.Get(local); err == nil {

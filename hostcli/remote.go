@@ -635,7 +635,7 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 	argv := c.remote.SSHArgv(append([]string{"mcp"}, args...)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var tail strings.Builder
-	cmd.Stderr = io.MultiWriter(c.err, &limitedWriter{w: &tail, n: 2048})
+	cmd.Stderr = io.MultiWriter(c.err, &remotes.LastBytes{W: &tail, N: 2048})
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	toFar, err := cmd.StdinPipe()
 	if err != nil {
@@ -654,10 +654,10 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 		outMu     sync.Mutex
 		clientEOF = make(chan struct{})
 		// Previews the agent opens are forwarded here while the relay runs.
-		fwd      = &forwards{argv: c.remote.ForwardArgv, ctxName: c.remote.Name}
-		previews = &previewRelay{ctxName: c.remote.Name, open: fwd.open}
+		fwd      = c.remote.Forwards()
+		previews = &previewRelay{ctxName: c.remote.Name, open: fwd.Open}
 	)
-	defer fwd.closeAll()
+	defer fwd.CloseAll()
 	// The far owner may keep its agents' secrets on this machine.
 	defer c.offeringSecrets(ctx)()
 	write := func(b []byte) {
@@ -735,24 +735,4 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 	}
 	mu.Unlock()
 	return c.fail(lost)
-}
-
-// limitedWriter keeps the last n bytes written (roughly: it keeps
-// whole writes).
-type limitedWriter struct {
-	w *strings.Builder
-	n int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if l.w.Len()+len(p) > l.n {
-		s := l.w.String() + string(p)
-		if len(s) > l.n {
-			s = s[len(s)-l.n:]
-		}
-		l.w.Reset()
-		l.w.WriteString(s)
-		return len(p), nil
-	}
-	return l.w.Write(p)
 }
