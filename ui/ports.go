@@ -67,13 +67,17 @@ func (f farPreviews) previews(ctx context.Context) ([]preview, error) {
 
 // portsTab lists the ports agents exposed with sandbox_expose_port, each
 // with Open (the default browser) and Close. A remote context's are on
-// the far machine's loopback: they have no Open.
+// the far machine's loopback: Open first forwards one here over the
+// context's ssh.
 type portsTab struct {
 	file   string        // this machine's previews file ("" for a remote context)
 	src    previewSource // where the list is read
 	remote *remotes.Context
 	closer api.PortCloser // nil: the backend can't close previews
 	open   func(*url.URL) error
+	// forward gives this machine's port for a remote context's far
+	// preview port (RemoteBackend.Forward); nil: no Open.
+	forward func(farPort int) (int, error)
 	win    fyne.Window
 	do     func(func())
 
@@ -86,7 +90,7 @@ type portsTab struct {
 type portRow struct {
 	Preview     preview
 	Label       *widget.Label
-	Open, Close *widget.Button // Open nil for a remote context's
+	Open, Close *widget.Button // Open nil for a remote context's that can't be forwarded
 }
 
 func newPortsTab(a fyne.App, b Backend, p config.Paths, win fyne.Window, do func(func())) *portsTab {
@@ -101,9 +105,10 @@ func newPortsTab(a fyne.App, b Backend, p config.Paths, win fyne.Window, do func
 }
 
 // newFarPortsTab is the Ports tab of remote context rc, whose owner is
-// far: it reads and closes the previews there.
-func newFarPortsTab(rc remotes.Context, far api.Controller, win fyne.Window, do func(func())) *portsTab {
-	t := &portsTab{src: farPreviews{ctl: far}, remote: &rc, win: win, do: do}
+// far: it reads and closes the previews there, and Open forwards one
+// (forward) before opening it here (open).
+func newFarPortsTab(rc remotes.Context, far api.Controller, forward func(int) (int, error), open func(*url.URL) error, win fyne.Window, do func(func())) *portsTab {
+	t := &portsTab{src: farPreviews{ctl: far}, remote: &rc, forward: forward, open: open, win: win, do: do}
 	t.closer, _ = far.(api.PortCloser) // client.Client is one
 	t.Status = wrapped("Asking " + rc.Name + " for its previews…")
 	t.rows = container.NewVBox()
@@ -164,8 +169,8 @@ func (t *portsTab) show(list []preview, err error) {
 		if len(list) > 0 {
 			n = "Ports agents exposed on " + rc.Name + "."
 		}
-		t.Status.SetText(fmt.Sprintf("%s Their URLs are on %s's loopback, not this computer's: an agent's relay here (`osaurus-sandbox --context %s mcp --agent NAME`) forwards the previews it opens to this machine.",
-			n, rc.Name, rc.Name))
+		t.Status.SetText(fmt.Sprintf("%s Their URLs are on %s's loopback, not this computer's: Open forwards one to this computer's 127.0.0.1 over SSH while this window shows %s (an agent's relay, `osaurus-sandbox --context %s mcp --agent NAME`, forwards the previews it opens in the same way).",
+			n, rc.Name, rc.Name, rc.Name))
 	case len(list) == 0:
 		t.Status.SetText("No ports exposed. An agent exposes a server it runs with its sandbox_expose_port tool; it shows here with a URL on this computer.")
 	default:
@@ -186,18 +191,41 @@ func (t *portsTab) show(list []preview, err error) {
 			r.Close.Disable()
 		}
 		buttons := container.NewHBox(r.Close)
-		if t.remote == nil { // a far loopback URL opens nothing here
+		switch {
+		case t.remote == nil:
 			r.Open = widget.NewButton("Open", func() {
 				if err := t.open(u); err != nil {
 					t.Status.SetText("Can't open " + u.String() + ": " + err.Error())
 				}
 			})
+		case t.forward != nil: // a far loopback URL: forwarded here first
+			r.Open = widget.NewButton("Open", func() { t.openFar(p) })
+		}
+		if r.Open != nil {
 			buttons = container.NewHBox(r.Open, r.Close)
 		}
 		t.Rows = append(t.Rows, r)
 		t.rows.Add(container.NewBorder(nil, nil, nil, buttons, r.Label))
 	}
 	t.rows.Refresh()
+}
+
+// openFar forwards a remote context's preview p to this machine's
+// loopback and opens the local URL. Listening here is all it does at
+// once: ssh runs when the browser connects.
+func (t *portsTab) openFar(p preview) {
+	rc := t.remote
+	lp, err := t.forward(p.HostPort)
+	if err != nil {
+		t.Status.SetText(fmt.Sprintf("Can't forward %s's port %d from %s: %v", p.Agent, p.Port, rc.Name, err))
+		return
+	}
+	u := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(lp), Path: "/"}
+	if err := t.open(u); err != nil {
+		t.Status.SetText("Can't open " + u.String() + ": " + err.Error())
+		return
+	}
+	t.Status.SetText(fmt.Sprintf("Opened %s: %s's port %d, forwarded over SSH from %s's 127.0.0.1:%d while this window shows %s.", u, p.Agent, p.Port, rc.Name, p.HostPort, rc.Name))
 }
 
 // close has the owner close one preview, then reads the list again.

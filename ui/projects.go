@@ -55,7 +55,11 @@ func newWorkTabs(a fyne.App, b Backend, reg *agents.Registry, win fyne.Window, d
 		t.Changes.ops = opsOf(b)
 		// Force is about the folder here, which apply writes first.
 		t.Changes.Force.Text = "Also write files changed in your folder here since the upload"
-		t.Ports = newFarPortsTab(rc, farOf(b), win, do)
+		var forward func(int) (int, error)
+		if f, ok := b.(interface{ Forward(int) (int, error) }); ok {
+			forward = f.Forward
+		}
+		t.Ports = newFarPortsTab(rc, farOf(b), forward, a.OpenURL, win, do)
 		far := &farProjects{ctl: farOf(b), rc: rc}
 		if l, ok := b.(interface{ Links() remotes.Links }); ok {
 			far.links = l.Links()

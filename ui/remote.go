@@ -36,6 +36,8 @@ type RemoteBackend struct {
 	// record of the folders uploaded (Links), and its secret store holds
 	// rc's secrets when the far side's secretStore is "client".
 	here config.Paths
+	// fwd are the previews opened here from the Ports tab.
+	fwd *remotes.Forwards
 
 	mu  sync.Mutex
 	rev string // the revision of the far sandbox.json Settings last read
@@ -49,8 +51,14 @@ func NewRemoteBackend(ctx context.Context, ctl api.Controller, rc remotes.Contex
 	if err != nil {
 		return nil, err
 	}
-	return &RemoteBackend{c: c, rc: rc, here: here}, nil
+	return &RemoteBackend{c: c, rc: rc, here: here, fwd: rc.Forwards()}, nil
 }
+
+// Forward gives a URL port on this machine's loopback for the far side's
+// preview on its 127.0.0.1:farPort, forwarded over the context's ssh
+// (remotes.Forwards, as an `mcp --agent` relay does) until the backend
+// closes. The same far port gets the same local one.
+func (r *RemoteBackend) Forward(farPort int) (int, error) { return r.fwd.Open(farPort) }
 
 // Links is this machine's record of the folders uploaded to the far side
 // as projects (remote-projects.json, as the command line keeps it).
@@ -88,8 +96,11 @@ var farPoll = 3 * time.Second
 // wait forever on a link that hangs (watchLink notices it is gone).
 const farCall = 30 * time.Second
 
-// Close stops following the status.
-func (r *RemoteBackend) Close() { r.c.Close() }
+// Close stops following the status and ends the previews' forwards.
+func (r *RemoteBackend) Close() {
+	r.fwd.CloseAll()
+	r.c.Close()
+}
 
 // Ping asks the far side's owner for its status: an error means the link
 // is gone (ssh can't reach it again).

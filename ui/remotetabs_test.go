@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/host"
 	"github.com/osaurus/osaurus-sandbox/host/api"
+	"github.com/osaurus/osaurus-sandbox/internal/testssh"
 	"github.com/osaurus/osaurus-sandbox/plugins"
 	"github.com/osaurus/osaurus-sandbox/projects"
 	"github.com/osaurus/osaurus-sandbox/remotes"
@@ -611,43 +614,87 @@ func (p *previewsCtl) ClosePorts(_ context.Context, req api.ClosePortsRequest) (
 	return api.ClosePortsResult{Closed: n - len(p.list)}, nil
 }
 
-// A remote context's previews are rows without Open (their URLs are on
-// the far machine's loopback), closed through its owner.
+// A remote context's previews are listed with the far side's URLs;
+// Open forwards one to this machine's loopback over the context's ssh (a
+// stand-in, with this machine as the far side) and opens the local URL,
+// which reaches the far preview; Close closes it through the far owner;
+// closing the forwards leaves no ssh running.
 func TestFarPortsTab(t *testing.T) {
 	test.NewTempApp(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := t.TempDir()
+	t.Setenv(testssh.PidsEnv, pids)
+	fwd := &remotes.Forwards{CtxName: "box", Argv: func(p int) []string { return []string{self, "standin-ssh-w", "127.0.0.1:" + strconv.Itoa(p)} }}
+	t.Cleanup(fwd.CloseAll)
+	farPort := testssh.FarPreview(t)
 	now := time.Now()
 	ctl := &previewsCtl{list: []api.Preview{
-		{Agent: "alice", Port: 8000, HostPort: 41001, URL: "http://127.0.0.1:41001/", Since: now},
+		{Agent: "alice", Port: 8000, HostPort: farPort, URL: "http://127.0.0.1:" + strconv.Itoa(farPort) + "/", Since: now},
 		{Agent: "bob", Port: 3000, HostPort: 41002, URL: "http://127.0.0.1:41002/", Since: now},
 	}}
+	var opened []*url.URL
+	open := func(u *url.URL) error { opened = append(opened, u); return nil }
 	var pt *portsTab
 	lockedDo(func() {
-		pt = newFarPortsTab(remotes.Context{Name: "box", URL: "ssh://me@box"}, ctl, nil, lockedDo)
+		pt = newFarPortsTab(remotes.Context{Name: "box", URL: "ssh://me@box"}, ctl, fwd.Open, open, nil, lockedDo)
 		pt.content()
 		pt.reload()
 	})
 	eventually(t, "two rows", func() bool { return len(pt.Rows) == 2 })
-	var bob *portRow
+	var alice, bob *portRow
 	lockedDo(func() {
-		for _, r := range pt.Rows {
-			if r.Open != nil {
-				t.Errorf("row %q offers Open", r.Label.Text)
-			}
-		}
-		if s := pt.Rows[0].Label.Text; !strings.Contains(s, "alice  port 8000  →  http://127.0.0.1:41001/ on box") {
+		alice, bob = pt.Rows[0], pt.Rows[1]
+		if s := alice.Label.Text; !strings.Contains(s, fmt.Sprintf("alice  port 8000  →  http://127.0.0.1:%d/ on box", farPort)) {
 			t.Errorf("row %q", s)
 		}
-		if !strings.Contains(pt.Status.Text, "on box's loopback") {
+		if !strings.Contains(pt.Status.Text, "on box's loopback") || !strings.Contains(pt.Status.Text, "Open forwards one") {
 			t.Errorf("status %q", pt.Status.Text)
 		}
-		bob = pt.Rows[1]
+		if alice.Open == nil {
+			t.Fatal("no Open on a far preview")
+		}
 	})
+	tap(alice.Open)
+	var local *url.URL
+	lockedDo(func() {
+		if len(opened) != 1 {
+			t.Fatalf("opened %v; status %q", opened, pt.Status.Text)
+		}
+		local = opened[0]
+		if local.Hostname() != "127.0.0.1" || !strings.Contains(pt.Status.Text, fmt.Sprintf("forwarded over SSH from box's 127.0.0.1:%d", farPort)) {
+			t.Errorf("opened %s, status %q", local, pt.Status.Text)
+		}
+	})
+	c := testssh.NoRedirects()
+	defer c.CloseIdleConnections()
+	if code, body, _ := testssh.Get(t, c, local.String(), ""); code != 200 || body != "hello from the far preview, /" {
+		t.Fatalf("GET %s: %d %q", local, code, body)
+	}
+	if len(testssh.Alive(pids)) == 0 {
+		t.Fatal("no ssh carried the request")
+	}
+	tap(alice.Open) // again: the same forward
+	lockedDo(func() {
+		if len(opened) != 2 || opened[1].String() != local.String() {
+			t.Errorf("opened again: %v, want %s twice", opened, local)
+		}
+	})
+
 	tap(bob.Close)
 	eventually(t, "bob's closed", func() bool { return len(pt.Rows) == 1 && pt.Rows[0].Preview.Agent == "alice" })
 	ctl.mu.Lock()
-	defer ctl.mu.Unlock()
 	if len(ctl.closed) != 1 || ctl.closed[0] != (api.ClosePortsRequest{Agent: "bob", Port: 3000}) {
-		t.Fatalf("close requests %+v", ctl.closed)
+		t.Errorf("close requests %+v", ctl.closed)
+	}
+	ctl.mu.Unlock()
+
+	c.CloseIdleConnections()
+	fwd.CloseAll()
+	if alive := testssh.Alive(pids); len(alive) != 0 {
+		t.Fatalf("ssh left running after the forwards closed: %q", alive)
 	}
 }
 
