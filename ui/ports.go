@@ -78,8 +78,8 @@ type portsTab struct {
 	// forward gives this machine's port for a remote context's far
 	// preview port (RemoteBackend.Forward); nil: no Open.
 	forward func(farPort int) (int, error)
-	win    fyne.Window
-	do     func(func())
+	win     fyne.Window
+	do      func(func())
 
 	Rows    []*portRow
 	Status  *widget.Label
