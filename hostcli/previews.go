@@ -88,6 +88,58 @@ func (p *previewRelay) response(id json.RawMessage, line []byte) []byte {
 	return line
 }
 
+// elicitation is the far side's request line to the client as the client
+// gets it: a URL elicitation (a secret prompt's one-time page, served on
+// the far machine's loopback) has a forwarded URL here instead, as a
+// preview does, so the user's browser reaches the page; every other line
+// passes as it came. When the forward fails the line passes too: the
+// client shows a link that can't open, and the prompt's other channels
+// (the window there) still ask.
+func (p *previewRelay) elicitation(method string, line []byte) []byte {
+	if method != "elicitation/create" {
+		return line
+	}
+	var msg map[string]json.RawMessage
+	if decodeStrict(line, &msg) != nil || msg["params"] == nil {
+		return line
+	}
+	var params map[string]json.RawMessage
+	if decodeStrict(msg["params"], &params) != nil {
+		return line
+	}
+	var mode, raw, message string
+	if json.Unmarshal(params["mode"], &mode) != nil || mode != "url" || json.Unmarshal(params["url"], &raw) != nil {
+		return line
+	}
+	far, farPort, isFar := farPreviewPort(raw)
+	if !isFar {
+		return line
+	}
+	lp, err := p.open(farPort)
+	if err != nil {
+		return line
+	}
+	u := *far
+	u.Host = "127.0.0.1:" + strconv.Itoa(lp)
+	if params["url"], err = encodeJSON(u.String()); err != nil {
+		return line
+	}
+	if json.Unmarshal(params["message"], &message) == nil && message != "" {
+		note := fmt.Sprintf(" (The page is on the machine of context %s, forwarded over SSH to this one while this MCP session runs.)", p.ctxName)
+		if params["message"], err = encodeJSON(message + note); err != nil {
+			return line
+		}
+	}
+	if msg["params"], err = encodeJSON(params); err != nil {
+		return line
+	}
+	b, err := encodeJSON(msg)
+	if err != nil {
+		return line
+	}
+	return append(b, '\n')
+}
+
 // rewriteExpose rewrites a tools/call answer of sandbox_expose_port whose
 // envelope (structuredContent, or the text for clients without it) holds
 // a preview URL on the far side's loopback: open forwards it, and the URL

@@ -7,13 +7,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/osaurus/osaurus-sandbox/agents"
 	"github.com/osaurus/osaurus-sandbox/internal/testssh"
+	"github.com/osaurus/osaurus-sandbox/remotes"
+	"github.com/osaurus/osaurus-sandbox/tools"
+	"github.com/osaurus/osaurus-sandbox/tools/secretprompt"
 )
 
 // exposeAnswer is the far side's answer to a tools/call of tool, as its
@@ -196,7 +204,12 @@ func standInSSH(args []string) int {
 		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 {
 			continue
 		}
-		os.Stdout.WriteString(exposeAnswer(string(m.ID), m.Params.Name, "http://127.0.0.1:"+os.Getenv("STANDIN_FAR_PORT")+"/"))
+		far := "http://127.0.0.1:" + os.Getenv("STANDIN_FAR_PORT") + "/"
+		if m.Params.Name == "sandbox_secret_set" {
+			// A secret prompt: the page's URL, elicited before the answer.
+			fmt.Fprintf(os.Stdout, `{"jsonrpc":"2.0","id":"far-1","method":"elicitation/create","params":{"mode":"url","message":"Type it","url":%q,"elicitationId":"e1"}}`+"\n", far+"secret/x")
+		}
+		os.Stdout.WriteString(exposeAnswer(string(m.ID), m.Params.Name, far))
 	}
 	return 0
 }
@@ -265,6 +278,23 @@ func TestMCPRemotePreviews(t *testing.T) {
 	if _, env := answerOf(t, ask("2", exposeTool)); env["result"].(map[string]any)["url"] != local {
 		t.Fatalf("the same preview again: %v, want %s", env, local)
 	}
+	// A secret prompt's page on the far side's loopback is elicited with
+	// a URL here, through the same forward.
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_secret_set","arguments":{"key":"K"}}}`+"\n")
+	line, err := answers.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var el struct {
+		Method string
+		Params struct{ URL string }
+	}
+	if json.Unmarshal([]byte(line), &el) != nil || el.Method != "elicitation/create" || el.Params.URL != local+"secret/x" {
+		t.Fatalf("the elicitation: %s, want its URL %ssecret/x", line, local)
+	}
+	if _, err := answers.ReadString('\n'); err != nil { // the tool's answer
+		t.Fatal(err)
+	}
 
 	inW.Close()
 	if code := <-done; code != ExitOK {
@@ -275,5 +305,110 @@ func TestMCPRemotePreviews(t *testing.T) {
 	}
 	if _, err := http.Get(local); err == nil {
 		t.Fatal("the forward still answers after the relay ended")
+	}
+}
+
+// storedSecrets is a secretprompt.Store that keeps what was set.
+type storedSecrets struct {
+	mu  sync.Mutex
+	set map[string]string
+}
+
+func (s *storedSecrets) Set(agent, key, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil {
+		s.set = map[string]string{}
+	}
+	s.set[agent+"/"+key] = value
+	return nil
+}
+
+// TestSecretPageForwarded: a far agent's secret prompt reaches the MCP
+// client as a URL elicitation of a one-time page on the far machine's
+// loopback; the relay forwards it here, and the page works through the
+// forward: it loads, a form posted from it (its own Origin, here) stores
+// the value, and a form from another site is refused there. Other
+// requests and other elicitations pass as they came.
+func TestSecretPageForwarded(t *testing.T) {
+	pids := installStandInSSH(t)
+	fs := &remotes.Forwards{CtxName: "box", Argv: func(p int) []string { return []string{"ssh", "-W", "127.0.0.1:" + strconv.Itoa(p), "--", "box"} }}
+	defer fs.CloseAll()
+	store := &storedSecrets{}
+	pages := &secretprompt.Pages{Store: store} // the far owner's, on loopback
+	defer pages.Close()
+	pg, err := pages.Open(tools.SecretRequest{Agent: agents.Agent{Name: "alice", Slug: "alice"}, Key: "API_TOKEN"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &previewRelay{ctxName: "box", open: fs.Open}
+	ask := func(params string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":` + params + "}\n"
+	}
+	for _, line := range []string{
+		ask(`{"mode":"form","message":"m","requestedSchema":{"type":"object"}}`),
+		ask(`{"mode":"url","message":"m","url":"https://example.com/secret/x","elicitationId":"e"}`),
+		`{"jsonrpc":"2.0","id":8,"method":"ping"}` + "\n",
+	} {
+		var m struct{ Method string }
+		json.Unmarshal([]byte(line), &m)
+		if got := string(p.elicitation(m.Method, []byte(line))); got != line {
+			t.Errorf("changed:\n%s\nto\n%s", line, got)
+		}
+	}
+	out := p.elicitation("elicitation/create", []byte(ask(fmt.Sprintf(`{"mode":"url","message":"Type API_TOKEN","url":%q,"elicitationId":"e1"}`, pg.URL))))
+	var got struct {
+		ID     int `json:"id"`
+		Params struct {
+			Mode, Message, URL, ElicitationID string
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.ID != 7 || got.Params.ElicitationID != "e1" || got.Params.Mode != "url" {
+		t.Fatalf("rewritten: %s (%v)", out, err)
+	}
+	local := got.Params.URL
+	if local == pg.URL || !strings.HasPrefix(local, "http://127.0.0.1:") || !strings.Contains(got.Params.Message, "context box") {
+		t.Fatalf("the elicitation's URL %q (far %q), message %q", local, pg.URL, got.Params.Message)
+	}
+	c := testssh.NoRedirects()
+	defer c.CloseIdleConnections()
+	code, body, _ := testssh.Get(t, c, local, "")
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if code != 200 || !strings.Contains(body, "Secret for agent alice") || csrf == nil {
+		t.Fatalf("GET %s: %d %q", local, code, body)
+	}
+	u, _ := url.Parse(local)
+	post := func(origin string) (int, string) {
+		form := url.Values{"csrf": {csrf[1]}, "value": {"tok-123"}, "action": {"save"}}
+		req, _ := http.NewRequest("POST", local, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("http://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("a form from another site: %d %q", code, body)
+	}
+	if code, body := post("http://" + u.Host); code != 200 || !strings.Contains(body, "Stored") {
+		t.Fatalf("the page's own form: %d %q", code, body)
+	}
+	if err := <-pg.Done; err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	v := store.set["alice/API_TOKEN"]
+	store.mu.Unlock()
+	if v != "tok-123" {
+		t.Fatalf("stored %q", v)
+	}
+	c.CloseIdleConnections()
+	fs.CloseAll()
+	if alive := testssh.Alive(pids); len(alive) != 0 {
+		t.Fatalf("ssh left running: %q", alive)
 	}
 }

@@ -629,8 +629,9 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // this process relays its messages over ssh. When the link is lost, each
 // call in flight gets an error saying so, rather than the client seeing
 // its server vanish mid-call. A preview an agent opens there
-// (sandbox_expose_port) gets a URL on this machine, forwarded over the
-// context's ssh until the relay ends (previews.go).
+// (sandbox_expose_port), and a secret prompt's page (a URL elicitation),
+// get a URL on this machine, forwarded over the context's ssh until the
+// relay ends (previews.go).
 func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 	argv := c.remote.SSHArgv(append([]string{"mcp"}, args...)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -700,11 +701,16 @@ func (c *cli) mcpRemote(ctx context.Context, args []string) int {
 				ID     json.RawMessage `json:"id"`
 				Method string          `json:"method"`
 			}
-			if json.Unmarshal(line, &m) == nil && m.Method == "" && len(m.ID) > 0 {
+			switch {
+			case json.Unmarshal(line, &m) != nil:
+			case m.Method == "" && len(m.ID) > 0:
 				mu.Lock()
 				delete(inFlight, string(m.ID))
 				mu.Unlock()
 				line = previews.response(m.ID, line)
+			case m.Method != "":
+				// The far side's request (a secret prompt's page).
+				line = previews.elicitation(m.Method, line)
 			}
 			write(line)
 		}

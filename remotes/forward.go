@@ -124,7 +124,10 @@ func (fs *Forwards) Open(farPort int) (int, error) {
 
 // server is the forward's local HTTP server: requests addressed to it
 // (Host 127.0.0.1:LOCAL or localhost:LOCAL, as the far preview checks
-// its own) go to the far preview, addressed to its own port there.
+// its own) go to the far preview, addressed to its own port there. A
+// request's Origin that is this forward's own becomes the far page's own
+// (a form posted from the page to itself, as a secret prompt's page
+// checks); any other Origin passes as it came, to be refused there.
 func (f *forward) server() *http.Server {
 	lp, fp := strconv.Itoa(f.localPort), strconv.Itoa(f.farPort)
 	toFar := map[string]string{"127.0.0.1:" + lp: "127.0.0.1:" + fp, "localhost:" + lp: "localhost:" + fp}
@@ -133,6 +136,11 @@ func (f *forward) server() *http.Server {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			host := toFar[strings.ToLower(r.In.Host)]
 			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "http", host, host
+			if o, ok := strings.CutPrefix(strings.ToLower(r.In.Header.Get("Origin")), "http://"); ok {
+				if far, ok := toFar[o]; ok {
+					r.Out.Header.Set("Origin", "http://"+far)
+				}
+			}
 		},
 		// A redirect to the far preview's own address is to this one.
 		ModifyResponse: func(r *http.Response) error {
