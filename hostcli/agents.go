@@ -20,6 +20,7 @@ import (
 	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/host/datadir"
+	"github.com/osaurus/osaurus-sandbox/secrets"
 	"github.com/osaurus/osaurus-sandbox/tools"
 	"github.com/osaurus/osaurus-sandbox/tools/envelope"
 	"github.com/osaurus/osaurus-sandbox/tools/mcpserver"
@@ -470,16 +471,20 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 	ctl := client.NewLazy(c.paths)
 	defer ctl.Close()
 	// The secret prompts of this process: the MCP client's URL elicitation.
-	prompts := &secretprompt.Broker{Store: c.sec, Pages: &secretprompt.Pages{Store: c.sec}}
+	// What the user types goes where the secret tools go (promptStore).
+	inv := stdioInvoker{ToolInvoker: api.ToolInvoker{Ctl: ctl}, viaOwner: c.secretsViaOwner}
+	answers := promptStore{local: c.sec, owner: inv.ToolInvoker, reg: reg, viaOwner: c.secretsViaOwner}
+	prompts := &secretprompt.Broker{Store: answers, Pages: &secretprompt.Pages{Store: answers}}
 	local := tools.NewEnv(tools.Options{Agents: reg, Plugins: c.installed(), Registry: datadir.PluginRegistry(c.paths),
 		Secrets: tools.StoreSecrets{Store: c.sec}, SecretStore: c.sec, SecretPrompter: prompts,
 		Exposer: inOwner{}, Checkpointer: inOwner{}, Reviewer: inOwner{}})
+	inv.local = local
 	cfg := mcpserver.Config{
 		// Env lists the agent's tools here (its installed plugins' too).
 		// The owner runs them, except the secret tools: they run here,
 		// where the MCP session is that can ask the user for a value.
 		Env:      local,
-		Invoker:  stdioInvoker{ToolInvoker: api.ToolInvoker{Ctl: ctl}, local: local},
+		Invoker:  inv,
 		Registry: reg,
 		Version:  Version,
 		Logger:   slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -499,14 +504,69 @@ func (c *cli) mcp(ctx context.Context, args []string) int {
 // session is that can ask the user for a value (URL elicitation), and
 // every other tool in the owner. Secret tools touch only the keychain, so
 // running them here shares no limit the owner keeps.
+//
+// A data folder whose secrets a connected front end keeps (secretStore
+// client: a server driven through a remote context) is different: only
+// its owner is offered them, so the secret tools run there, except a
+// prompt (sandbox_secret_set without a value), which needs this session;
+// what the user types is then stored through the owner (promptStore).
 type stdioInvoker struct {
 	api.ToolInvoker
-	local *tools.Env
+	local    *tools.Env
+	viaOwner func() bool
 }
 
 func (r stdioInvoker) RunTool(ctx context.Context, a agents.Agent, name string, args json.RawMessage) envelope.Envelope {
-	if tools.IsSecretTool(name) {
+	if tools.IsSecretTool(name) && (!r.viaOwner() || isSecretPrompt(name, args)) {
 		return r.local.RunTool(ctx, a, name, args)
 	}
 	return r.ToolInvoker.RunTool(ctx, a, name, args)
+}
+
+// isSecretPrompt says whether a secret tool call asks the user for the
+// value: sandbox_secret_set without one. Arguments that don't decode are
+// the local tool's to refuse.
+func isSecretPrompt(name string, args json.RawMessage) bool {
+	var a struct {
+		Value *string `json:"value"`
+	}
+	return name == "sandbox_secret_set" && (json.Unmarshal(args, &a) != nil || a.Value == nil)
+}
+
+// secretsViaOwner says whether this data folder's secrets are reached only
+// through its owner (secretStore client). A setting that can't be read
+// keeps them here, where the store says what is wrong with it.
+func (c *cli) secretsViaOwner() bool {
+	cfg, err := config.LoadSandbox(c.paths.SandboxJSON())
+	return err == nil && cfg.SecretStore == config.SecretStoreClient
+}
+
+// promptStore stores what the user typed on a prompt of this process: in
+// this machine's store, or, when the secret tools run in the owner
+// (stdioInvoker), through the owner's sandbox_secret_set.
+type promptStore struct {
+	local    secretprompt.Store
+	owner    api.ToolInvoker
+	reg      *agents.Registry
+	viaOwner func() bool
+}
+
+func (p promptStore) Set(agent, key, value string) error {
+	if !p.viaOwner() {
+		return p.local.Set(agent, key, value)
+	}
+	a, err := p.reg.GetSlug(agent)
+	if err != nil {
+		return err
+	}
+	args, err := json.Marshal(map[string]string{"key": key, "value": value})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), secrets.ClientTimeout+10*time.Second)
+	defer cancel()
+	if e := p.owner.RunTool(ctx, a, "sandbox_secret_set", args); !e.OK {
+		return fmt.Errorf("storing %s through the sandbox's owner: %s", key, e.Message)
+	}
+	return nil
 }

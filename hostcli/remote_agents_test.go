@@ -47,8 +47,9 @@ func farSide(t *testing.T, name, dir string) {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	// ssh's last argument is the far side's command line, for its shell.
-	script := "#!/bin/sh\nfor a; do last=$a; done\nexec sh -c \"$last\"\n"
+	// ssh's last argument is the far side's command line, for its shell;
+	// ssh -W is a forward to this machine's port (standInSSH).
+	script := "#!/bin/sh\nfor a; do if [ \"$a\" = -W ]; then exec " + remotes.ShellQuote(self) + " standin-ssh \"$@\"; fi; last=$a; done\nexec sh -c \"$last\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

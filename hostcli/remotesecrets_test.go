@@ -1,9 +1,15 @@
 package hostcli
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +31,7 @@ import (
 // stand-in ssh; this machine's store is the file store (TestMain leaves
 // no keychain).
 func TestSecretsFromThisMachineThroughContext(t *testing.T) {
-	local, far, ctl := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"config", "set", "secretStore", "client"})
+	local, far, ctl := farAndLocal(t, []string{"agent", "add", "alice"}, []string{"agent", "set", "alice", "enabled", "true"}, []string{"config", "set", "secretStore", "client"})
 	farSecrets := ctl.(*host.Host).Secrets()
 	if _, errOut, code := run(t, "config", "set", "secretStore", "file"); code != ExitOK {
 		t.Fatal(errOut)
@@ -78,11 +84,25 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 
 	// An MCP session through the context offers them while it lasts.
 	mcpIn, feed := io.Pipe()
+	outR, outW := io.Pipe()
 	ended := make(chan int, 1)
-	var mcpOut, mcpErr bytes.Buffer
+	var mcpOut, mcpErr bytes.Buffer // mcpOut: the lines read below
 	go func() {
-		ended <- Main([]string{"--context", "box", "mcp", "--agent", "alice"}, mcpIn, &mcpOut, &mcpErr, Owner{})
+		ended <- Main([]string{"--context", "box", "mcp", "--agent", "alice"}, mcpIn, outW, &mcpErr, Owner{})
+		outW.Close()
 	}()
+	answers := bufio.NewReader(outR)
+	// call sends one JSON-RPC request and returns its answer's line.
+	call := func(id int, method, params string) string {
+		t.Helper()
+		fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		line, err := answers.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer to %s: %v\n%s", method, err, mcpErr.String())
+		}
+		mcpOut.WriteString(line)
+		return line
+	}
 	testwait.Eventually(t, "the relay offers this machine's secrets", 30*time.Second, 5*time.Millisecond, func() bool {
 		return farSecrets.Clients().Connected() == 1
 	})
@@ -102,12 +122,83 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 	if v, err := inContext("OTHER"); err != nil || v != "set-over-there-2" {
 		t.Errorf("the far side's set: %q, %v", v, err)
 	}
+	// The agent's secret tools, called by the MCP client through the
+	// relay: the far side's mcp process can't reach this machine's store
+	// itself, so it runs them in its owner, which can.
+	call(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"t","version":"1"}}`)
+	fmt.Fprintln(feed, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, tt := range []struct{ params, want string }{
+		{`{"name":"sandbox_secret_check","arguments":{"key":"TOKEN"}}`, `\"exists\":true`},
+		{`{"name":"sandbox_secret_check","arguments":{"key":"MISSING"}}`, `\"exists\":false`},
+		{`{"name":"sandbox_secret_set","arguments":{"key":"BY_TOOL","value":"set-by-the-tool-5"}}`, `\"stored\":true`},
+	} {
+		if line := call(2, "tools/call", tt.params); !strings.Contains(line, tt.want) {
+			t.Errorf("%s through the relay: %s, want %s", tt.params, line, tt.want)
+		}
+	}
+	if v, err := inContext("BY_TOOL"); err != nil || v != "set-by-the-tool-5" {
+		t.Errorf("sandbox_secret_set through the relay stored %q, %v here", v, err)
+	}
+	// A prompt: the far mcp process serves the page (the MCP session is
+	// there), and what the user types there is stored through its owner,
+	// so here.
+	fmt.Fprintln(feed, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_secret_set","arguments":{"key":"PROMPTED"}}}`)
+	line, err := answers.ReadString('\n')
+	var el struct {
+		ID     json.RawMessage
+		Method string
+		Params struct{ URL string }
+	}
+	if err != nil || json.Unmarshal([]byte(line), &el) != nil || el.Method != "elicitation/create" {
+		t.Fatalf("want the page's elicitation: %q %v\n%s", line, err, mcpErr.String())
+	}
+	res, err := http.Get(el.Params.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no form on %s: %s", el.Params.URL, page)
+	}
+	if res, err = http.PostForm(el.Params.URL, url.Values{"csrf": {string(csrf[1])}, "value": {"typed-on-the-page-6"}, "action": {"save"}}); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	fmt.Fprintf(feed, `{"jsonrpc":"2.0","id":%s,"result":{"action":"accept"}}`+"\n", el.ID)
+	for {
+		line, err := answers.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer to the prompt: %v\n%s", err, mcpErr.String())
+		}
+		mcpOut.WriteString(line)
+		if strings.HasPrefix(line, `{"jsonrpc":"2.0","id":3,`) {
+			if !strings.Contains(line, `\"stored\":true`) {
+				t.Errorf("the prompt's answer: %s", line)
+			}
+			break
+		}
+	}
+	if v, err := inContext("PROMPTED"); err != nil || v != "typed-on-the-page-6" {
+		t.Errorf("the prompt stored %q, %v here", v, err)
+	}
+	// The rest the relay writes (the elicitation's completion), read to
+	// its end.
+	var rest bytes.Buffer
+	drained := make(chan struct{})
+	go func() {
+		io.Copy(&rest, answers)
+		close(drained)
+	}()
 
 	// The MCP client goes: the relay ends, and its offer with it.
 	feed.Close()
 	if code := <-ended; code != ExitOK {
 		t.Fatalf("mcp relay: exit %d\n%s", code, mcpErr.String())
 	}
+	<-drained
+	mcpOut.Write(rest.Bytes())
 	// The far owner sees the link go once ssh and its dial-stdio exit.
 	testwait.Eventually(t, "the offer ends with the relay", 30*time.Second, 5*time.Millisecond, func() bool {
 		return farSecrets.Clients().Connected() == 0
@@ -115,7 +206,7 @@ func TestSecretsFromThisMachineThroughContext(t *testing.T) {
 	if _, err := farSecrets.Get("alice", "TOKEN"); !errors.Is(err, secrets.ErrUnavailable) || !strings.Contains(err.Error(), noClient) {
 		t.Fatalf("the far owner's read after the relay: %v", err)
 	}
-	if strings.Contains(mcpErr.String(), "from-this-machine-1") || strings.Contains(mcpOut.String(), "from-this-machine-1") {
+	if strings.Contains(mcpErr.String()+mcpOut.String(), "from-this-machine-1") || strings.Contains(mcpOut.String(), "set-by-the-tool-5\"") || strings.Contains(mcpOut.String(), "typed-on-the-page-6") {
 		t.Errorf("a value was printed:\n%s\n%s", mcpOut.String(), mcpErr.String())
 	}
 
