@@ -640,6 +640,11 @@ func TestRemoteContextMCP(t *testing.T) {
 	if got := str(far.ok(t, "sandbox_exec", map[string]any{"command": "osaurus-host secrets get TOKEN"})["stdout"]); got != "[REDACTED:TOKEN]\n" {
 		t.Errorf("the far tool result shows %q, want it redacted", got)
 	}
+	// The agent's secret tools reach it too (run by the far owner, which
+	// the relay offers them to).
+	if r := far.ok(t, "sandbox_secret_check", map[string]any{"key": "TOKEN"}); r["exists"] != true {
+		t.Errorf("sandbox_secret_check through the context: %v", r)
+	}
 	if _, err := os.Stat(filepath.Join(rp.Root, "secrets", "secrets.json")); err == nil {
 		t.Error("the far side wrote a secrets file")
 	}
