@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/osaurus/osaurus-sandbox/agents"
-	"github.com/osaurus/osaurus-sandbox/config"
 	"github.com/osaurus/osaurus-sandbox/remotes"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
@@ -31,11 +30,7 @@ func (c *cli) farKeepsSecretsHere(ctx context.Context) error {
 	if err != nil {
 		return c.farError(err, "say where its secrets are")
 	}
-	if st.SecretStore != config.SecretStoreClient {
-		store := st.SecretStore
-		if store == "" {
-			store = "unknown: an older osaurus-sandbox"
-		}
+	if store, here := remotes.SecretsKeptHere(st); !here {
 		return fmt.Errorf("context %s keeps its secrets on that machine (secretStore %s): set them there (ssh ... osaurus-sandbox secret ...), or keep them on this machine with `ssh ... osaurus-sandbox config set secretStore client` there (docs/secrets.md)", c.remote.Name, store)
 	}
 	return nil

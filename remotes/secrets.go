@@ -8,6 +8,7 @@ import (
 
 	"github.com/osaurus/osaurus-sandbox/agentproto"
 	"github.com/osaurus/osaurus-sandbox/config"
+	"github.com/osaurus/osaurus-sandbox/host/api"
 	"github.com/osaurus/osaurus-sandbox/host/api/client"
 	"github.com/osaurus/osaurus-sandbox/secrets"
 )
@@ -76,7 +77,7 @@ func offerOver(ctx context.Context, cl *client.Client, b secrets.Backend, name s
 			return ctx.Err() == nil
 		}
 		OfferChecked(st.SecretStore)
-		if st.SecretStore == config.SecretStoreClient {
+		if _, here := SecretsKeptHere(st); here {
 			conn, err := cl.OfferSecrets(ctx)
 			if errors.Is(err, agentproto.ErrUnsupported) {
 				return false
@@ -99,4 +100,14 @@ type running struct{ client.Dialer }
 
 func (d running) DialControl(ctx context.Context, _ bool) (io.ReadWriteCloser, error) {
 	return d.Dialer.DialControl(ctx, false)
+}
+
+// SecretsKeptHere says whether the far owner whose status is st keeps
+// its agents' secrets on this machine (secretStore client); store names
+// its setting for messages, an older owner's that doesn't say included.
+func SecretsKeptHere(st api.Status) (store string, here bool) {
+	if st.SecretStore == "" {
+		return "unknown: an older osaurus-sandbox", false
+	}
+	return st.SecretStore, st.SecretStore == config.SecretStoreClient
 }

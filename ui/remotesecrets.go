@@ -36,11 +36,7 @@ func (f *farSecrets) Available() error {
 	if err != nil {
 		return fmt.Errorf("%s can't say where it keeps its secrets: %w", f.rc.Name, err)
 	}
-	if st.SecretStore != config.SecretStoreClient {
-		store := st.SecretStore
-		if store == "" {
-			store = "unknown: an older osaurus-sandbox"
-		}
+	if store, here := remotes.SecretsKeptHere(st); !here {
 		return fmt.Errorf("%s keeps its agents' secrets on that machine (secretStore %s). Set them there with `%s`, or keep them on this machine with `%s` and set them here",
 			f.rc.Name, store, FarCommand(f.rc, "secret", "set", "AGENT", "KEY"), FarCommand(f.rc, "config", "set", "secretStore", config.SecretStoreClient))
 	}

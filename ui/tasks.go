@@ -277,16 +277,13 @@ func (t *tasksTab) storeFarKey(key string) {
 		ctx, cancel := context.WithTimeout(context.Background(), farCall)
 		defer cancel()
 		st, err := t.farStatus(ctx)
+		store, keptHere := remotes.SecretsKeptHere(st)
 		var msg string
 		stored := false
 		switch {
 		case err != nil:
 			msg = fmt.Sprintf("Not stored: %s can't say where it keeps its secrets: %v", rc.Name, err)
-		case st.SecretStore != config.SecretStoreClient:
-			store := st.SecretStore
-			if store == "" {
-				store = "unknown: an older osaurus-sandbox"
-			}
+		case !keptHere:
 			msg = fmt.Sprintf("Not stored: %s keeps its secrets on that machine (secretStore %s). Set the key there with `%s`, or keep its secrets on this machine with `%s` and store it here.",
 				rc.Name, store, FarCommand(rc, "secret", "set", "--app", secrets.InferenceKey), FarCommand(rc, "config", "set", "secretStore", config.SecretStoreClient))
 		case here.Root == "":
